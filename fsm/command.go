@@ -1,0 +1,219 @@
+package fsm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// CommandType is the first byte of every log entry. The high bit marks a
+// type that older replicas may skip; any other unknown type stops the
+// replica (panics) rather than let replicas silently diverge.
+type CommandType byte
+
+// IgnorableFlag marks a command type that replicas which do not know it may
+// skip.
+const IgnorableFlag CommandType = 0x80
+
+// Command types. Values are part of the log format: never renumber.
+const (
+	TypeClaim    CommandType = 1
+	TypeComplete CommandType = 2
+	TypeRenew    CommandType = 3
+	TypeCommit   CommandType = 4
+	TypeResolve  CommandType = 5
+	TypeApprove  CommandType = 6
+	TypeReject   CommandType = 7
+	TypeExpire   CommandType = 8
+	TypePurge    CommandType = 9
+)
+
+// EncodingVersion is the second byte of every log entry.
+const EncodingVersion byte = 1
+
+// Errors returned by Decode.
+var (
+	ErrUnknownCommand   = errors.New("unknown command type")
+	ErrIgnorableCommand = errors.New("unknown ignorable command type")
+	ErrBadVersion       = errors.New("unsupported command encoding version")
+)
+
+// Header is embedded in every command. At is the proposal time in Unix
+// nanoseconds, stamped by the leader; the ledger never lets time run
+// backwards (it uses the maximum of At and the last time it applied).
+type Header struct {
+	At int64 `json:"at"`
+}
+
+func (h *Header) header() *Header { return h }
+
+// Command is one state machine operation.
+type Command interface {
+	Type() CommandType
+	header() *Header
+}
+
+// Claim asks for the right to execute the effect named by the key.
+type Claim struct {
+	Header
+	Namespace string `json:"ns"`
+	Key       string `json:"key"`
+	Tool      string `json:"tool"`
+	Owner     string `json:"owner"`
+	// Payload is the canonical (RFC 8785) form of the caller's payload and
+	// Fingerprint its fingerprint; both are computed before proposal (see
+	// Fingerprint) so the log carries them and replicas need not agree on
+	// a canonicalizer.
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	Fingerprint    string          `json:"fp"`
+	Policy         string          `json:"policy,omitempty"`
+	LeaseMS        int64           `json:"lease_ms"`
+	DedupeWindowMS int64           `json:"dedupe_ms"`
+	// RequireApproval is set by the policy layer: the first claim records
+	// pending_approval instead of granting.
+	RequireApproval bool `json:"approval,omitempty"`
+}
+
+// Complete reports the outcome of an effect by its owner.
+type Complete struct {
+	Header
+	Namespace    string          `json:"ns"`
+	Key          string          `json:"key"`
+	Owner        string          `json:"owner"`
+	FencingToken uint64          `json:"fence"`
+	Outcome      Outcome         `json:"outcome"`
+	Result       json.RawMessage `json:"result,omitempty"`
+}
+
+// Renew extends the owner's lease.
+type Renew struct {
+	Header
+	Namespace    string `json:"ns"`
+	Key          string `json:"key"`
+	Owner        string `json:"owner"`
+	FencingToken uint64 `json:"fence"`
+	LeaseMS      int64  `json:"lease_ms"`
+}
+
+// Commit acknowledges an executed intent's result (executed → committed).
+type Commit struct {
+	Header
+	Namespace string `json:"ns"`
+	Key       string `json:"key"`
+	Owner     string `json:"owner"`
+}
+
+// Resolve settles an in_doubt intent after someone checked the tool's side.
+type Resolve struct {
+	Header
+	Namespace string          `json:"ns"`
+	Key       string          `json:"key"`
+	Outcome   Outcome         `json:"outcome"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Actor     string          `json:"actor"`
+	Reason    string          `json:"reason,omitempty"`
+}
+
+// Approve approves a pending intent.
+type Approve struct {
+	Header
+	Namespace string `json:"ns"`
+	Key       string `json:"key"`
+	Actor     string `json:"actor"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// Reject rejects a pending intent.
+type Reject struct {
+	Header
+	Namespace string `json:"ns"`
+	Key       string `json:"key"`
+	Actor     string `json:"actor"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// Expire moves declared intents whose lease has passed to in_doubt. The
+// leader proposes it for leases it saw pass; each key is checked again at
+// apply time.
+type Expire struct {
+	Header
+	Keys []Ref `json:"keys"`
+}
+
+// Purge deletes finished intents whose dedupe window has passed; each key
+// is checked again at apply time.
+type Purge struct {
+	Header
+	Keys []Ref `json:"keys"`
+}
+
+// Type implements Command.
+func (*Claim) Type() CommandType    { return TypeClaim }
+func (*Complete) Type() CommandType { return TypeComplete }
+func (*Renew) Type() CommandType    { return TypeRenew }
+func (*Commit) Type() CommandType   { return TypeCommit }
+func (*Resolve) Type() CommandType  { return TypeResolve }
+func (*Approve) Type() CommandType  { return TypeApprove }
+func (*Reject) Type() CommandType   { return TypeReject }
+func (*Expire) Type() CommandType   { return TypeExpire }
+func (*Purge) Type() CommandType    { return TypePurge }
+
+func newCommand(t CommandType) Command {
+	switch t {
+	case TypeClaim:
+		return &Claim{}
+	case TypeComplete:
+		return &Complete{}
+	case TypeRenew:
+		return &Renew{}
+	case TypeCommit:
+		return &Commit{}
+	case TypeResolve:
+		return &Resolve{}
+	case TypeApprove:
+		return &Approve{}
+	case TypeReject:
+		return &Reject{}
+	case TypeExpire:
+		return &Expire{}
+	case TypePurge:
+		return &Purge{}
+	}
+	return nil
+}
+
+// Encode stamps cmd with the time at (Unix nanoseconds) and returns its log
+// entry: type byte, encoding version byte, JSON body.
+func Encode(at int64, cmd Command) ([]byte, error) {
+	cmd.header().At = at
+	body, err := json.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("encode %T: %w", cmd, err)
+	}
+	out := make([]byte, 0, len(body)+2)
+	out = append(out, byte(cmd.Type()), EncodingVersion)
+	return append(out, body...), nil
+}
+
+// Decode parses a log entry. It never panics; Apply decides what an error
+// means for the replica.
+func Decode(data []byte) (Command, error) {
+	if len(data) < 2 {
+		return nil, fmt.Errorf("%w: entry of %d bytes", ErrMalformed, len(data))
+	}
+	t := CommandType(data[0])
+	cmd := newCommand(t)
+	if cmd == nil {
+		if t&IgnorableFlag != 0 {
+			return nil, fmt.Errorf("%w %#x", ErrIgnorableCommand, byte(t))
+		}
+		return nil, fmt.Errorf("%w %#x", ErrUnknownCommand, byte(t))
+	}
+	if data[1] != EncodingVersion {
+		return nil, fmt.Errorf("%w %d for type %d", ErrBadVersion, data[1], t)
+	}
+	if err := json.Unmarshal(data[2:], cmd); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return cmd, nil
+}

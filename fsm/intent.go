@@ -1,0 +1,138 @@
+// Package fsm is the intent ledger's replicated state machine.
+//
+// It is a pure, deterministic function of the command log: the same
+// commands at the same log indexes always produce the same state and the
+// same results on every replica. It reads no clock (time arrives inside
+// each command, stamped by the Raft leader), uses no randomness and does no
+// I/O or logging. See DESIGN.md in this directory for why it is shaped the
+// way it is.
+package fsm
+
+import "encoding/json"
+
+// State is the lifecycle state of an intent.
+type State string
+
+// The states of an intent. See ../shared/DESIGN.md for the diagram.
+const (
+	StatePendingApproval State = "pending_approval"
+	StateApproved        State = "approved"
+	StateRejected        State = "rejected"
+	StateDeclared        State = "declared"
+	StateExecuted        State = "executed"
+	StateFailed          State = "failed"
+	StateCommitted       State = "committed"
+	StateInDoubt         State = "in_doubt"
+)
+
+// States lists every state in a stable order.
+var States = []State{
+	StatePendingApproval, StateApproved, StateRejected, StateDeclared,
+	StateExecuted, StateFailed, StateCommitted, StateInDoubt,
+}
+
+// Valid reports whether s is a known state.
+func (s State) Valid() bool {
+	for _, k := range States {
+		if k == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Finished reports whether a record in this state may be purged once its
+// dedupe window has passed. declared and in_doubt never are: purging them
+// would re-open a key whose effect may have happened.
+func (s State) Finished() bool {
+	switch s {
+	case StateExecuted, StateCommitted, StateFailed, StateRejected:
+		return true
+	}
+	return false
+}
+
+// Outcome is what an executor (or a reconciler) reports about an effect.
+type Outcome string
+
+// The outcomes a complete or resolve may report.
+const (
+	OutcomeExecuted Outcome = "executed"
+	OutcomeFailed   Outcome = "failed"
+)
+
+// Valid reports whether o is executed or failed.
+func (o Outcome) Valid() bool { return o == OutcomeExecuted || o == OutcomeFailed }
+
+func (o Outcome) state() State {
+	if o == OutcomeExecuted {
+		return StateExecuted
+	}
+	return StateFailed
+}
+
+// Intent is one logical side effect, identified by (Namespace, Key).
+//
+// Intents held by a Ledger are immutable: every change stores a new value,
+// so a pointer returned by a query stays valid and consistent after the
+// ledger moves on. Callers must not modify an Intent they did not create.
+// Times are Unix nanoseconds taken from commands, never from a clock.
+type Intent struct {
+	Namespace    string          `json:"namespace"`
+	Key          string          `json:"key"`
+	Tool         string          `json:"tool"`
+	Fingerprint  string          `json:"fingerprint"`
+	Payload      json.RawMessage `json:"payload,omitempty"`
+	Owner        string          `json:"owner,omitempty"`
+	State        State           `json:"state"`
+	FencingToken uint64          `json:"fencing_token,omitempty"`
+	Generation   uint64          `json:"generation,omitempty"`
+	// LeaseMS is the lease length of the current grant.
+	LeaseMS       int64           `json:"lease_ms,omitempty"`
+	LeaseDeadline int64           `json:"lease_deadline,omitempty"`
+	Result        json.RawMessage `json:"result,omitempty"`
+	Policy        string          `json:"policy,omitempty"`
+	// DedupeWindowMS is how long a finished record blocks reuse of its key.
+	DedupeWindowMS int64 `json:"dedupe_window_ms"`
+	// RequireApproval and Approvals carry the approval gate's decision.
+	RequireApproval bool  `json:"require_approval,omitempty"`
+	CreatedAt       int64 `json:"created_at"`
+	// UpdatedAt is the time of the last state change; the dedupe window
+	// runs from here.
+	UpdatedAt  int64  `json:"updated_at"`
+	Duplicates uint64 `json:"duplicates,omitempty"`
+	Divergent  uint64 `json:"divergent,omitempty"`
+	// Version is the log index of the last command that changed the record
+	// in any way (including an audited refusal).
+	Version      uint64       `json:"version"`
+	Audit        []AuditEvent `json:"audit,omitempty"`
+	AuditDropped uint64       `json:"audit_dropped,omitempty"`
+}
+
+// purgeAt is when a finished record may be purged.
+func (in *Intent) purgeAt() int64 {
+	return in.UpdatedAt + in.DedupeWindowMS*1e6
+}
+
+// AuditEvent records one attempt on a key: every claim (granted, duplicate,
+// in_flight, divergent ...), completion, renewal, commit, resolve,
+// approval and lease expiry.
+type AuditEvent struct {
+	Index        uint64  `json:"index"`
+	At           int64   `json:"at"`
+	Op           string  `json:"op"`
+	Status       Status  `json:"status"`
+	State        State   `json:"state"`
+	Owner        string  `json:"owner,omitempty"`
+	Actor        string  `json:"actor,omitempty"`
+	Fingerprint  string  `json:"fingerprint,omitempty"`
+	FencingToken uint64  `json:"fencing_token,omitempty"`
+	Outcome      Outcome `json:"outcome,omitempty"`
+	Reason       string  `json:"reason,omitempty"`
+}
+
+// Ref names an intent.
+type Ref struct {
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
+}

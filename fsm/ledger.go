@@ -1,0 +1,246 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/btree"
+)
+
+// MaxAuditEvents bounds the audit trail kept per key; older events are
+// dropped (and counted in Intent.AuditDropped).
+const MaxAuditEvents = 64
+
+// Ledger is the replicated state: every intent, indexed by (namespace,
+// key), plus secondary indexes the leader's sweeper reads. It is not safe
+// for concurrent use; the cluster layer serialises Apply against reads.
+type Ledger struct {
+	intents *btree.BTreeG[*Intent]
+	leases  *btree.BTreeG[deadline] // declared intents by lease deadline
+	purges  *btree.BTreeG[deadline] // finished intents by purge time
+	counts  map[State]int
+	now     int64  // latest command time applied (never decreases)
+	index   uint64 // latest log index applied
+}
+
+type deadline struct {
+	at      int64
+	ns, key string
+}
+
+func lessIntent(a, b *Intent) bool {
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Key < b.Key
+}
+
+func lessDeadline(a, b deadline) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	if a.ns != b.ns {
+		return a.ns < b.ns
+	}
+	return a.key < b.key
+}
+
+const btreeDegree = 32
+
+// New returns an empty ledger.
+func New() *Ledger {
+	return &Ledger{
+		intents: btree.NewG(btreeDegree, lessIntent),
+		leases:  btree.NewG(btreeDegree, lessDeadline),
+		purges:  btree.NewG(btreeDegree, lessDeadline),
+		counts:  make(map[State]int),
+	}
+}
+
+// Clone returns a copy of the ledger that shares structure copy-on-write;
+// it costs O(1) and the copy can be read (e.g. encoded into a snapshot)
+// while the original keeps applying.
+func (l *Ledger) Clone() *Ledger {
+	c := &Ledger{
+		intents: l.intents.Clone(),
+		leases:  l.leases.Clone(),
+		purges:  l.purges.Clone(),
+		counts:  make(map[State]int, len(l.counts)),
+		now:     l.now,
+		index:   l.index,
+	}
+	for k, v := range l.counts {
+		c.counts[k] = v
+	}
+	return c
+}
+
+// AppliedIndex is the log index of the last applied command.
+func (l *Ledger) AppliedIndex() uint64 { return l.index }
+
+// Now is the latest command time applied, in Unix nanoseconds.
+func (l *Ledger) Now() int64 { return l.now }
+
+// Len is the number of intents.
+func (l *Ledger) Len() int { return l.intents.Len() }
+
+// Counts returns the number of intents in each state.
+func (l *Ledger) Counts() map[State]int {
+	out := make(map[State]int, len(States))
+	for _, s := range States {
+		out[s] = l.counts[s]
+	}
+	return out
+}
+
+// Get returns the intent or nil.
+func (l *Ledger) Get(ns, key string) *Intent {
+	in, _ := l.intents.Get(&Intent{Namespace: ns, Key: key})
+	return in
+}
+
+// ListOptions filters a List.
+type ListOptions struct {
+	Namespace string
+	Prefix    string
+	State     State // empty: any
+	After     string
+	Limit     int
+}
+
+// List returns up to opts.Limit intents of the namespace in key order whose
+// key has the prefix and is greater than After, and the last key returned
+// when more may follow (a cursor for the next page), else "".
+func (l *Ledger) List(opts ListOptions) (page []*Intent, next string) {
+	start := opts.Prefix
+	if opts.After > start {
+		start = opts.After
+	}
+	if opts.Limit <= 0 {
+		opts.Limit = 100
+	}
+	l.intents.AscendGreaterOrEqual(&Intent{Namespace: opts.Namespace, Key: start}, func(in *Intent) bool {
+		if in.Namespace != opts.Namespace || !strings.HasPrefix(in.Key, opts.Prefix) {
+			return false
+		}
+		if in.Key == opts.After {
+			return true
+		}
+		if opts.State != "" && in.State != opts.State {
+			return true
+		}
+		if len(page) == opts.Limit {
+			next = page[len(page)-1].Key
+			return false
+		}
+		page = append(page, in)
+		return true
+	})
+	return page, next
+}
+
+// DueLeases returns up to max declared intents whose lease deadline is
+// before now.
+func (l *Ledger) DueLeases(now int64, max int) []Ref {
+	return due(l.leases, now, max)
+}
+
+// DuePurges returns up to max finished intents whose dedupe window has
+// passed at now.
+func (l *Ledger) DuePurges(now int64, max int) []Ref {
+	return due(l.purges, now+1, max)
+}
+
+func due(t *btree.BTreeG[deadline], before int64, max int) []Ref {
+	var out []Ref
+	t.AscendLessThan(deadline{at: before}, func(d deadline) bool {
+		if len(out) == max {
+			return false
+		}
+		out = append(out, Ref{Namespace: d.ns, Key: d.key})
+		return true
+	})
+	return out
+}
+
+// Apply applies one log entry at index. A malformed entry of a known type
+// is refused deterministically (every replica refuses it); an unknown
+// command type that is not marked ignorable panics, because a replica that
+// skipped it would silently diverge from the others.
+func (l *Ledger) Apply(index uint64, data []byte) *Result {
+	cmd, err := Decode(data)
+	switch {
+	case errors.Is(err, ErrUnknownCommand), errors.Is(err, ErrBadVersion):
+		panic(fmt.Sprintf("fsm: cannot apply log entry %d: %v (upgrade this node)", index, err))
+	case errors.Is(err, ErrIgnorableCommand):
+		l.index = index
+		return &Result{Status: StatusIgnored, Index: index, Detail: err.Error()}
+	case err != nil:
+		l.index = index
+		return &Result{Status: StatusMalformed, Index: index, Detail: err.Error()}
+	}
+	return l.ApplyCommand(index, cmd)
+}
+
+// ApplyCommand applies a decoded command at index.
+func (l *Ledger) ApplyCommand(index uint64, cmd Command) *Result {
+	if at := cmd.header().At; at > l.now {
+		l.now = at
+	}
+	l.index = index
+	a := applier{l: l, index: index, now: l.now}
+	var r *Result
+	switch c := cmd.(type) {
+	case *Claim:
+		r = a.claim(c)
+	case *Complete:
+		r = a.complete(c)
+	case *Renew:
+		r = a.renew(c)
+	case *Commit:
+		r = a.commit(c)
+	case *Resolve:
+		r = a.resolve(c)
+	case *Approve:
+		r = a.decide(c.Namespace, c.Key, c.Actor, c.Reason, "approve", StateApproved)
+	case *Reject:
+		r = a.decide(c.Namespace, c.Key, c.Actor, c.Reason, "reject", StateRejected)
+	case *Expire:
+		r = a.expire(c)
+	case *Purge:
+		r = a.purge(c)
+	default:
+		panic(fmt.Sprintf("fsm: no apply for %T", cmd))
+	}
+	r.Index = index
+	return r
+}
+
+// put stores next in place of prev (either may be nil) and keeps the
+// secondary indexes and counts in step.
+func (l *Ledger) put(prev, next *Intent) {
+	if prev != nil {
+		l.counts[prev.State]--
+		if prev.State == StateDeclared {
+			l.leases.Delete(deadline{prev.LeaseDeadline, prev.Namespace, prev.Key})
+		}
+		if prev.State.Finished() {
+			l.purges.Delete(deadline{prev.purgeAt(), prev.Namespace, prev.Key})
+		}
+	}
+	if next == nil {
+		if prev != nil {
+			l.intents.Delete(prev)
+		}
+		return
+	}
+	l.counts[next.State]++
+	if next.State == StateDeclared {
+		l.leases.ReplaceOrInsert(deadline{next.LeaseDeadline, next.Namespace, next.Key})
+	}
+	if next.State.Finished() {
+		l.purges.ReplaceOrInsert(deadline{next.purgeAt(), next.Namespace, next.Key})
+	}
+	l.intents.ReplaceOrInsert(next)
+}

@@ -1,0 +1,106 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Status is the answer of the ledger to one command. Success statuses
+// (granted, duplicate, pending_approval, ok) carry the intent; refusals
+// name why nothing (beyond the audit trail) changed.
+type Status string
+
+// Statuses returned by Apply.
+const (
+	StatusGranted         Status = "granted"
+	StatusDuplicate       Status = "duplicate"
+	StatusPendingApproval Status = "pending_approval"
+	StatusOK              Status = "ok"
+	StatusInFlight        Status = "in_flight"
+	StatusInDoubt         Status = "in_doubt"
+	StatusDivergent       Status = "divergent"
+	StatusFenced          Status = "fenced"
+	StatusRejected        Status = "rejected"
+	StatusNotFound        Status = "not_found"
+	StatusInvalidState    Status = "invalid_state"
+	StatusNotPending      Status = "not_pending_approval"
+	StatusExpired         Status = "lease_expired"
+	StatusPurged          Status = "purged"
+	StatusIgnored         Status = "ignored"
+	StatusMalformed       Status = "malformed_command"
+)
+
+// Sentinel errors for refusals, so callers can use errors.Is.
+var (
+	ErrInFlight     = errors.New("intent is in flight under another owner")
+	ErrInDoubt      = errors.New("intent is in doubt: its lease passed without a report")
+	ErrDivergent    = errors.New("payload differs from the recorded intent")
+	ErrFenced       = errors.New("stale owner or fencing token")
+	ErrRejected     = errors.New("intent was rejected")
+	ErrNotFound     = errors.New("intent not found")
+	ErrInvalidState = errors.New("operation not allowed in the intent's state")
+	ErrNotPending   = errors.New("intent is not pending approval")
+	ErrMalformed    = errors.New("malformed command")
+)
+
+var statusErr = map[Status]error{
+	StatusInFlight:     ErrInFlight,
+	StatusInDoubt:      ErrInDoubt,
+	StatusDivergent:    ErrDivergent,
+	StatusFenced:       ErrFenced,
+	StatusRejected:     ErrRejected,
+	StatusNotFound:     ErrNotFound,
+	StatusInvalidState: ErrInvalidState,
+	StatusNotPending:   ErrNotPending,
+	StatusMalformed:    ErrMalformed,
+}
+
+// Result is what applying one command produced.
+type Result struct {
+	Status Status
+	// Intent is the record after the command (nil if there is none). It is
+	// shared with the ledger and must not be modified.
+	Intent *Intent
+	// Created is true when this command granted a new generation.
+	Created bool
+	// Detail explains a refusal in words.
+	Detail string
+	// Fingerprint is the fingerprint the command carried (for divergent
+	// answers, which show both).
+	Fingerprint string
+	// Index is the log index the command was applied at.
+	Index uint64
+	// Count is the number of records a sweep command changed.
+	Count int
+}
+
+// Err returns nil for a success status and a *RefusalError wrapping the
+// status's sentinel error otherwise.
+func (r *Result) Err() error {
+	if r == nil {
+		return nil
+	}
+	sentinel, ok := statusErr[r.Status]
+	if !ok {
+		return nil
+	}
+	return &RefusalError{Status: r.Status, Detail: r.Detail, Intent: r.Intent, err: sentinel}
+}
+
+// RefusalError is a definite refusal by the state machine.
+type RefusalError struct {
+	Status Status
+	Detail string
+	Intent *Intent
+	err    error
+}
+
+func (e *RefusalError) Error() string {
+	if e.Detail == "" {
+		return e.err.Error()
+	}
+	return fmt.Sprintf("%s: %s", e.err.Error(), e.Detail)
+}
+
+// Unwrap returns the sentinel error for the status.
+func (e *RefusalError) Unwrap() error { return e.err }

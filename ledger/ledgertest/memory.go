@@ -1,0 +1,100 @@
+// Package ledgertest provides an in-memory Replicator for tests of code
+// above the cluster: it applies commands straight to one fsm.Ledger.
+package ledgertest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger"
+)
+
+// Memory is a single-replica, in-process ledger.Replicator. Its clock can
+// be moved by tests and its next proposals can be made to fail.
+type Memory struct {
+	mu      sync.Mutex
+	l       *fsm.Ledger
+	index   uint64
+	now     time.Time
+	failing []error
+	// Proposed counts proposals that reached the state machine.
+	Proposed int
+}
+
+// NewMemory returns an empty ledger whose clock starts at start.
+func NewMemory(start time.Time) *Memory {
+	return &Memory{l: fsm.New(), now: start}
+}
+
+// Advance moves the clock forward by d.
+func (m *Memory) Advance(d time.Duration) {
+	m.mu.Lock()
+	m.now = m.now.Add(d)
+	m.mu.Unlock()
+}
+
+// Now returns the clock.
+func (m *Memory) Now() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.now
+}
+
+// FailNext makes the next proposal or read return err instead of applying.
+// Errors queue up, one per call.
+func (m *Memory) FailNext(err error) {
+	m.mu.Lock()
+	m.failing = append(m.failing, err)
+	m.mu.Unlock()
+}
+
+func (m *Memory) takeFailure() error {
+	if len(m.failing) == 0 {
+		return nil
+	}
+	err := m.failing[0]
+	m.failing = m.failing[1:]
+	return err
+}
+
+// Propose implements ledger.Replicator.
+func (m *Memory) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.takeFailure(); err != nil {
+		return nil, err
+	}
+	data, err := fsm.Encode(m.now.UnixNano(), cmd)
+	if err != nil {
+		return nil, err
+	}
+	m.index++
+	m.Proposed++
+	return m.l.Apply(m.index, data), nil
+}
+
+// Read implements ledger.Replicator.
+func (m *Memory) Read(ctx context.Context, _ ledger.Consistency, fn func(*fsm.Ledger)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.takeFailure(); err != nil {
+		return err
+	}
+	fn(m.l)
+	return nil
+}
+
+// Ledger returns a clone of the state for inspection.
+func (m *Memory) Ledger() *fsm.Ledger {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.l.Clone()
+}

@@ -1,0 +1,128 @@
+package ledger
+
+import (
+	"encoding/json"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/intentledger/intentd/fsm"
+)
+
+// Limits bound what a request may carry. Zero fields take the defaults.
+type Limits struct {
+	MaxKeyBytes     int
+	MaxNameBytes    int // tool, owner, policy, actor, namespace
+	MaxReasonBytes  int
+	MaxPayloadBytes int
+	MaxResultBytes  int
+	MinLease        time.Duration
+	MaxLease        time.Duration
+	DefaultLease    time.Duration
+	DedupeWindow    time.Duration
+	MaxListLimit    int
+}
+
+// DefaultLimits are the limits used when a field is zero.
+var DefaultLimits = Limits{
+	MaxKeyBytes:     256,
+	MaxNameBytes:    256,
+	MaxReasonBytes:  1024,
+	MaxPayloadBytes: 64 << 10,
+	MaxResultBytes:  64 << 10,
+	MinLease:        100 * time.Millisecond,
+	MaxLease:        time.Hour,
+	DefaultLease:    30 * time.Second,
+	DedupeWindow:    24 * time.Hour,
+	MaxListLimit:    1000,
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	pick := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	pickD := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	pick(&l.MaxKeyBytes, d.MaxKeyBytes)
+	pick(&l.MaxNameBytes, d.MaxNameBytes)
+	pick(&l.MaxReasonBytes, d.MaxReasonBytes)
+	pick(&l.MaxPayloadBytes, d.MaxPayloadBytes)
+	pick(&l.MaxResultBytes, d.MaxResultBytes)
+	pick(&l.MaxListLimit, d.MaxListLimit)
+	pickD(&l.MinLease, d.MinLease)
+	pickD(&l.MaxLease, d.MaxLease)
+	pickD(&l.DefaultLease, d.DefaultLease)
+	pickD(&l.DedupeWindow, d.DedupeWindow)
+	return l
+}
+
+// printable reports whether s is valid UTF-8 made only of printable
+// characters (letters, marks, numbers, punctuation, symbols, ASCII space).
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func (l Limits) key(key string) error {
+	switch {
+	case key == "":
+		return badField(ErrBadRequest, "key", "is required (in the body or the Idempotency-Key header)")
+	case len(key) > l.MaxKeyBytes:
+		return badField(ErrBadRequest, "key", "%d bytes is over the limit of %d", len(key), l.MaxKeyBytes)
+	case !printable(key):
+		return badField(ErrBadRequest, "key", "must be printable UTF-8")
+	}
+	return nil
+}
+
+func (l Limits) name(field, v string, required bool) error {
+	switch {
+	case v == "" && required:
+		return badField(ErrBadRequest, field, "is required")
+	case len(v) > l.MaxNameBytes:
+		return badField(ErrBadRequest, field, "%d bytes is over the limit of %d", len(v), l.MaxNameBytes)
+	case !printable(v):
+		return badField(ErrBadRequest, field, "must be printable UTF-8")
+	}
+	return nil
+}
+
+func (l Limits) lease(d time.Duration) (time.Duration, error) {
+	if d == 0 {
+		return l.DefaultLease, nil
+	}
+	if d < l.MinLease || d > l.MaxLease {
+		return 0, badField(ErrUnprocessable, "lease_ms", "%d ms is outside %d..%d ms", d.Milliseconds(),
+			l.MinLease.Milliseconds(), l.MaxLease.Milliseconds())
+	}
+	return d, nil
+}
+
+func (l Limits) result(o fsm.Outcome, result json.RawMessage) (json.RawMessage, error) {
+	if !o.Valid() {
+		return nil, badField(ErrUnprocessable, "outcome", "must be %q or %q, not %q", fsm.OutcomeExecuted, fsm.OutcomeFailed, o)
+	}
+	if len(result) > l.MaxResultBytes {
+		return nil, badField(ErrTooLarge, "result", "%d bytes is over the limit of %d", len(result), l.MaxResultBytes)
+	}
+	if len(result) == 0 {
+		return nil, nil
+	}
+	if !json.Valid(result) {
+		return nil, badField(ErrBadRequest, "result", "is not valid JSON")
+	}
+	return result, nil
+}

@@ -1,0 +1,316 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/intentledger/intentd/fsm"
+)
+
+// Consistency selects how a read is served.
+type Consistency int
+
+const (
+	// Linearizable reads confirm leadership and wait for the local state
+	// machine to catch up with the commit index noted before confirming.
+	Linearizable Consistency = iota
+	// Stale reads serve the local replica as it is, possibly behind.
+	Stale
+)
+
+// Replicator replicates commands and serves reads of the state machine.
+// The cluster package implements it.
+type Replicator interface {
+	// Propose appends cmd to the replicated log (the leader stamps its
+	// time) and returns the state machine's answer once applied.
+	Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error)
+	// Read runs fn against the state machine at the requested consistency.
+	// fn must not keep the ledger after it returns (intents it returns are
+	// immutable and may be kept).
+	Read(ctx context.Context, c Consistency, fn func(*fsm.Ledger)) error
+}
+
+// DefaultNamespace is used when the caller's credentials name none.
+const DefaultNamespace = "default"
+
+// Service is the ledger's API, independent of transport.
+type Service struct {
+	r      Replicator
+	limits Limits
+}
+
+// New returns a Service over r with limits (zero fields take defaults).
+func New(r Replicator, limits Limits) *Service {
+	return &Service{r: r, limits: limits.withDefaults()}
+}
+
+// Limits returns the limits in force.
+func (s *Service) Limits() Limits { return s.limits }
+
+// ClaimRequest asks for the right to execute an effect.
+type ClaimRequest struct {
+	Namespace string
+	Key       string
+	Tool      string
+	Owner     string
+	Policy    string
+	Payload   json.RawMessage
+	// Lease is how long the grant holds without a report; zero takes the
+	// default.
+	Lease time.Duration
+}
+
+// Claim validates and fingerprints the request and proposes it. Refusals
+// (in_flight, divergent, in_doubt ...) come back as a Result whose Status
+// says so; the error is for bad input and replication failures.
+func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, error) {
+	ns, err := s.namespace(req.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.limits.key(req.Key); err != nil {
+		return nil, err
+	}
+	if err := s.limits.name("tool", req.Tool, true); err != nil {
+		return nil, err
+	}
+	if err := s.limits.name("owner", req.Owner, true); err != nil {
+		return nil, err
+	}
+	if err := s.limits.name("policy", req.Policy, false); err != nil {
+		return nil, err
+	}
+	if len(req.Payload) > s.limits.MaxPayloadBytes {
+		return nil, badField(ErrTooLarge, "payload", "%d bytes is over the limit of %d", len(req.Payload), s.limits.MaxPayloadBytes)
+	}
+	lease, err := s.limits.lease(req.Lease)
+	if err != nil {
+		return nil, err
+	}
+	canonical, fp, err := fsm.Fingerprint(req.Tool, req.Payload)
+	if err != nil {
+		return nil, badField(ErrBadRequest, "payload", "%v", err)
+	}
+	if len(canonical) > s.limits.MaxPayloadBytes {
+		return nil, badField(ErrTooLarge, "payload", "canonical form of %d bytes is over the limit of %d", len(canonical), s.limits.MaxPayloadBytes)
+	}
+	return s.propose(ctx, &fsm.Claim{
+		Namespace: ns, Key: req.Key, Tool: req.Tool, Owner: req.Owner, Payload: canonical, Fingerprint: fp,
+		Policy: req.Policy, LeaseMS: lease.Milliseconds(), DedupeWindowMS: s.limits.DedupeWindow.Milliseconds(),
+	})
+}
+
+// CompleteRequest reports an effect's outcome.
+type CompleteRequest struct {
+	Namespace    string
+	Key          string
+	Owner        string
+	FencingToken uint64
+	Outcome      fsm.Outcome
+	Result       json.RawMessage
+}
+
+// Complete proposes the owner's report.
+func (s *Service) Complete(ctx context.Context, req CompleteRequest) (*fsm.Result, error) {
+	ns, err := s.keyAndNamespace(req.Namespace, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.limits.name("owner", req.Owner, true); err != nil {
+		return nil, err
+	}
+	if req.FencingToken == 0 {
+		return nil, badField(ErrBadRequest, "fencing_token", "is required")
+	}
+	result, err := s.limits.result(req.Outcome, req.Result)
+	if err != nil {
+		return nil, err
+	}
+	return s.propose(ctx, &fsm.Complete{Namespace: ns, Key: req.Key, Owner: req.Owner, FencingToken: req.FencingToken,
+		Outcome: req.Outcome, Result: result})
+}
+
+// RenewRequest extends a lease.
+type RenewRequest struct {
+	Namespace    string
+	Key          string
+	Owner        string
+	FencingToken uint64
+	Lease        time.Duration
+}
+
+// Renew proposes a lease extension.
+func (s *Service) Renew(ctx context.Context, req RenewRequest) (*fsm.Result, error) {
+	ns, err := s.keyAndNamespace(req.Namespace, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.limits.name("owner", req.Owner, true); err != nil {
+		return nil, err
+	}
+	if req.FencingToken == 0 {
+		return nil, badField(ErrBadRequest, "fencing_token", "is required")
+	}
+	lease, err := s.limits.lease(req.Lease)
+	if err != nil {
+		return nil, err
+	}
+	return s.propose(ctx, &fsm.Renew{Namespace: ns, Key: req.Key, Owner: req.Owner, FencingToken: req.FencingToken,
+		LeaseMS: lease.Milliseconds()})
+}
+
+// Commit proposes the acknowledgement of an executed intent.
+func (s *Service) Commit(ctx context.Context, namespace, key, owner string) (*fsm.Result, error) {
+	ns, err := s.keyAndNamespace(namespace, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.limits.name("owner", owner, true); err != nil {
+		return nil, err
+	}
+	return s.propose(ctx, &fsm.Commit{Namespace: ns, Key: key, Owner: owner})
+}
+
+// ResolveRequest settles an in_doubt intent.
+type ResolveRequest struct {
+	Namespace string
+	Key       string
+	Outcome   fsm.Outcome
+	Result    json.RawMessage
+	Actor     string
+	Reason    string
+}
+
+// Resolve proposes an operator's or reconciler's verdict.
+func (s *Service) Resolve(ctx context.Context, req ResolveRequest) (*fsm.Result, error) {
+	ns, err := s.keyAndNamespace(req.Namespace, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.actor(req.Actor, req.Reason); err != nil {
+		return nil, err
+	}
+	result, err := s.limits.result(req.Outcome, req.Result)
+	if err != nil {
+		return nil, err
+	}
+	return s.propose(ctx, &fsm.Resolve{Namespace: ns, Key: req.Key, Outcome: req.Outcome, Result: result,
+		Actor: req.Actor, Reason: req.Reason})
+}
+
+// Decision approves or rejects a pending intent.
+type Decision struct {
+	Namespace string
+	Key       string
+	Actor     string
+	Reason    string
+	Approve   bool
+}
+
+// Decide proposes an approval or a rejection.
+func (s *Service) Decide(ctx context.Context, d Decision) (*fsm.Result, error) {
+	ns, err := s.keyAndNamespace(d.Namespace, d.Key)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.actor(d.Actor, d.Reason); err != nil {
+		return nil, err
+	}
+	if d.Approve {
+		return s.propose(ctx, &fsm.Approve{Namespace: ns, Key: d.Key, Actor: d.Actor, Reason: d.Reason})
+	}
+	return s.propose(ctx, &fsm.Reject{Namespace: ns, Key: d.Key, Actor: d.Actor, Reason: d.Reason})
+}
+
+// Get reads one intent; fsm.ErrNotFound when there is none.
+func (s *Service) Get(ctx context.Context, namespace, key string, c Consistency) (*fsm.Intent, error) {
+	ns, err := s.keyAndNamespace(namespace, key)
+	if err != nil {
+		return nil, err
+	}
+	var in *fsm.Intent
+	if err := s.r.Read(ctx, c, func(l *fsm.Ledger) { in = l.Get(ns, key) }); err != nil {
+		return nil, err
+	}
+	if in == nil {
+		return nil, fmt.Errorf("%w: %q", fsm.ErrNotFound, key)
+	}
+	return in, nil
+}
+
+// ListRequest selects a page of intents.
+type ListRequest struct {
+	Namespace string
+	Prefix    string
+	State     fsm.State
+	Cursor    string
+	Limit     int
+}
+
+// List reads a page of intents in key order and the cursor of the next
+// page ("" at the end).
+func (s *Service) List(ctx context.Context, req ListRequest, c Consistency) ([]*fsm.Intent, string, error) {
+	ns, err := s.namespace(req.Namespace)
+	if err != nil {
+		return nil, "", err
+	}
+	if req.State != "" && !req.State.Valid() {
+		return nil, "", badField(ErrUnprocessable, "state", "unknown state %q", req.State)
+	}
+	if len(req.Prefix) > s.limits.MaxKeyBytes || len(req.Cursor) > s.limits.MaxKeyBytes {
+		return nil, "", badField(ErrBadRequest, "prefix", "prefix and cursor are at most %d bytes", s.limits.MaxKeyBytes)
+	}
+	switch {
+	case req.Limit < 0:
+		return nil, "", badField(ErrUnprocessable, "limit", "must not be negative")
+	case req.Limit == 0:
+		req.Limit = 100
+	case req.Limit > s.limits.MaxListLimit:
+		req.Limit = s.limits.MaxListLimit
+	}
+	var page []*fsm.Intent
+	var next string
+	err = s.r.Read(ctx, c, func(l *fsm.Ledger) {
+		page, next = l.List(fsm.ListOptions{Namespace: ns, Prefix: req.Prefix, State: req.State, After: req.Cursor, Limit: req.Limit})
+	})
+	return page, next, err
+}
+
+func (s *Service) propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+	r, err := s.r.Propose(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if r.Status == fsm.StatusMalformed {
+		// The service validated the command, so the state machine refusing
+		// it is a bug in this node, not bad input.
+		return nil, fmt.Errorf("state machine refused a validated command: %s", r.Detail)
+	}
+	return r, nil
+}
+
+func (s *Service) namespace(ns string) (string, error) {
+	if ns == "" {
+		return DefaultNamespace, nil
+	}
+	return ns, s.limits.name("namespace", ns, true)
+}
+
+func (s *Service) keyAndNamespace(ns, key string) (string, error) {
+	if err := s.limits.key(key); err != nil {
+		return "", err
+	}
+	return s.namespace(ns)
+}
+
+func (s *Service) actor(actor, reason string) error {
+	if err := s.limits.name("actor", actor, true); err != nil {
+		return err
+	}
+	if len(reason) > s.limits.MaxReasonBytes {
+		return badField(ErrTooLarge, "reason", "%d bytes is over the limit of %d", len(reason), s.limits.MaxReasonBytes)
+	}
+	return nil
+}
