@@ -1,0 +1,263 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+)
+
+// memberMeta is what each node tells the others through gossip.
+type memberMeta struct {
+	ID   string `json:"id"`
+	Raft string `json:"raft"`
+	HTTP string `json:"http"`
+	// Bootstrapped is true once the node has Raft state or knows a leader;
+	// a node waiting for bootstrap-expect never bootstraps a second cluster
+	// beside one that exists.
+	Bootstrapped bool `json:"bootstrapped"`
+	// Leaving is announced just before a graceful gossip leave, so members
+	// can tell a departure (remove the voter) from a failure (keep it).
+	// memberlist's leave event itself does not say which it was.
+	Leaving bool `json:"leaving,omitempty"`
+}
+
+// member is a gossip member as this node last heard of it.
+type member struct {
+	meta  memberMeta
+	state memberlist.NodeStateType
+	addr  string
+}
+
+// gossip is memberlist's delegate and event sink.
+type gossip struct {
+	self         memberMeta
+	bootstrapped atomic.Bool
+	leaving      atomic.Bool
+	mu           sync.Mutex
+	members      map[string]member // by node ID
+	changed      chan struct{}     // signalled (non-blocking) on any event
+}
+
+func (g *gossip) NodeMeta(limit int) []byte {
+	m := g.self
+	m.Bootstrapped = g.bootstrapped.Load()
+	m.Leaving = g.leaving.Load()
+	b, _ := json.Marshal(m)
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+func (g *gossip) NotifyMsg([]byte)                           {}
+func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (g *gossip) LocalState(join bool) []byte                { return nil }
+func (g *gossip) MergeRemoteState(buf []byte, join bool)     {}
+
+// NotifyJoin implements memberlist.EventDelegate.
+func (g *gossip) NotifyJoin(n *memberlist.Node) { g.record(n, memberlist.StateAlive) }
+
+// NotifyUpdate implements memberlist.EventDelegate.
+func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n, memberlist.StateAlive) }
+
+// NotifyLeave implements memberlist.EventDelegate. memberlist calls it for
+// both a graceful leave and a failure, with a stale Node.State; the
+// member's last announced meta tells them apart.
+func (g *gossip) NotifyLeave(n *memberlist.Node) {
+	var meta memberMeta
+	if json.Unmarshal(n.Meta, &meta) == nil && meta.Leaving {
+		g.record(n, memberlist.StateLeft)
+		return
+	}
+	g.record(n, memberlist.StateDead)
+}
+
+func (g *gossip) record(n *memberlist.Node, state memberlist.NodeStateType) {
+	var meta memberMeta
+	if err := json.Unmarshal(n.Meta, &meta); err != nil || meta.ID == "" {
+		return // not an intentd node
+	}
+	m := member{meta: meta, state: state, addr: n.Address()}
+	g.mu.Lock()
+	prev, known := g.members[meta.ID]
+	g.members[meta.ID] = m
+	g.mu.Unlock()
+	if known && prev == m {
+		return
+	}
+	select {
+	case g.changed <- struct{}{}:
+	default:
+	}
+}
+
+// snapshot returns the members sorted by ID.
+func (g *gossip) snapshot() []member {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]member, 0, len(g.members))
+	for _, m := range g.members {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].meta.ID < out[j].meta.ID })
+	return out
+}
+
+func (g *gossip) lookup(id string) (member, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m, ok := g.members[id]
+	return m, ok
+}
+
+func (n *Node) startGossip(hasState bool) error {
+	host, port, err := splitHostPort(n.cfg.GossipAddr, "127.0.0.1", 7946)
+	if err != nil {
+		return fmt.Errorf("cluster: gossip address: %w", err)
+	}
+	n.gossip = &gossip{
+		self:    memberMeta{ID: n.cfg.ID, Raft: n.RaftAddr(), HTTP: n.cfg.HTTPAddr},
+		members: make(map[string]member),
+		changed: make(chan struct{}, 1),
+	}
+	n.gossip.bootstrapped.Store(hasState)
+	mc := memberlist.DefaultLocalConfig()
+	mc.Name = n.cfg.ID
+	mc.BindAddr, mc.BindPort = host, port
+	if n.cfg.GossipAdvertise != "" {
+		ah, ap, err := splitHostPort(n.cfg.GossipAdvertise, host, port)
+		if err != nil {
+			return fmt.Errorf("cluster: gossip advertise address: %w", err)
+		}
+		mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
+	}
+	mc.Delegate = n.gossip
+	mc.Events = n.gossip
+	mc.Logger = newStdLogger(n.log, "memberlist")
+	if n.cfg.GossipTuning != nil {
+		n.cfg.GossipTuning(mc)
+	}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return fmt.Errorf("cluster: start gossip: %w", err)
+	}
+	n.ml = ml
+	return nil
+}
+
+func splitHostPort(addr, defHost string, defPort int) (string, int, error) {
+	if addr == "" {
+		return defHost, defPort, nil
+	}
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	if h == "" {
+		h = defHost
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q: %w", p, err)
+	}
+	return h, port, nil
+}
+
+// leaveGossip announces the departure in the node's meta, then leaves.
+func (n *Node) leaveGossip(timeout time.Duration) error {
+	n.gossip.leaving.Store(true)
+	if err := n.ml.UpdateNode(timeout); err != nil {
+		n.log.Warn("gossip meta update before leave", "err", err)
+	}
+	return n.ml.Leave(timeout)
+}
+
+// markBootstrapped tells gossip this node belongs to a cluster.
+func (n *Node) markBootstrapped() {
+	if n.gossip.bootstrapped.Swap(true) {
+		return
+	}
+	if err := n.ml.UpdateNode(time.Second); err != nil {
+		n.log.Debug("gossip meta update", "err", err)
+	}
+}
+
+// joinAndBootstrap joins the configured gossip peers (retrying until one
+// answers) and, for a new cluster, waits for BootstrapExpect members and
+// bootstraps Raft with all of them. Every node computes the same
+// configuration from the same members, so bootstrapping on all of them is
+// safe.
+func (n *Node) joinAndBootstrap(hasState bool) {
+	defer n.wg.Done()
+	backoff := 100 * time.Millisecond
+	for len(n.cfg.Join) > 0 {
+		joined, err := n.ml.Join(n.cfg.Join)
+		if joined > 0 {
+			n.log.Info("joined gossip", "contacted", joined)
+			break
+		}
+		n.log.Warn("gossip join failed; retrying", "peers", n.cfg.Join, "err", err, "in", backoff)
+		if !n.sleep(backoff) {
+			return
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	if hasState || n.cfg.BootstrapExpect <= 0 {
+		return
+	}
+	for {
+		n.gossip.record(n.ml.LocalNode(), memberlist.StateAlive)
+		members := n.gossip.snapshot()
+		alive := members[:0:0]
+		existing := false
+		for _, m := range members {
+			if m.state != memberlist.StateAlive {
+				continue
+			}
+			if m.meta.Bootstrapped && m.meta.ID != n.cfg.ID {
+				existing = true
+			}
+			alive = append(alive, m)
+		}
+		if existing {
+			n.log.Info("found an existing cluster in gossip; waiting to be added as a voter")
+			return
+		}
+		if len(alive) >= n.cfg.BootstrapExpect {
+			var conf raft.Configuration
+			for _, m := range alive {
+				conf.Servers = append(conf.Servers, raft.Server{
+					Suffrage: raft.Voter, ID: raft.ServerID(m.meta.ID), Address: raft.ServerAddress(m.meta.Raft)})
+			}
+			n.log.Info("bootstrapping cluster", "servers", len(conf.Servers))
+			if err := n.raft.BootstrapCluster(conf).Error(); err != nil && err != raft.ErrCantBootstrap {
+				n.log.Error("bootstrap failed", "err", err)
+			}
+			n.markBootstrapped()
+			return
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.gossip.changed:
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// sleep waits d or until the node stops; false when stopping.
+func (n *Node) sleep(d time.Duration) bool {
+	select {
+	case <-n.ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}

@@ -1,0 +1,181 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger"
+)
+
+// sweepBatch bounds the keys in one Expire or Purge command.
+const sweepBatch = 256
+
+// observeLeadership follows Raft's ordered leadership notifications and
+// runs the leader's duties for exactly as long as this node leads.
+func (n *Node) observeLeadership() {
+	defer n.wg.Done()
+	var d duties
+	defer d.stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case isLeader := <-n.notifyCh:
+			if isLeader {
+				n.markBootstrapped()
+				d.start(n.ctx, n.lead)
+			} else {
+				n.readyTerm.Store(0)
+				d.stop()
+			}
+		}
+	}
+}
+
+// duties runs one function for as long as leadership lasts.
+type duties struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (d *duties) start(parent context.Context, fn func(context.Context)) {
+	if d.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(parent)
+	d.cancel = cancel
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		fn(ctx)
+	}()
+}
+
+func (d *duties) stop() {
+	if d.cancel == nil {
+		return
+	}
+	d.cancel()
+	d.wg.Wait()
+	d.cancel = nil
+}
+
+// lead runs while this node is the leader: first a barrier, so the state
+// machine has applied everything committed by earlier terms before any
+// linearizable read is served, then membership reconciliation and sweeps.
+func (n *Node) lead(ctx context.Context) {
+	term := n.raft.CurrentTerm()
+	n.log.Info("became leader", "term", term)
+	for {
+		err := waitFuture(ctx, n.raft.Barrier(n.cfg.ApplyTimeout))
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		n.log.Warn("leader barrier failed; retrying", "err", err)
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return
+		}
+	}
+	if n.raft.CurrentTerm() != term || n.raft.State() != raft.Leader {
+		return
+	}
+	n.readyTerm.Store(term)
+	n.log.Info("leader ready", "term", term, "applied", n.raft.AppliedIndex())
+
+	reconcile := time.NewTicker(n.cfg.ReconcileInterval)
+	defer reconcile.Stop()
+	sweep := time.NewTicker(n.cfg.SweepInterval)
+	defer sweep.Stop()
+	n.reconcile(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.gossip.changed:
+			n.reconcile(ctx)
+		case <-reconcile.C:
+			n.reconcile(ctx)
+		case <-sweep.C:
+			n.sweep(ctx)
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// reconcile makes the Raft configuration follow gossip, as Consul's leader
+// does: alive members missing from the configuration are added as voters;
+// members that left gracefully are removed. A member that merely failed
+// (dead, not left) stays: it may come back with its data, and removing it
+// would shrink the quorum under a partition.
+func (n *Node) reconcile(ctx context.Context) {
+	n.gossip.record(n.ml.LocalNode(), memberlist.StateAlive)
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return
+	}
+	servers := map[string]raft.Server{}
+	for _, s := range f.Configuration().Servers {
+		servers[string(s.ID)] = s
+	}
+	for _, m := range n.gossip.snapshot() {
+		s, inConf := servers[m.meta.ID]
+		switch {
+		case m.state == memberlist.StateAlive && (!inConf || string(s.Address) != m.meta.Raft || s.Suffrage != raft.Voter):
+			n.log.Info("adding voter from gossip", "id", m.meta.ID, "raft", m.meta.Raft)
+			if err := waitFuture(ctx, n.raft.AddVoter(raft.ServerID(m.meta.ID), raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout)); err != nil {
+				n.log.Warn("add voter failed", "id", m.meta.ID, "err", err)
+			}
+		case m.state == memberlist.StateLeft && inConf && m.meta.ID != n.cfg.ID:
+			n.log.Info("removing voter that left gossip", "id", m.meta.ID)
+			if err := waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(m.meta.ID), 0, n.cfg.ApplyTimeout)); err != nil {
+				n.log.Warn("remove server failed", "id", m.meta.ID, "err", err)
+			}
+		}
+	}
+}
+
+// sweep proposes Expire for leases that passed and Purge for finished
+// records whose dedupe window passed. The state machine checks each key
+// again when it applies the command, so a stale sweep is harmless.
+func (n *Node) sweep(ctx context.Context) {
+	now := n.cfg.Clock().UnixNano()
+	var leases, purges []fsm.Ref
+	n.sm.read(func(l *fsm.Ledger) {
+		leases = l.DueLeases(now, sweepBatch)
+		purges = l.DuePurges(now, sweepBatch)
+	})
+	if len(leases) > 0 {
+		if r, err := n.Propose(ctx, &fsm.Expire{Keys: leases}); err != nil {
+			n.log.Warn("lease sweep failed", "err", err)
+		} else if r.Count > 0 {
+			n.log.Info("leases passed without a report; intents now in_doubt", "count", r.Count)
+		}
+	}
+	if len(purges) > 0 {
+		if r, err := n.Propose(ctx, &fsm.Purge{Keys: purges}); err != nil {
+			n.log.Warn("purge sweep failed", "err", err)
+		} else if r.Count > 0 {
+			n.log.Debug("purged finished intents past their dedupe window", "count", r.Count)
+		}
+	}
+}
+
+var _ ledger.Replicator = (*Node)(nil)

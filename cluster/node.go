@@ -1,0 +1,356 @@
+// Package cluster runs one intent ledger node: hashicorp/raft with
+// raft-boltdb stores, file snapshots and a TCP transport, and memberlist
+// gossip for discovery. The leader turns gossip membership into Raft
+// voters and proposes the time-driven sweeps. It implements
+// ledger.Replicator. See DESIGN.md for why it works the way it does.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+// Config configures a Node. Zero values take the defaults noted.
+type Config struct {
+	// ID names the node in Raft and gossip; it must be unique and stable.
+	ID string
+	// DataDir holds raft.db (log and stable store) and snapshots/.
+	DataDir string
+	// RaftAddr is the Raft TCP bind address (host:port; port 0 picks one).
+	RaftAddr string
+	// RaftAdvertise is the Raft address other nodes dial (default: the
+	// bound address).
+	RaftAdvertise string
+	// GossipAddr is the memberlist bind address (host:port; port 0 picks).
+	GossipAddr string
+	// GossipAdvertise is the gossip address others reach (default: bound).
+	GossipAdvertise string
+	// HTTPAddr is this node's advertised HTTP address (host:port), shared
+	// through gossip so followers can forward to the leader.
+	HTTPAddr string
+	// Join lists gossip addresses of existing members; joining is retried
+	// in the background until one answers.
+	Join []string
+	// BootstrapExpect is the number of nodes to wait for in gossip before
+	// bootstrapping a new cluster; 0 never bootstraps (join an existing
+	// one). A node with existing Raft state never bootstraps again.
+	BootstrapExpect int
+	// LeaveOnShutdown makes Shutdown leave gossip, so the leader removes
+	// the node from the voters (true for a decommission; false keeps the
+	// node a voter across a restart).
+	LeaveOnShutdown bool
+	// Logger receives structured logs (default: slog.Default()).
+	Logger *slog.Logger
+	// Clock stamps proposals on the leader (default: time.Now). Tests and
+	// the fault suite skew it per node.
+	Clock func() time.Time
+	// Raft timing and log bounds.
+	Raft RaftTuning
+	// SweepInterval is how often the leader looks for passed leases and
+	// dedupe windows (default 1s).
+	SweepInterval time.Duration
+	// ReconcileInterval is how often the leader reconciles gossip members
+	// into voters besides reacting to gossip events (default 2s).
+	ReconcileInterval time.Duration
+	// ApplyTimeout bounds how long a proposal may wait to be enqueued
+	// (default 5s).
+	ApplyTimeout time.Duration
+	// GossipTuning adjusts memberlist's local-network defaults (optional).
+	GossipTuning func(*memberlist.Config)
+}
+
+// RaftTuning holds the Raft settings the ledger exposes.
+type RaftTuning struct {
+	HeartbeatTimeout   time.Duration // default 1000ms
+	ElectionTimeout    time.Duration // default 1000ms
+	LeaderLeaseTimeout time.Duration // default 500ms
+	CommitTimeout      time.Duration // default 50ms
+	MaxAppendEntries   int           // default 256
+	SnapshotThreshold  uint64        // entries since last snapshot (default 8192)
+	SnapshotInterval   time.Duration // how often to check (default 30s)
+	TrailingLogs       uint64        // entries kept after a snapshot (default 10240)
+	SnapshotRetain     int           // snapshots kept on disk (default 2)
+}
+
+func (c *Config) setDefaults() error {
+	if c.ID == "" {
+		return errors.New("cluster: node ID is required")
+	}
+	if c.DataDir == "" {
+		return errors.New("cluster: data dir is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = time.Second
+	}
+	if c.ReconcileInterval <= 0 {
+		c.ReconcileInterval = 2 * time.Second
+	}
+	if c.ApplyTimeout <= 0 {
+		c.ApplyTimeout = 5 * time.Second
+	}
+	r := &c.Raft
+	if r.HeartbeatTimeout <= 0 {
+		r.HeartbeatTimeout = time.Second
+	}
+	if r.ElectionTimeout <= 0 {
+		r.ElectionTimeout = time.Second
+	}
+	if r.LeaderLeaseTimeout <= 0 {
+		r.LeaderLeaseTimeout = 500 * time.Millisecond
+	}
+	if r.CommitTimeout <= 0 {
+		r.CommitTimeout = 50 * time.Millisecond
+	}
+	if r.MaxAppendEntries <= 0 {
+		r.MaxAppendEntries = 256
+	}
+	if r.SnapshotThreshold == 0 {
+		r.SnapshotThreshold = 8192
+	}
+	if r.SnapshotInterval <= 0 {
+		r.SnapshotInterval = 30 * time.Second
+	}
+	if r.TrailingLogs == 0 {
+		r.TrailingLogs = 10240
+	}
+	if r.SnapshotRetain <= 0 {
+		r.SnapshotRetain = 2
+	}
+	return nil
+}
+
+// Node is one member of the ledger cluster.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	raft   *raft.Raft
+	store  *raftboltdb.BoltStore
+	trans  *raft.NetworkTransport
+	sm     *stateMachine
+	ml     *memberlist.Memberlist
+	gossip *gossip
+
+	notifyCh  chan bool
+	readyTerm atomic.Uint64 // term whose leader barrier completed
+	lastStamp atomic.Int64  // last time stamped on a proposal
+
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopping atomic.Bool
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// New opens the node's stores, starts Raft and gossip and returns. The node
+// joins and bootstraps in the background; use WaitLeader to wait.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("cluster: data dir: %w", err)
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), sm: newStateMachine(), notifyCh: make(chan bool, 16)}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeAll()
+		}
+	}()
+
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: open raft.db: %w", err)
+	}
+	n.store = store
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.Raft.SnapshotRetain, newHCLog(n.log, "snapshots"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
+	}
+	var advertise net.Addr
+	if cfg.RaftAdvertise != "" {
+		if advertise, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
+			return nil, fmt.Errorf("cluster: raft advertise address: %w", err)
+		}
+	}
+	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 3, 10*time.Second, newHCLog(n.log, "raft-net"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: raft transport: %w", err)
+	}
+	n.trans = trans
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.Logger = newHCLog(n.log, "raft")
+	rc.HeartbeatTimeout = cfg.Raft.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.Raft.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.Raft.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.Raft.CommitTimeout
+	rc.MaxAppendEntries = cfg.Raft.MaxAppendEntries
+	rc.BatchApplyCh = true
+	rc.SnapshotThreshold = cfg.Raft.SnapshotThreshold
+	rc.SnapshotInterval = cfg.Raft.SnapshotInterval
+	rc.TrailingLogs = cfg.Raft.TrailingLogs
+	rc.NotifyCh = n.notifyCh
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("cluster: raft config: %w", err)
+	}
+	hasState, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: inspect raft state: %w", err)
+	}
+	r, err := raft.NewRaft(rc, n.sm, store, store, snaps, trans)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: start raft: %w", err)
+	}
+	n.raft = r
+
+	if err := n.startGossip(hasState); err != nil {
+		return nil, err
+	}
+	n.wg.Add(2)
+	go n.observeLeadership()
+	go n.joinAndBootstrap(hasState)
+	ok = true
+	n.log.Info("node started", "raft", n.RaftAddr(), "gossip", n.GossipAddr(), "http", cfg.HTTPAddr,
+		"existing_state", hasState, "bootstrap_expect", cfg.BootstrapExpect)
+	return n, nil
+}
+
+// ID returns the node's ID.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// RaftAddr returns the Raft address other nodes dial.
+func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
+
+// GossipAddr returns the gossip address other nodes can join through.
+func (n *Node) GossipAddr() string {
+	if n.ml == nil {
+		return ""
+	}
+	ln := n.ml.LocalNode()
+	return net.JoinHostPort(ln.Addr.String(), fmt.Sprint(ln.Port))
+}
+
+// WaitLeader blocks until the node knows a leader whose barrier completed
+// (if it is the leader itself) or ctx ends.
+func (n *Node) WaitLeader(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if n.Status().Ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: waiting for a leader: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Shutdown stops the node gracefully: a leader hands leadership over
+// first, then the node leaves gossip (if configured), stops Raft and closes
+// its stores. It is safe to call more than once.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.stopOnce.Do(func() {
+		n.stopping.Store(true)
+		if n.raft.State() == raft.Leader && n.hasPeers() {
+			n.log.Info("transferring leadership before shutdown")
+			if err := waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
+				n.log.Warn("leadership transfer failed", "err", err)
+			}
+		}
+		if n.cfg.LeaveOnShutdown && n.ml != nil {
+			leaveTimeout := 3 * time.Second
+			if d, ok := ctx.Deadline(); ok && time.Until(d) < leaveTimeout {
+				leaveTimeout = time.Until(d)
+			}
+			if err := n.leaveGossip(leaveTimeout); err != nil {
+				n.log.Warn("gossip leave failed", "err", err)
+			}
+		}
+		n.stopErr = n.closeAll()
+		n.log.Info("node stopped")
+	})
+	return n.stopErr
+}
+
+// Kill stops the node abruptly, like a crash: no leadership transfer, no
+// gossip leave. The data directory stays as a crash would leave it
+// (everything Raft acknowledged is already fsynced).
+func (n *Node) Kill() error {
+	n.stopOnce.Do(func() {
+		n.stopping.Store(true)
+		n.stopErr = n.closeAll()
+		n.log.Info("node killed")
+	})
+	return n.stopErr
+}
+
+func (n *Node) closeAll() error {
+	n.cancel()
+	var errs []error
+	if n.ml != nil {
+		if err := n.ml.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("gossip shutdown: %w", err))
+		}
+	}
+	if n.raft != nil {
+		if err := n.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+		}
+	}
+	n.wg.Wait()
+	if n.trans != nil {
+		if err := n.trans.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raft transport: %w", err))
+		}
+	}
+	if n.store != nil {
+		if err := n.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raft.db: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Node) hasPeers() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	return len(f.Configuration().Servers) > 1
+}
+
+// waitFuture waits for a raft future or ctx.
+func waitFuture(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,177 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger"
+)
+
+// Propose implements ledger.Replicator. Only the leader proposes; it
+// stamps the command with its clock (never earlier than its previous
+// stamp) and waits for the state machine's answer.
+//
+// Errors are definite or unknown, never confused: ErrNotLeader,
+// ErrNoLeader and ErrShuttingDown mean the command was not appended;
+// ErrOutcomeUnknown means it may still commit (leadership was lost after
+// appending, the node shut down, or ctx ended while waiting).
+func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+	if n.stopping.Load() {
+		return nil, ledger.ErrShuttingDown
+	}
+	if n.raft.State() != raft.Leader {
+		return nil, n.notLeader()
+	}
+	now := n.cfg.Clock().UnixNano()
+	for {
+		last := n.lastStamp.Load()
+		if now <= last {
+			now = last
+			break
+		}
+		if n.lastStamp.CompareAndSwap(last, now) {
+			break
+		}
+	}
+	data, err := fsm.Encode(now, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w while waiting for the log to commit", ledger.ErrOutcomeUnknown, ctx.Err())
+	}
+	if err != nil {
+		return nil, n.mapApplyError(err)
+	}
+	r, ok := f.Response().(*fsm.Result)
+	if !ok {
+		return nil, fmt.Errorf("cluster: state machine answered %T", f.Response())
+	}
+	return r, nil
+}
+
+// mapApplyError sorts raft's errors into definite and unknown outcomes.
+func (n *Node) mapApplyError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		// Returned before the entry is appended: definite.
+		return n.notLeader()
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("%w: %w", ledger.ErrNoLeader, err)
+	case errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%w: %w", ledger.ErrNoLeader, err)
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrAbortedByRestore):
+		// Appended locally, maybe replicated: a new leader may commit it.
+		return fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		// Shutdown may interrupt an appended entry: unknown.
+		return fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err)
+	}
+	return fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err)
+}
+
+func (n *Node) notLeader() error {
+	addr, id := n.raft.LeaderWithID()
+	if id == "" {
+		return ledger.ErrNoLeader
+	}
+	e := &ledger.NotLeaderError{LeaderID: string(id)}
+	if m, ok := n.gossip.lookup(string(id)); ok {
+		e.LeaderHTTP = m.meta.HTTP
+	} else {
+		_ = addr
+	}
+	return e
+}
+
+// Read implements ledger.Replicator. A stale read serves the local state
+// machine. A linearizable read (leader only) notes the commit index,
+// confirms leadership with a quorum (VerifyLeader), checks the term did not
+// change and waits until the state machine has applied the noted index; a
+// new leader serves none before its term's barrier has applied.
+func (n *Node) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
+	if c == ledger.Stale {
+		n.sm.read(fn)
+		return nil
+	}
+	if n.stopping.Load() {
+		return ledger.ErrShuttingDown
+	}
+	if n.raft.State() != raft.Leader {
+		return n.notLeader()
+	}
+	term := n.raft.CurrentTerm()
+	if n.readyTerm.Load() != term {
+		return fmt.Errorf("%w: leader of term %d has not finished its barrier", ledger.ErrNoLeader, term)
+	}
+	readIndex := n.raft.CommitIndex()
+	if err := waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: %w", ledger.ErrNoLeader, err)
+		}
+		return n.notLeader()
+	}
+	if n.raft.CurrentTerm() != term {
+		return fmt.Errorf("%w: term changed during read", ledger.ErrNoLeader)
+	}
+	if err := n.waitApplied(ctx, readIndex); err != nil {
+		return err
+	}
+	n.sm.read(fn)
+	return nil
+}
+
+// waitApplied waits until the state machine reflects every log entry up to
+// index. Entries the FSM never sees (no-ops, barriers) are skipped by
+// looking them up in the log store; an entry already compacted away is in
+// a snapshot the state machine holds.
+func (n *Node) waitApplied(ctx context.Context, index uint64) error {
+	for {
+		applied, changed := n.sm.appliedIndex()
+		if applied >= index || n.onlyNonFSMEntries(applied, index) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: waiting for the state machine to apply index %d: %w", ledger.ErrNoLeader, index, ctx.Err())
+		case <-n.ctx.Done():
+			return ledger.ErrShuttingDown
+		}
+	}
+}
+
+// onlyNonFSMEntries reports whether no entry in (applied, index] is one the
+// state machine applies.
+func (n *Node) onlyNonFSMEntries(applied, index uint64) bool {
+	const maxScan = 16
+	if index-applied > maxScan {
+		return false
+	}
+	var l raft.Log
+	for i := index; i > applied; i-- {
+		if err := n.store.GetLog(i, &l); err != nil {
+			return errors.Is(err, raft.ErrLogNotFound)
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return false
+		}
+	}
+	return true
+}
+
+// Digest returns the hex SHA-256 of the local state machine (equal on
+// replicas that applied the same log) and the index it reflects.
+func (n *Node) Digest() (digest string, applied uint64) {
+	n.sm.read(func(l *fsm.Ledger) { digest, applied = l.Digest(), l.AppliedIndex() })
+	return digest, applied
+}

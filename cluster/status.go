@@ -1,0 +1,99 @@
+package cluster
+
+import (
+	"sort"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+
+	"github.com/intentledger/intentd/ledger"
+)
+
+// caughtUpSlack is how many committed entries a node may still have to
+// apply and count as caught up (ready).
+const caughtUpSlack = 256
+
+// IsLeader reports whether this node is the leader.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the leader's ID and advertised HTTP address ("" when
+// unknown).
+func (n *Node) Leader() (id, httpAddr string) {
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" {
+		return "", ""
+	}
+	if m, ok := n.gossip.lookup(string(lid)); ok {
+		return string(lid), m.meta.HTTP
+	}
+	return string(lid), ""
+}
+
+// Status describes the cluster as this node sees it. Ready means the node
+// knows a leader whose barrier completed (if it is the leader itself) and
+// has applied nearly everything committed.
+func (n *Node) Status() ledger.ClusterStatus {
+	st := ledger.ClusterStatus{
+		NodeID:      n.cfg.ID,
+		State:       stateName(n.raft.State()),
+		Term:        n.raft.CurrentTerm(),
+		CommitIndex: n.raft.CommitIndex(),
+		LastIndex:   n.raft.LastIndex(),
+	}
+	st.AppliedIndex, _ = n.sm.appliedIndex()
+	st.LeaderID, st.LeaderHTTP = n.Leader()
+	leaderReady := st.LeaderID != "" && (st.State != "leader" || n.readyTerm.Load() == st.Term)
+	st.Ready = !n.stopping.Load() && leaderReady && st.AppliedIndex+caughtUpSlack >= st.CommitIndex
+
+	nodes := map[string]*ledger.NodeStatus{}
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			suffrage := "voter"
+			if s.Suffrage != raft.Voter {
+				suffrage = "nonvoter"
+			}
+			nodes[string(s.ID)] = &ledger.NodeStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage, Gossip: "unknown"}
+		}
+	}
+	for _, m := range n.gossip.snapshot() {
+		ns, ok := nodes[m.meta.ID]
+		if !ok {
+			ns = &ledger.NodeStatus{ID: m.meta.ID, RaftAddr: m.meta.Raft}
+			nodes[m.meta.ID] = ns
+		}
+		ns.HTTPAddr = m.meta.HTTP
+		ns.Gossip = gossipState(m.state)
+	}
+	for _, ns := range nodes {
+		ns.Leader = ns.ID == st.LeaderID
+		st.Nodes = append(st.Nodes, *ns)
+	}
+	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].ID < st.Nodes[j].ID })
+	return st
+}
+
+func stateName(s raft.RaftState) string {
+	switch s {
+	case raft.Leader:
+		return "leader"
+	case raft.Follower:
+		return "follower"
+	case raft.Candidate:
+		return "candidate"
+	}
+	return "shutdown"
+}
+
+func gossipState(s memberlist.NodeStateType) string {
+	switch s {
+	case memberlist.StateAlive:
+		return "alive"
+	case memberlist.StateSuspect:
+		return "suspect"
+	case memberlist.StateDead:
+		return "dead"
+	case memberlist.StateLeft:
+		return "left"
+	}
+	return "unknown"
+}
