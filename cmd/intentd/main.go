@@ -1,0 +1,151 @@
+// Command intentd runs one node of the intent ledger: the Raft-replicated
+// at-most-once gate for AI agents' side-effecting tool calls.
+//
+//	intentd --data-dir /tmp/intentd          # a single-node ledger
+//	intentd --id n2 --data-dir ./data/n2 --http-addr 127.0.0.1:8102 \
+//	  --raft-addr 127.0.0.1:8202 --gossip-addr 127.0.0.1:8302 \
+//	  --join 127.0.0.1:8301 --bootstrap-expect 3
+//
+// Every flag can also be set through the environment as INTENTD_<FLAG>
+// (upper case, dashes as underscores); flags win over the environment.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr))
+}
+
+// run parses flags and the environment, runs a node until ctx ends, then
+// shuts it down gracefully. It returns the process exit code.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "intentd:", err)
+		return 2
+	}
+	logger, err := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "intentd:", err)
+		return 2
+	}
+	cfg.Logger = logger
+	m := NewMain(cfg)
+	if err := m.Start(ctx); err != nil {
+		logger.Error("start failed", "err", err)
+		return 1
+	}
+	<-ctx.Done()
+	logger.Info("shutting down: stop accepting, hand over leadership, leave gossip, close raft")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := m.Shutdown(shutdownCtx); err != nil {
+		logger.Error("shutdown", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
+}
+
+// parseConfig reads flags, with INTENTD_* environment variables as
+// defaults.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	c := DefaultConfig()
+	fs := flag.NewFlagSet("intentd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var join string
+	fs.StringVar(&c.ID, "id", c.ID, "node ID, unique and stable across restarts")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the Raft log, stable store and snapshots")
+	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "HTTP API listen address")
+	fs.StringVar(&c.HTTPAdvertise, "http-advertise", "", "HTTP address other nodes forward to (default: the listen address)")
+	fs.StringVar(&c.RaftAddr, "raft-addr", c.RaftAddr, "Raft TCP listen address")
+	fs.StringVar(&c.RaftAdvertise, "raft-advertise", "", "Raft address other nodes dial (default: the listen address)")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "gossip (memberlist) listen address")
+	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", "", "gossip address other nodes reach (default: the listen address)")
+	fs.StringVar(&join, "join", "", "comma-separated gossip addresses of existing members")
+	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", -1, "nodes to wait for before bootstrapping a new cluster (default: 1 without --join, 0 with it)")
+	fs.BoolVar(&c.LeaveOnTerminate, "leave-on-terminate", c.LeaveOnTerminate, "leave gossip on SIGTERM so the leader removes this voter")
+	fs.IntVar(&c.Limits.MaxPayloadBytes, "max-payload-bytes", c.Limits.MaxPayloadBytes, "largest intent payload accepted")
+	fs.IntVar(&c.Limits.MaxResultBytes, "max-result-bytes", c.Limits.MaxResultBytes, "largest result accepted")
+	fs.DurationVar(&c.Limits.DefaultLease, "default-lease", c.Limits.DefaultLease, "lease when a claim names none")
+	fs.DurationVar(&c.Limits.DedupeWindow, "dedupe-window", c.Limits.DedupeWindow, "how long a finished intent blocks reuse of its key")
+	fs.DurationVar(&c.Raft.HeartbeatTimeout, "raft-heartbeat-timeout", c.Raft.HeartbeatTimeout, "Raft heartbeat timeout")
+	fs.DurationVar(&c.Raft.ElectionTimeout, "raft-election-timeout", c.Raft.ElectionTimeout, "Raft election timeout")
+	fs.Uint64Var(&c.Raft.SnapshotThreshold, "snapshot-threshold", c.Raft.SnapshotThreshold, "log entries between snapshots")
+	fs.Uint64Var(&c.Raft.TrailingLogs, "trailing-logs", c.Raft.TrailingLogs, "log entries kept after a snapshot")
+	fs.StringVar(&c.TokenSecret, "token-secret", "", "secret that signs execution tokens (default: random per process)")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on graceful shutdown")
+
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "INTENTD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" {
+			if err := f.Value.Set(v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for _, j := range strings.Split(join, ",") {
+		if j = strings.TrimSpace(j); j != "" {
+			c.Join = append(c.Join, j)
+		}
+	}
+	if c.BootstrapExpect < 0 {
+		c.BootstrapExpect = 0
+		if len(c.Join) == 0 {
+			c.BootstrapExpect = 1
+		}
+	}
+	if c.ID == "" {
+		return c, errors.New("--id must not be empty")
+	}
+	if c.DataDir == "" {
+		return c, errors.New("--data-dir must not be empty")
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	return c, nil
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/intentledger/intentd/cluster"
+)
+
+// clusterCollector exports the node's Raft view on every scrape.
+type clusterCollector struct {
+	node                                   *cluster.Node
+	leader, term, commit, applied, members *prometheus.Desc
+	ready                                  *prometheus.Desc
+}
+
+func newClusterCollector(n *cluster.Node) *clusterCollector {
+	return &clusterCollector{
+		node:    n,
+		leader:  prometheus.NewDesc("intentd_raft_leader", "1 when this node is the Raft leader.", nil, nil),
+		term:    prometheus.NewDesc("intentd_raft_term", "Current Raft term.", nil, nil),
+		commit:  prometheus.NewDesc("intentd_raft_commit_index", "Raft commit index.", nil, nil),
+		applied: prometheus.NewDesc("intentd_raft_applied_index", "Index the ledger state machine has applied.", nil, nil),
+		members: prometheus.NewDesc("intentd_cluster_members", "Members by gossip state.", []string{"gossip"}, nil),
+		ready:   prometheus.NewDesc("intentd_ready", "1 when the node is ready to serve.", nil, nil),
+	}
+}
+
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.leader, c.term, c.commit, c.applied, c.members, c.ready} {
+		ch <- d
+	}
+}
+
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.node.Status()
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, b(st.State == "leader"))
+	ch <- prometheus.MustNewConstMetric(c.term, prometheus.GaugeValue, float64(st.Term))
+	ch <- prometheus.MustNewConstMetric(c.commit, prometheus.GaugeValue, float64(st.CommitIndex))
+	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(st.AppliedIndex))
+	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, b(st.Ready))
+	counts := map[string]int{}
+	for _, n := range st.Nodes {
+		counts[n.Gossip]++
+	}
+	for state, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(n), state)
+	}
+}

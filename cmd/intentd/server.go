@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/intentledger/intentd/cluster"
+	"github.com/intentledger/intentd/httpapi"
+	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/token"
+)
+
+// Config is everything a node needs; flags fill it in run.
+type Config struct {
+	ID               string
+	DataDir          string
+	HTTPAddr         string
+	HTTPAdvertise    string
+	RaftAddr         string
+	RaftAdvertise    string
+	GossipAddr       string
+	GossipAdvertise  string
+	Join             []string
+	BootstrapExpect  int
+	LeaveOnTerminate bool
+	Limits           ledger.Limits
+	Raft             cluster.RaftTuning
+	TokenSecret      string
+	LogLevel         string
+	LogFormat        string
+	ShutdownTimeout  time.Duration
+	Logger           *slog.Logger
+	// Tune lets tests adjust the cluster configuration (clock, intervals).
+	Tune func(*cluster.Config)
+}
+
+// DefaultConfig is a single-node ledger on loopback.
+func DefaultConfig() Config {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "node1"
+	}
+	return Config{
+		ID:               host,
+		DataDir:          filepath.Join("data", host),
+		HTTPAddr:         "127.0.0.1:8100",
+		RaftAddr:         "127.0.0.1:8200",
+		GossipAddr:       "127.0.0.1:8300",
+		LeaveOnTerminate: true,
+		Limits:           ledger.DefaultLimits,
+		LogLevel:         "info",
+		LogFormat:        "text",
+		ShutdownTimeout:  30 * time.Second,
+	}
+}
+
+// Main is one running node: cluster member plus HTTP API. Tests run it
+// in-process with ports set to 0.
+type Main struct {
+	cfg      Config
+	log      *slog.Logger
+	ln       net.Listener
+	srv      *http.Server
+	node     *cluster.Node
+	registry *prometheus.Registry
+	served   chan error
+}
+
+// NewMain returns a node that Start will run.
+func NewMain(cfg Config) *Main {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Main{cfg: cfg, log: cfg.Logger.With("node", cfg.ID)}
+}
+
+// Start binds the HTTP listener, starts the cluster node and serves the API.
+func (m *Main) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", m.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on --http-addr: %w", err)
+	}
+	m.ln = ln
+	advertise := m.cfg.HTTPAdvertise
+	if advertise == "" {
+		advertise = ln.Addr().String()
+	}
+	cc := cluster.Config{
+		ID: m.cfg.ID, DataDir: m.cfg.DataDir,
+		RaftAddr: m.cfg.RaftAddr, RaftAdvertise: m.cfg.RaftAdvertise,
+		GossipAddr: m.cfg.GossipAddr, GossipAdvertise: m.cfg.GossipAdvertise,
+		HTTPAddr: advertise, Join: m.cfg.Join, BootstrapExpect: m.cfg.BootstrapExpect,
+		LeaveOnShutdown: m.cfg.LeaveOnTerminate, Logger: m.cfg.Logger, Raft: m.cfg.Raft,
+	}
+	if m.cfg.Tune != nil {
+		m.cfg.Tune(&cc)
+	}
+	node, err := cluster.New(cc)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	m.node = node
+	tokens, err := token.NewHMACIssuer([]byte(m.cfg.TokenSecret), 0)
+	if err != nil {
+		_ = node.Kill()
+		_ = ln.Close()
+		return err
+	}
+	if m.cfg.TokenSecret == "" {
+		m.log.Warn("no --token-secret: execution tokens are signed with a random per-process key")
+	}
+	m.registry = prometheus.NewRegistry()
+	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.registry.MustRegister(newClusterCollector(node))
+	api := httpapi.New(httpapi.Config{
+		Service:      ledger.New(node, m.cfg.Limits),
+		Cluster:      node,
+		Tokens:       tokens,
+		Registry:     m.registry,
+		Logger:       m.log,
+		NodeID:       m.cfg.ID,
+		MaxBodyBytes: int64(2*max(m.cfg.Limits.MaxPayloadBytes, m.cfg.Limits.MaxResultBytes) + 16<<10),
+	})
+	m.srv = &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+	}
+	m.served = make(chan error, 1)
+	go func() { m.served <- m.srv.Serve(ln) }()
+	m.log.Info("serving", "http", ln.Addr().String(), "raft", node.RaftAddr(), "gossip", node.GossipAddr(),
+		"data_dir", m.cfg.DataDir)
+	return nil
+}
+
+// HTTPAddr is the bound HTTP address.
+func (m *Main) HTTPAddr() string { return m.ln.Addr().String() }
+
+// Node returns the cluster node.
+func (m *Main) Node() *cluster.Node { return m.node }
+
+// Shutdown stops accepting requests and drains the ones in flight, then
+// shuts the node down gracefully (leadership handover, gossip leave, Raft
+// close).
+func (m *Main) Shutdown(ctx context.Context) error {
+	var errs []error
+	if err := m.srv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	}
+	if err := m.node.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("node shutdown: %w", err))
+	}
+	if err := <-m.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, fmt.Errorf("http serve: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Kill stops the node like a crash: connections are cut and Raft stops
+// without handing over leadership or leaving gossip.
+func (m *Main) Kill() {
+	_ = m.srv.Close()
+	_ = m.node.Kill()
+	<-m.served
+}
