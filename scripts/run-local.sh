@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# With "--then CMD ARGS...", runs CMD once the cluster is ready, then stops it.
+then=()
+if [ "${1:-}" = "--then" ]; then shift; then=("$@"); fi
+
 BIN=${BIN:-bin}
 DATA=${INTENTD_RUN_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/intentd-run.XXXXXX")}
 NODES=3
@@ -44,6 +48,10 @@ until "$BIN/intentctl" --addr http://127.0.0.1:8101 --timeout 2s cluster >/dev/n
 done
 
 "$BIN/intentctl" --addr http://127.0.0.1:8101 cluster
+if [ ${#then[@]} -gt 0 ]; then
+  "${then[@]}"
+  exit $?
+fi
 cat <<MSG
 
 intentd: 3-node cluster ready on loopback.

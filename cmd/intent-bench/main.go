@@ -1,0 +1,293 @@
+// Command intent-bench drives an intentd cluster with a closed-loop load:
+// each client claims a unique key and completes it, back to back, for a
+// fixed time at each concurrency level, and prints ops/s and latency
+// percentiles as a markdown table. Every run is bounded in time.
+//
+//	intent-bench --addr http://127.0.0.1:8101,http://127.0.0.1:8102 --clients 1,16,64,256 --duration 10s
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type config struct {
+	addrs        []string
+	clients      []int
+	duration     time.Duration
+	warmup       time.Duration
+	payloadBytes int
+	mode         string // unique or contended
+	claimants    int    // per key in contended mode
+	complete     bool
+	target       string // leader or all
+}
+
+func parse(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("intent-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addrs := fs.String("addr", "http://127.0.0.1:8101,http://127.0.0.1:8102,http://127.0.0.1:8103", "comma-separated node HTTP addresses")
+	clients := fs.String("clients", "1,16,64,256", "comma-separated concurrency levels")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "measured time per level")
+	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "unmeasured time before each level")
+	fs.IntVar(&c.payloadBytes, "payload-bytes", 100, "payload size")
+	fs.StringVar(&c.mode, "mode", "unique", "unique (one claimant per key) or contended (--claimants per key)")
+	fs.IntVar(&c.claimants, "claimants", 10, "claimants racing for each key in contended mode")
+	fs.BoolVar(&c.complete, "complete", true, "complete each granted claim (claim + complete is one op)")
+	fs.StringVar(&c.target, "target", "leader", "send to the leader (as the SDK does) or spread over all nodes (followers forward)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	for _, a := range strings.Split(*addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			if !strings.Contains(a, "://") {
+				a = "http://" + a
+			}
+			c.addrs = append(c.addrs, strings.TrimRight(a, "/"))
+		}
+	}
+	for _, s := range strings.Split(*clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("--clients: bad level %q", s)
+		}
+		c.clients = append(c.clients, n)
+	}
+	if len(c.addrs) == 0 || c.duration <= 0 || (c.mode != "unique" && c.mode != "contended") ||
+		(c.target != "leader" && c.target != "all") || c.claimants < 1 {
+		return c, errors.New("bad flags: need --addr, a positive --duration, --mode unique|contended, --target leader|all")
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parse(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "intent-bench:", err)
+		return 2
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
+	targets := cfg.addrs
+	if cfg.target == "leader" {
+		leader, err := findLeader(ctx, hc, cfg.addrs)
+		if err != nil {
+			fmt.Fprintln(stderr, "intent-bench:", err)
+			return 1
+		}
+		targets = []string{leader}
+	}
+	fmt.Fprintf(stdout, "intent-bench: mode=%s complete=%v payload=%dB duration=%s warmup=%s target=%s %v\n\n",
+		cfg.mode, cfg.complete, cfg.payloadBytes, cfg.duration, cfg.warmup, cfg.target, targets)
+	fmt.Fprintln(stdout, "| clients | ops/s | p50 ms | p99 ms | p99.9 ms | ops | errors | unknown |")
+	fmt.Fprintln(stdout, "|---:|---:|---:|---:|---:|---:|---:|---:|")
+	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
+	for _, n := range cfg.clients {
+		if ctx.Err() != nil {
+			break
+		}
+		r := level(ctx, hc, cfg, targets, n, fmt.Sprintf("%s-%d", runID, n), stderr)
+		fmt.Fprintf(stdout, "| %d | %.0f | %.2f | %.2f | %.2f | %d | %d | %d |\n", n, r.opsPerSec, ms(r.p50), ms(r.p99), ms(r.p999),
+			r.ops, r.errors, r.unknown)
+	}
+	return 0
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func findLeader(ctx context.Context, hc *http.Client, addrs []string) (string, error) {
+	for _, a := range addrs {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a+"/v1/cluster", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			continue
+		}
+		var st struct {
+			LeaderHTTP string `json:"leader_http"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err == nil && st.LeaderHTTP != "" {
+			return "http://" + st.LeaderHTTP, nil
+		}
+	}
+	return "", fmt.Errorf("no node in %v knows a leader", addrs)
+}
+
+type levelResult struct {
+	opsPerSec      float64
+	p50, p99, p999 time.Duration
+	ops            int
+	errors         int64
+	unknown        int64
+}
+
+// level runs n closed-loop clients for warmup+duration and measures the
+// ops that started after the warm-up.
+func level(ctx context.Context, hc *http.Client, cfg config, targets []string, n int, prefix string, progress io.Writer) levelResult {
+	ctx, cancel := context.WithTimeout(ctx, cfg.warmup+cfg.duration)
+	defer cancel()
+	start := time.Now()
+	measureFrom := start.Add(cfg.warmup)
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		errs      atomic.Int64
+		unknown   atomic.Int64
+		done      atomic.Int64
+		wg        sync.WaitGroup
+	)
+	payload := strings.Repeat("x", max(cfg.payloadBytes-12, 1))
+	stopProgress := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				fmt.Fprintf(progress, "\r%60s\r", "")
+				return
+			case <-t.C:
+				fmt.Fprintf(progress, "\r  clients=%d elapsed=%s ops=%d errors=%d   ", n, time.Since(start).Round(time.Second), done.Load(), errs.Load())
+			}
+		}
+	}()
+	for c := 0; c < n; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			var local []time.Duration
+			rng := rand.New(rand.NewPCG(uint64(c), uint64(n)))
+			for i := 0; ctx.Err() == nil; i++ {
+				var key string
+				if cfg.mode == "unique" {
+					key = fmt.Sprintf("bench:%s:%d:%d", prefix, c, i)
+				} else {
+					// Clients in a group of --claimants walk the same keys
+					// and race for each one.
+					key = fmt.Sprintf("bench:%s:g%d:%d", prefix, c/cfg.claimants, i)
+				}
+				target := targets[rng.IntN(len(targets))]
+				owner := fmt.Sprintf("bench-%d-%d", c, i)
+				t0 := time.Now()
+				err := op(ctx, hc, target, key, owner, payload, cfg.complete)
+				lat := time.Since(t0)
+				if ctx.Err() != nil {
+					return
+				}
+				switch {
+				case errors.Is(err, errUnknown):
+					unknown.Add(1)
+				case err != nil:
+					errs.Add(1)
+				}
+				done.Add(1)
+				if err == nil && !t0.Before(measureFrom) {
+					local = append(local, lat)
+				}
+			}
+			mu.Lock()
+			latencies = append(latencies, local...)
+			mu.Unlock()
+		}(c)
+	}
+	wg.Wait()
+	close(stopProgress)
+	slices.Sort(latencies)
+	r := levelResult{ops: len(latencies), errors: errs.Load(), unknown: unknown.Load()}
+	r.opsPerSec = float64(len(latencies)) / cfg.duration.Seconds()
+	r.p50, r.p99, r.p999 = pct(latencies, 0.50), pct(latencies, 0.99), pct(latencies, 0.999)
+	return r
+}
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p)
+	return sorted[i]
+}
+
+var errUnknown = errors.New("outcome unknown")
+
+// op claims key and, when granted and asked to, completes it. Contended
+// losers (in_flight, duplicate) are successful ops: the ledger answered.
+func op(ctx context.Context, hc *http.Client, target, key, owner, payload string, complete bool) error {
+	body, _ := json.Marshal(map[string]any{"key": key, "tool": "bench.tool", "owner": owner, "payload": map[string]string{"d": payload}})
+	code, resp, err := postJSON(ctx, hc, target+"/v1/intents", body)
+	if err != nil {
+		return err
+	}
+	switch code {
+	case http.StatusCreated:
+	case http.StatusOK, http.StatusConflict:
+		return nil
+	default:
+		return fmt.Errorf("claim: HTTP %d", code)
+	}
+	if !complete {
+		return nil
+	}
+	var grant struct {
+		FencingToken uint64 `json:"fencing_token"`
+	}
+	if err := json.Unmarshal(resp, &grant); err != nil {
+		return fmt.Errorf("claim answer: %w", err)
+	}
+	body, _ = json.Marshal(map[string]any{"owner": owner, "fencing_token": grant.FencingToken, "outcome": "executed", "result": map[string]bool{"ok": true}})
+	code, _, err = postJSON(ctx, hc, target+"/v1/intents/"+key+"/complete", body)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("complete: HTTP %d", code)
+	}
+	return nil
+}
+
+func postJSON(ctx context.Context, hc *http.Client, url string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", errUnknown, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", errUnknown, err)
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		return 0, nil, errUnknown
+	}
+	return resp.StatusCode, b, nil
+}
