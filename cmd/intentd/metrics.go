@@ -1,16 +1,20 @@
 package main
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/intentledger/intentd/cluster"
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger"
 )
 
 // clusterCollector exports the node's Raft view on every scrape.
 type clusterCollector struct {
 	node                                   *cluster.Node
 	leader, term, commit, applied, members *prometheus.Desc
-	ready                                  *prometheus.Desc
+	ready, intents                         *prometheus.Desc
 }
 
 func newClusterCollector(n *cluster.Node) *clusterCollector {
@@ -22,11 +26,12 @@ func newClusterCollector(n *cluster.Node) *clusterCollector {
 		applied: prometheus.NewDesc("intentd_raft_applied_index", "Index the ledger state machine has applied.", nil, nil),
 		members: prometheus.NewDesc("intentd_cluster_members", "Members by gossip state.", []string{"gossip"}, nil),
 		ready:   prometheus.NewDesc("intentd_ready", "1 when the node is ready to serve.", nil, nil),
+		intents: prometheus.NewDesc("intentd_intents", "Intents in this replica by state (in_doubt needs reconciliation).", []string{"state"}, nil),
 	}
 }
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leader, c.term, c.commit, c.applied, c.members, c.ready} {
+	for _, d := range []*prometheus.Desc{c.leader, c.term, c.commit, c.applied, c.members, c.ready, c.intents} {
 		ch <- d
 	}
 }
@@ -44,6 +49,11 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.commit, prometheus.GaugeValue, float64(st.CommitIndex))
 	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(st.AppliedIndex))
 	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, b(st.Ready))
+	var byState map[fsm.State]int
+	_ = c.node.Read(context.Background(), ledger.Stale, func(l *fsm.Ledger) { byState = l.Counts() })
+	for state, n := range byState {
+		ch <- prometheus.MustNewConstMetric(c.intents, prometheus.GaugeValue, float64(n), string(state))
+	}
 	counts := map[string]int{}
 	for _, n := range st.Nodes {
 		counts[n.Gossip]++

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"io"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestParseConfigFlagsEnvAndDefaults(t *testing.T) {
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+
+	c, err := parseConfig([]string{"--data-dir", "/tmp/x"}, getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DataDir != "/tmp/x" || c.BootstrapExpect != 1 || len(c.Join) != 0 || c.HTTPAddr != "127.0.0.1:8100" {
+		t.Fatalf("single-node defaults: %+v", c)
+	}
+
+	env["INTENTD_JOIN"] = "127.0.0.1:1, 127.0.0.1:2"
+	env["INTENTD_HTTP_ADDR"] = "127.0.0.1:9999"
+	env["INTENTD_DEDUPE_WINDOW"] = "1h"
+	env["INTENTD_ID"] = "from-env"
+	c, err = parseConfig([]string{"--id", "from-flag"}, getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.Join, []string{"127.0.0.1:1", "127.0.0.1:2"}) || c.BootstrapExpect != 0 {
+		t.Fatalf("join from env: %+v", c)
+	}
+	if c.HTTPAddr != "127.0.0.1:9999" || c.Limits.DedupeWindow != time.Hour || c.ID != "from-flag" {
+		t.Fatalf("env and flag precedence: %+v", c)
+	}
+
+	env["INTENTD_BOOTSTRAP_EXPECT"] = "not-a-number"
+	if _, err := parseConfig(nil, getenv, io.Discard); err == nil {
+		t.Fatal("bad env value accepted")
+	}
+	delete(env, "INTENTD_BOOTSTRAP_EXPECT")
+	for _, args := range [][]string{{"--nope"}, {"--id", ""}, {"extra"}, {"--data-dir", ""}} {
+		if _, err := parseConfig(args, getenv, io.Discard); err == nil {
+			t.Fatalf("parseConfig(%q) accepted", args)
+		}
+	}
+}
