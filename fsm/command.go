@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -183,16 +184,19 @@ func newCommand(t CommandType) Command {
 }
 
 // Encode stamps cmd with the time at (Unix nanoseconds) and returns its log
-// entry: type byte, encoding version byte, JSON body.
+// entry: type byte, encoding version byte, JSON body. The body is written
+// without HTML escaping so a canonical (RFC 8785) payload or result reaches
+// the state machine byte for byte.
 func Encode(at int64, cmd Command) ([]byte, error) {
 	cmd.header().At = at
-	body, err := json.Marshal(cmd)
-	if err != nil {
+	var buf bytes.Buffer
+	buf.Write([]byte{byte(cmd.Type()), EncodingVersion})
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(cmd); err != nil {
 		return nil, fmt.Errorf("encode %T: %w", cmd, err)
 	}
-	out := make([]byte, 0, len(body)+2)
-	out = append(out, byte(cmd.Type()), EncodingVersion)
-	return append(out, body...), nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
 // Decode parses a log entry. It never panics; Apply decides what an error

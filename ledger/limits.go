@@ -59,6 +59,11 @@ func (l Limits) withDefaults() Limits {
 	pickD(&l.MaxLease, d.MaxLease)
 	pickD(&l.DefaultLease, d.DefaultLease)
 	pickD(&l.DedupeWindow, d.DedupeWindow)
+	// Leases travel in whole milliseconds: a shorter one would reach the
+	// state machine as zero and be refused there, after being written.
+	if l.MinLease < time.Millisecond {
+		l.MinLease = time.Millisecond
+	}
 	return l
 }
 
