@@ -1,10 +1,15 @@
 package fsm
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"math/big"
+	"strings"
 
 	"github.com/gowebpki/jcs"
 )
@@ -17,6 +22,9 @@ import (
 func Fingerprint(tool string, payload []byte) (canonical json.RawMessage, fingerprint string, err error) {
 	if len(payload) == 0 {
 		payload = []byte("null")
+	}
+	if err := checkExactNumbers(payload); err != nil {
+		return nil, "", err
 	}
 	canonical, err = jcs.Transform(payload)
 	if err != nil {
@@ -37,4 +45,35 @@ func Fingerprint(tool string, payload []byte) (canonical json.RawMessage, finger
 	}
 	sum := sha256.Sum256(doc)
 	return canonical, hex.EncodeToString(sum[:]), nil
+}
+
+// ErrInexactNumber rejects an integer that canonical JSON cannot hold
+// exactly: RFC 8785 treats numbers as IEEE 754 doubles, so such an integer
+// would lose digits and two different IDs could share a fingerprint (a
+// retry with another ID would then not be divergent).
+var ErrInexactNumber = errors.New("integer is not exactly representable in canonical JSON (beyond ±2^53); send it as a string")
+
+func checkExactNumbers(payload []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return nil // jcs.Transform reports syntax errors
+		}
+		n, ok := tok.(json.Number)
+		if !ok || strings.ContainsAny(string(n), ".eE") {
+			continue
+		}
+		i, ok := new(big.Int).SetString(string(n), 10)
+		if !ok {
+			continue
+		}
+		if _, acc := new(big.Float).SetInt(i).Float64(); acc != big.Exact {
+			return fmt.Errorf("%w: %s", ErrInexactNumber, n)
+		}
+	}
 }

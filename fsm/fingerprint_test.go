@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/intentledger/intentd/fsm"
@@ -195,4 +196,17 @@ func FuzzFingerprint(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestFingerprintRejectsInexactIntegers(t *testing.T) {
+	for _, ok := range []string{`9007199254740992`, `-9007199254740992`, `{"id":12345}`, `1.5e300`, `[1,2]`} {
+		if _, _, err := fsm.Fingerprint("t", []byte(ok)); err != nil {
+			t.Errorf("Fingerprint(%s) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{`9007199254740993`, `{"id":123456789012345678901}`, `[-9007199254740993]`} {
+		if _, _, err := fsm.Fingerprint("t", []byte(bad)); !errors.Is(err, fsm.ErrInexactNumber) {
+			t.Errorf("Fingerprint(%s) = %v, want ErrInexactNumber", bad, err)
+		}
+	}
 }

@@ -199,7 +199,7 @@ func level(ctx context.Context, hc *http.Client, cfg config, targets []string, n
 				err := op(ctx, hc, target, key, owner, payload, cfg.complete)
 				lat := time.Since(t0)
 				if ctx.Err() != nil {
-					return
+					break // the level ended mid-operation: not counted
 				}
 				switch {
 				case errors.Is(err, errUnknown):
