@@ -186,7 +186,7 @@ func TestValidation(t *testing.T) {
 			s, m := newService(t, ledger.Limits{})
 			// One intent exists so a command that slipped through would change it.
 			mustClaim(t, s, claimReq(key, owner, `{"cents":1250}`), fsm.StatusGranted)
-			proposed, digest := m.Proposed, m.Ledger().Digest()
+			proposed, digest := m.Proposed(), m.Ledger().Digest()
 
 			err := tc.call(s)
 			if !errors.Is(err, tc.want) {
@@ -204,7 +204,7 @@ func TestValidation(t *testing.T) {
 			if !strings.HasPrefix(err.Error(), tc.field+": ") {
 				t.Fatalf("message %q does not start with the field", err.Error())
 			}
-			eq(t, "Proposed", m.Proposed, proposed)
+			eq(t, "Proposed", m.Proposed(), proposed)
 			eq(t, "Digest", m.Ledger().Digest(), digest)
 		})
 	}
@@ -227,7 +227,7 @@ func TestValidationAcceptsLimits(t *testing.T) {
 		Reason: strings.Repeat("r", 1024)}); err != nil {
 		t.Fatalf("1 KiB reason refused: %v", err)
 	}
-	eq(t, "Proposed", m.Proposed, 3)
+	eq(t, "Proposed", m.Proposed(), 3)
 }
 
 func TestLimitsDefaults(t *testing.T) {
@@ -256,7 +256,7 @@ func TestSubMillisecondLeaseRefused(t *testing.T) {
 	if _, err := s.Claim(context.Background(), req); !errors.Is(err, ledger.ErrUnprocessable) {
 		t.Fatalf("sub-millisecond lease: %v, want ErrUnprocessable", err)
 	}
-	eq(t, "Proposed", m.Proposed, 0)
+	eq(t, "Proposed", m.Proposed(), 0)
 	req.Lease = time.Millisecond
 	mustClaim(t, s, req, fsm.StatusGranted)
 }
@@ -567,7 +567,7 @@ func TestReplicationErrorsReturnedUnchanged(t *testing.T) {
 				{"list", func() error { _, _, err := s.List(ctx, ledger.ListRequest{}, ledger.Linearizable); return err }},
 			}
 			for _, c := range calls {
-				proposed, digest := m.Proposed, m.Ledger().Digest()
+				proposed, digest := m.Proposed(), m.Ledger().Digest()
 				m.FailNext(failure)
 				err := c.call()
 				if err != failure {
@@ -576,7 +576,7 @@ func TestReplicationErrorsReturnedUnchanged(t *testing.T) {
 				if !errors.Is(err, tc.sentinel) {
 					t.Fatalf("%s: error %v is not %v", c.name, err, tc.sentinel)
 				}
-				eq(t, c.name+": Proposed", m.Proposed, proposed)
+				eq(t, c.name+": Proposed", m.Proposed(), proposed)
 				eq(t, c.name+": Digest", m.Ledger().Digest(), digest)
 			}
 		})
@@ -610,7 +610,7 @@ func TestCanceledContext(t *testing.T) {
 	if _, err := s.Get(ctx, "", key, ledger.Linearizable); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Get with a canceled context: %v", err)
 	}
-	eq(t, "Proposed", m.Proposed, 0)
+	eq(t, "Proposed", m.Proposed(), 0)
 }
 
 func TestNamespacesIsolated(t *testing.T) {

@@ -14,13 +14,12 @@ import (
 // Memory is a single-replica, in-process ledger.Replicator. Its clock can
 // be moved by tests and its next proposals can be made to fail.
 type Memory struct {
-	mu      sync.Mutex
-	l       *fsm.Ledger
-	index   uint64
-	now     time.Time
-	failing []error
-	// Proposed counts proposals that reached the state machine.
-	Proposed int
+	mu       sync.Mutex
+	l        *fsm.Ledger
+	index    uint64
+	now      time.Time
+	failing  []error
+	proposed int
 }
 
 // NewMemory returns an empty ledger whose clock starts at start.
@@ -74,7 +73,7 @@ func (m *Memory) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, err
 		return nil, err
 	}
 	m.index++
-	m.Proposed++
+	m.proposed++
 	return m.l.Apply(m.index, data), nil
 }
 
@@ -90,6 +89,13 @@ func (m *Memory) Read(ctx context.Context, _ ledger.Consistency, fn func(*fsm.Le
 	}
 	fn(m.l)
 	return nil
+}
+
+// Proposed counts proposals that reached the state machine.
+func (m *Memory) Proposed() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.proposed
 }
 
 // Ledger returns a clone of the state for inspection.

@@ -1,0 +1,163 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// Sentinel errors. A *Problem matches them with errors.Is by its code; a
+// transport failure wraps ErrOutcomeUnknown (a write that was sent) or
+// ErrUnavailable.
+var (
+	// ErrInFlight: another owner holds the lease; do not execute.
+	ErrInFlight = errors.New("intent is in flight under another owner")
+	// ErrInDoubt: the lease passed without a report; resolve the intent.
+	ErrInDoubt = errors.New("intent is in doubt")
+	// ErrDivergent: the payload differs from the recorded one.
+	ErrDivergent = errors.New("payload differs from the recorded intent")
+	// ErrFenced: a stale owner or fencing token.
+	ErrFenced = errors.New("stale owner or fencing token")
+	// ErrRejected: an approver rejected the intent.
+	ErrRejected = errors.New("intent was rejected")
+	// ErrNotFound: no intent under the key.
+	ErrNotFound = errors.New("intent not found")
+	// ErrInvalidState: the call does not fit the intent's state.
+	ErrInvalidState = errors.New("operation not allowed in the intent's state")
+	// ErrBadRequest: bad input (400, 413, 422 other than divergent);
+	// nothing was written.
+	ErrBadRequest = errors.New("bad request")
+	// ErrOutcomeUnknown: a write may or may not have been applied; retry
+	// the same request to learn which.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
+	// ErrNoLeader: the cluster has no leader (or the node could not reach
+	// it); nothing was written.
+	ErrNoLeader = errors.New("no leader")
+	// ErrUnavailable: the request could not be served; nothing was
+	// written.
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// sentinelCodes maps each sentinel to the problem codes it stands for.
+var sentinelCodes = map[error][]string{
+	ErrInFlight:       {"in_flight"},
+	ErrInDoubt:        {"in_doubt"},
+	ErrDivergent:      {"divergent"},
+	ErrFenced:         {"fenced"},
+	ErrRejected:       {"rejected"},
+	ErrNotFound:       {"not_found"},
+	ErrInvalidState:   {"invalid_state", "not_pending_approval"},
+	ErrBadRequest:     {"bad_request", "too_large", "unprocessable"},
+	ErrOutcomeUnknown: {"outcome_unknown"},
+	ErrNoLeader:       {"no_leader", "not_leader"},
+	ErrUnavailable:    {"unavailable", "shutting_down", "not_ready"},
+}
+
+// retryableCodes are 503 answers after which the same request may be sent
+// again.
+var retryableCodes = []string{"no_leader", "not_leader", "outcome_unknown", "shutting_down", "unavailable", "not_ready"}
+
+// Problem is an error answer of the API (an RFC 9457 problem document).
+type Problem struct {
+	// Status is the HTTP status.
+	Status int
+	// Code is the stable word to switch on: in_flight, divergent,
+	// no_leader, ... (see docs/problems.md).
+	Code   string
+	Title  string
+	Detail string
+	// Type is the URI of the code's documentation.
+	Type string
+	// Field names the offending request field of a bad-input problem.
+	Field string
+	// Intent is the record, when the answer carries it (in_flight,
+	// in_doubt, divergent, fenced ...).
+	Intent *Intent
+	// RetryAfter says when a retry makes sense (in_flight: the rest of the
+	// holder's lease; 503s: a short pause).
+	RetryAfter time.Duration
+	// Fingerprint is the recorded fingerprint and RequestFingerprint the
+	// request's, on divergent answers.
+	Fingerprint        string
+	RequestFingerprint string
+}
+
+// problemWire is a problem document on the wire.
+type problemWire struct {
+	Type               string  `json:"type,omitempty"`
+	Title              string  `json:"title"`
+	Status             int     `json:"status"`
+	Detail             string  `json:"detail,omitempty"`
+	Code               string  `json:"code"`
+	Field              string  `json:"field,omitempty"`
+	Intent             *Intent `json:"intent,omitempty"`
+	Fingerprint        string  `json:"fingerprint,omitempty"`
+	RequestFingerprint string  `json:"request_fingerprint,omitempty"`
+	RetryAfterMS       int64   `json:"retry_after_ms,omitempty"`
+}
+
+func (p *Problem) Error() string {
+	msg := fmt.Sprintf("%d %s", p.Status, p.Code)
+	if p.Title != "" {
+		msg += ": " + p.Title
+	}
+	if p.Detail != "" {
+		msg += ": " + p.Detail
+	}
+	return msg
+}
+
+// Is matches the sentinel errors by code, so errors.Is(err, ErrInFlight)
+// works on a returned *Problem.
+func (p *Problem) Is(target error) bool {
+	codes, ok := sentinelCodes[target]
+	return ok && slices.Contains(codes, p.Code)
+}
+
+// MarshalJSON renders p as the problem document it came from.
+func (p *Problem) MarshalJSON() ([]byte, error) {
+	return json.Marshal(problemWire{
+		Type: p.Type, Title: p.Title, Status: p.Status, Detail: p.Detail, Code: p.Code, Field: p.Field,
+		Intent: p.Intent, Fingerprint: p.Fingerprint, RequestFingerprint: p.RequestFingerprint,
+		RetryAfterMS: p.RetryAfter.Milliseconds(),
+	})
+}
+
+// retryable reports whether the same request may be sent again.
+func (p *Problem) retryable() bool {
+	switch p.Status {
+	case http.StatusServiceUnavailable:
+		return p.Code == "" || slices.Contains(retryableCodes, p.Code)
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// maybeApplied reports whether a write that got p may have been applied.
+func (p *Problem) maybeApplied() bool {
+	switch p.Status {
+	case http.StatusBadGateway, http.StatusGatewayTimeout, http.StatusInternalServerError:
+		return true
+	}
+	return p.Code == "outcome_unknown"
+}
+
+// codeForStatus names a problem that came without a document (from a proxy,
+// say) by its status.
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "bad_request"
+	case http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case http.StatusUnprocessableEntity:
+		return "unprocessable"
+	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return "unavailable"
+	}
+	return ""
+}

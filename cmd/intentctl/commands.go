@@ -1,0 +1,442 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/intentledger/intentd/client"
+)
+
+// jsonArg reads a JSON flag value: inline JSON, or @file. Empty stays
+// empty.
+func jsonArg(flagName, v string) (json.RawMessage, error) {
+	if v == "" {
+		return nil, nil
+	}
+	data := []byte(v)
+	if name, ok := strings.CutPrefix(v, "@"); ok {
+		var err error
+		if data, err = os.ReadFile(name); err != nil {
+			return nil, usagef("--%s: %v", flagName, err)
+		}
+	}
+	if !json.Valid(data) {
+		return nil, usagef("--%s is not valid JSON", flagName)
+	}
+	return json.RawMessage(data), nil
+}
+
+func outcomeArg(v string) (client.Outcome, error) {
+	switch o := client.Outcome(v); o {
+	case client.OutcomeExecuted, client.OutcomeFailed:
+		return o, nil
+	case "":
+		return "", usagef("--outcome is required (executed or failed)")
+	default:
+		return "", usagef("--outcome must be executed or failed, not %q", v)
+	}
+}
+
+func required(name, v string) error {
+	if v == "" {
+		return usagef("--%s is required", name)
+	}
+	return nil
+}
+
+func cmdClaim(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("claim")
+	tool := fs.String("tool", "", "the tool (destination) of the effect")
+	payload := fs.String("payload", "", "the effect's payload: JSON or @file")
+	owner := fs.String("owner", "", "the owner of this attempt (default: a fresh host/pid/random)")
+	lease := fs.Duration("lease", 0, "lease length (default: the server's, 30s)")
+	policy := fs.String("policy", "", "policy name")
+	pos, err := c.parse(fs, args, "KEY")
+	if err != nil {
+		return err
+	}
+	if err := required("tool", *tool); err != nil {
+		return err
+	}
+	if err := required("payload", *payload); err != nil {
+		return err
+	}
+	p, err := jsonArg("payload", *payload)
+	if err != nil {
+		return err
+	}
+	if *lease < 0 {
+		return usagef("--lease must not be negative")
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	resp, err := cl.Claim(ctx, client.ClaimRequest{Key: pos[0], Tool: *tool, Payload: p, Owner: *owner, Policy: *policy, Lease: *lease})
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return c.printJSON(resp)
+	}
+	status := string(resp.Status)
+	if resp.Created {
+		status += " (new)"
+	}
+	tw := c.table()
+	fmt.Fprintf(tw, "status\t%s\n", status)
+	fmt.Fprintf(tw, "claimed_as\t%s\n", resp.Owner)
+	if resp.ExecutionToken != "" {
+		fmt.Fprintf(tw, "execution_token\t%s\n", resp.ExecutionToken)
+	}
+	intentRows(tw, resp.Intent)
+	return tw.Flush()
+}
+
+func cmdComplete(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("complete")
+	owner := fs.String("owner", "", "the lease holder")
+	token := fs.Uint64("token", 0, "the grant's fencing token")
+	outcome := fs.String("outcome", "", "executed or failed")
+	result := fs.String("result", "", "the effect's result: JSON or @file")
+	pos, err := c.parse(fs, args, "KEY")
+	if err != nil {
+		return err
+	}
+	if err := required("owner", *owner); err != nil {
+		return err
+	}
+	if *token == 0 {
+		return usagef("--token is required")
+	}
+	o, err := outcomeArg(*outcome)
+	if err != nil {
+		return err
+	}
+	r, err := jsonArg("result", *result)
+	if err != nil {
+		return err
+	}
+	return c.intentCall(ctx, func(ctx context.Context, cl *client.Client) (*client.IntentResponse, error) {
+		return cl.Complete(ctx, client.CompleteRequest{Key: pos[0], Owner: *owner, FencingToken: *token, Outcome: o, Result: r})
+	})
+}
+
+func cmdRenew(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("renew")
+	owner := fs.String("owner", "", "the lease holder")
+	token := fs.Uint64("token", 0, "the grant's fencing token")
+	lease := fs.Duration("lease", 0, "the new lease length, from now")
+	pos, err := c.parse(fs, args, "KEY")
+	if err != nil {
+		return err
+	}
+	if err := required("owner", *owner); err != nil {
+		return err
+	}
+	if *token == 0 {
+		return usagef("--token is required")
+	}
+	if *lease <= 0 {
+		return usagef("--lease is required and must be positive")
+	}
+	return c.intentCall(ctx, func(ctx context.Context, cl *client.Client) (*client.IntentResponse, error) {
+		return cl.Renew(ctx, client.RenewRequest{Key: pos[0], Owner: *owner, FencingToken: *token, Lease: *lease})
+	})
+}
+
+func cmdCommit(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("commit")
+	owner := fs.String("owner", "", "the owner that executed the effect")
+	pos, err := c.parse(fs, args, "KEY")
+	if err != nil {
+		return err
+	}
+	if err := required("owner", *owner); err != nil {
+		return err
+	}
+	return c.intentCall(ctx, func(ctx context.Context, cl *client.Client) (*client.IntentResponse, error) {
+		return cl.Commit(ctx, client.CommitRequest{Key: pos[0], Owner: *owner})
+	})
+}
+
+func cmdResolve(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("resolve")
+	outcome := fs.String("outcome", "", "executed or failed")
+	result := fs.String("result", "", "the effect's result: JSON or @file")
+	actor := fs.String("actor", "", "who checked the tool's side")
+	reason := fs.String("reason", "", "what the check found")
+	pos, err := c.parse(fs, args, "KEY")
+	if err != nil {
+		return err
+	}
+	o, err := outcomeArg(*outcome)
+	if err != nil {
+		return err
+	}
+	if err := required("actor", *actor); err != nil {
+		return err
+	}
+	if err := required("reason", *reason); err != nil {
+		return err
+	}
+	r, err := jsonArg("result", *result)
+	if err != nil {
+		return err
+	}
+	return c.intentCall(ctx, func(ctx context.Context, cl *client.Client) (*client.IntentResponse, error) {
+		return cl.Resolve(ctx, client.ResolveRequest{Key: pos[0], Outcome: o, Result: r, Actor: *actor, Reason: *reason})
+	})
+}
+
+func cmdDecide(approve bool) func(context.Context, *cli, []string) error {
+	name := "reject"
+	if approve {
+		name = "approve"
+	}
+	return func(ctx context.Context, c *cli, args []string) error {
+		fs := c.flags(name)
+		actor := fs.String("actor", "", "who decides")
+		reason := fs.String("reason", "", "why")
+		pos, err := c.parse(fs, args, "KEY")
+		if err != nil {
+			return err
+		}
+		if err := required("actor", *actor); err != nil {
+			return err
+		}
+		req := client.DecisionRequest{Key: pos[0], Actor: *actor, Reason: *reason}
+		return c.intentCall(ctx, func(ctx context.Context, cl *client.Client) (*client.IntentResponse, error) {
+			if approve {
+				return cl.Approve(ctx, req)
+			}
+			return cl.Reject(ctx, req)
+		})
+	}
+}
+
+// intentCall runs a call that answers with one intent and prints it.
+func (c *cli) intentCall(ctx context.Context, call func(context.Context, *client.Client) (*client.IntentResponse, error)) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	resp, err := call(ctx, cl)
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return c.printJSON(resp)
+	}
+	tw := c.table()
+	fmt.Fprintf(tw, "status\t%s\n", resp.Status)
+	intentRows(tw, resp.Intent)
+	return tw.Flush()
+}
+
+func cmdGet(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("get")
+	stale := fs.Bool("stale", false, "read the answering node's replica, possibly behind")
+	pos, err := c.parse(fs, args, "KEY")
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	in, err := cl.Get(ctx, pos[0], client.GetOptions{Stale: *stale})
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return c.printJSON(client.IntentResponse{Status: client.StatusOK, Intent: in})
+	}
+	tw := c.table()
+	intentRows(tw, in)
+	return tw.Flush()
+}
+
+func cmdList(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("list")
+	state := fs.String("state", "", "only intents in this state")
+	prefix := fs.String("prefix", "", "only keys with this prefix")
+	limit := fs.Int("limit", 0, "page size (default: the server's, 100)")
+	cursor := fs.String("cursor", "", "continue after this cursor (next_cursor of the previous page)")
+	stale := fs.Bool("stale", false, "read the answering node's replica, possibly behind")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	page, err := cl.List(ctx, client.ListOptions{State: client.State(*state), Prefix: *prefix, Limit: *limit, Cursor: *cursor, Stale: *stale})
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return c.printJSON(page)
+	}
+	tw := c.table()
+	fmt.Fprintln(tw, "KEY\tSTATE\tOWNER\tTOKEN\tGEN\tTOOL\tUPDATED")
+	for _, in := range page.Intents {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", in.Key, in.State, dash(in.Owner), in.FencingToken, in.Generation,
+			in.Tool, timeCell(in.UpdatedAt))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if page.NextCursor != "" {
+		fmt.Fprintf(c.stdout, "next_cursor: %s\n", page.NextCursor)
+	}
+	return nil
+}
+
+func cmdAudit(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("audit")
+	pos, err := c.parse(fs, args, "KEY")
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	trail, err := cl.Audit(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return c.printJSON(trail)
+	}
+	if trail.Dropped > 0 {
+		fmt.Fprintf(c.stdout, "(%d older events dropped)\n", trail.Dropped)
+	}
+	tw := c.table()
+	fmt.Fprintln(tw, "INDEX\tAT\tOP\tSTATUS\tSTATE\tOWNER/ACTOR\tTOKEN\tOUTCOME\tREASON")
+	for _, ev := range trail.Events {
+		who := ev.Owner
+		if ev.Actor != "" {
+			who = ev.Actor
+		}
+		token := "-"
+		if ev.FencingToken != 0 {
+			token = fmt.Sprint(ev.FencingToken)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ev.Index, timeCell(ev.At), ev.Op, ev.Status, ev.State,
+			dash(who), token, dash(string(ev.Outcome)), dash(ev.Reason))
+	}
+	return tw.Flush()
+}
+
+func cmdCluster(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("cluster")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	st, err := cl.Cluster(ctx)
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return c.printJSON(st)
+	}
+	leader := "none"
+	if st.LeaderID != "" {
+		leader = st.LeaderID
+		if st.LeaderHTTP != "" {
+			leader += " (" + st.LeaderHTTP + ")"
+		}
+	}
+	tw := c.table()
+	fmt.Fprintf(tw, "answered_by\t%s (%s)\n", st.NodeID, st.State)
+	fmt.Fprintf(tw, "leader\t%s\n", leader)
+	fmt.Fprintf(tw, "term\t%d\n", st.Term)
+	fmt.Fprintf(tw, "commit_index\t%d\n", st.CommitIndex)
+	fmt.Fprintf(tw, "applied_index\t%d\n", st.AppliedIndex)
+	fmt.Fprintf(tw, "last_index\t%d\n", st.LastIndex)
+	fmt.Fprintf(tw, "ready\t%t\n", st.Ready)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout)
+	tw = c.table()
+	fmt.Fprintln(tw, "ID\tRAFT ADDR\tHTTP ADDR\tSUFFRAGE\tGOSSIP\tLEADER")
+	for _, n := range st.Nodes {
+		mark := ""
+		if n.Leader {
+			mark = "*"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, dash(n.RaftAddr), dash(n.HTTPAddr), dash(n.Suffrage), dash(n.Gossip), mark)
+	}
+	return tw.Flush()
+}
+
+// cmdHealth checks every address; it fails (unavailable) unless all are
+// live and ready.
+func cmdHealth(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("health")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var all []client.Health
+	var firstErr error
+	for _, addr := range cl.Addrs() {
+		h, err := cl.Health(ctx, addr)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			h = &client.Health{Addr: addr, Detail: err.Error()}
+		} else if !h.Ready && firstErr == nil {
+			firstErr = fmt.Errorf("%w: %s is not ready: %s", client.ErrUnavailable, addr, h.Detail)
+		}
+		all = append(all, *h)
+	}
+	if c.output == "json" {
+		if err := c.printJSON(all); err != nil {
+			return err
+		}
+	} else {
+		tw := c.table()
+		fmt.Fprintln(tw, "ADDR\tLIVE\tREADY\tDETAIL")
+		for _, h := range all {
+			fmt.Fprintf(tw, "%s\t%t\t%t\t%s\n", h.Addr, h.Live, h.Ready, dash(h.Detail))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return firstErr
+}
+
+func cmdHelp(_ context.Context, c *cli, _ []string) error {
+	fmt.Fprint(c.stdout, usageText)
+	return nil
+}

@@ -1,0 +1,330 @@
+// Command intentctl is the command line client of an intentd cluster: it
+// claims, completes and resolves intents, reads them and their audit
+// trails, and shows the cluster's status. It speaks only the HTTP API,
+// through the client package. Run "intentctl help" for usage and exit
+// codes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/intentledger/intentd/client"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes; "intentctl help" documents them.
+const (
+	exitOK          = 0 // granted, duplicate, ok, pending_approval
+	exitError       = 1 // any other error
+	exitUsage       = 2 // usage or bad input (400, 413, 422 except divergent)
+	exitInFlight    = 3
+	exitDivergent   = 4
+	exitInDoubt     = 5
+	exitFenced      = 6
+	exitNotFound    = 7
+	exitUnavailable = 8 // 503, network errors, outcome unknown
+	exitRefused     = 9 // rejected or invalid state
+)
+
+// defaultAddr is used when neither --addr nor INTENTCTL_ADDR is set.
+const defaultAddr = "http://127.0.0.1:8101,http://127.0.0.1:8102,http://127.0.0.1:8103,http://127.0.0.1:8100"
+
+const usageText = `intentctl: the intent ledger's command line client
+
+Usage:
+  intentctl [global flags] COMMAND [ARGS] [flags]
+
+Commands:
+  claim KEY --tool T --payload JSON|@file [--owner O] [--lease 30s] [--policy P]
+        ask for the right to execute the effect named by KEY; prints the grant
+        (fencing token, execution token) or the recorded outcome (duplicate).
+        The owner defaults to a fresh host/pid/random name: keep it to complete.
+  complete KEY --owner O --token N --outcome executed|failed [--result JSON|@file]
+        report the effect's outcome as the lease holder
+  renew KEY --owner O --token N --lease D
+        extend the holder's lease while the effect runs
+  commit KEY --owner O
+        acknowledge an executed intent's result
+  resolve KEY --outcome executed|failed --actor A --reason R [--result JSON|@file]
+        settle an in_doubt intent after checking the tool's side
+  approve KEY --actor A [--reason R]
+  reject KEY --actor A [--reason R]
+        decide a pending intent
+  get KEY [--stale]
+        read one intent (linearizable; --stale reads the answering node)
+  list [--state S] [--prefix P] [--limit N] [--cursor C] [--stale]
+        list intents in key order, a page at a time
+  audit KEY
+        every recorded attempt on KEY
+  cluster
+        the cluster's nodes, roles, leader, term, commit and applied index
+  health
+        liveness and readiness of every address
+  help
+        this text
+
+Global flags (before or after the command):
+  --addr LIST      comma separated node addresses (env INTENTCTL_ADDR;
+                   default ` + defaultAddr + `)
+  --output FORMAT  table or json (default table); json prints the API's JSON
+  --timeout D      give up after D (default 10s)
+  --retries N      retries of a call the cluster could not answer (default 4)
+
+Exit codes:
+  0  success: granted, duplicate, ok, pending_approval
+  1  other error
+  2  usage error or bad input (HTTP 400, 413, 422 except divergent)
+  3  in_flight: another owner holds the lease; do not execute
+  4  divergent: the payload differs from the recorded one
+  5  in_doubt: the lease passed without a report; resolve it
+  6  fenced: stale owner or fencing token
+  7  not found
+  8  unavailable or outcome unknown (HTTP 503, network error, timeout):
+     retry the same command
+  9  rejected, or invalid in the intent's state
+`
+
+// usageError is a mistake on the command line.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// globals are the flags every command accepts.
+type globals struct {
+	addr    string
+	output  string
+	timeout time.Duration
+	retries int
+}
+
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.addr, "addr", g.addr, "comma separated node addresses")
+	fs.StringVar(&g.output, "output", g.output, "table or json")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up after this long")
+	fs.IntVar(&g.retries, "retries", g.retries, "retries of a call the cluster could not answer")
+}
+
+// cli is one invocation.
+type cli struct {
+	globals
+	stdout, stderr io.Writer
+	// problem is the last error answer, printed as JSON in json output.
+	problem *client.Problem
+}
+
+// run executes intentctl with args (without the program name) and returns
+// its exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := &cli{stdout: stdout, stderr: stderr}
+	c.addr = defaultAddr
+	if env := os.Getenv("INTENTCTL_ADDR"); env != "" {
+		c.addr = env
+	}
+	c.output, c.timeout, c.retries = "table", 10*time.Second, client.DefaultRetries
+
+	fs := flag.NewFlagSet("intentctl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageText)
+			return exitOK
+		}
+		return c.fail(usagef("%v", err))
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprint(stderr, usageText)
+		return exitUsage
+	}
+	name, rest := fs.Arg(0), fs.Args()[1:]
+	cmd, ok := command(name)
+	if !ok {
+		return c.fail(usagef("unknown command %q", name))
+	}
+	if err := cmd(ctx, c, rest); err != nil {
+		return c.fail(err)
+	}
+	return exitOK
+}
+
+// command returns the implementation of the command called name.
+func command(name string) (func(context.Context, *cli, []string) error, bool) {
+	switch name {
+	case "claim":
+		return cmdClaim, true
+	case "complete":
+		return cmdComplete, true
+	case "renew":
+		return cmdRenew, true
+	case "commit":
+		return cmdCommit, true
+	case "resolve":
+		return cmdResolve, true
+	case "approve":
+		return cmdDecide(true), true
+	case "reject":
+		return cmdDecide(false), true
+	case "get":
+		return cmdGet, true
+	case "list":
+		return cmdList, true
+	case "audit":
+		return cmdAudit, true
+	case "cluster":
+		return cmdCluster, true
+	case "health":
+		return cmdHealth, true
+	case "help":
+		return cmdHelp, true
+	}
+	return nil, false
+}
+
+// flags returns a flag set for command name that also takes the global
+// flags.
+func (c *cli) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("intentctl "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.register(fs)
+	return fs
+}
+
+// parse parses args, flags and positional arguments in any order
+// (everything after "--" is positional), and checks the number of
+// positional arguments.
+func (c *cli) parse(fs *flag.FlagSet, args []string, positional ...string) ([]string, error) {
+	var tail []string
+	for i, a := range args {
+		if a == "--" {
+			args, tail = args[:i], args[i+1:]
+			break
+		}
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, usagef("see 'intentctl help'")
+			}
+			return nil, usagef("%s: %v", fs.Name(), err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	pos = append(pos, tail...)
+	if len(pos) != len(positional) {
+		if len(positional) == 0 {
+			return nil, usagef("%s takes no arguments, got %q", fs.Name(), pos)
+		}
+		return nil, usagef("%s needs %s", fs.Name(), strings.Join(positional, " "))
+	}
+	if c.output != "table" && c.output != "json" {
+		return nil, usagef("--output must be table or json, not %q", c.output)
+	}
+	return pos, nil
+}
+
+// client returns a client for --addr.
+func (c *cli) client() (*client.Client, error) {
+	cl, err := client.New(strings.Split(c.addr, ","), client.WithRetries(c.retries))
+	if err != nil {
+		return nil, usagef("--addr: %v", err)
+	}
+	return cl, nil
+}
+
+// withTimeout bounds ctx by --timeout.
+func (c *cli) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// fail reports err and returns its exit code.
+func (c *cli) fail(err error) int {
+	code := exitCode(err)
+	var p *client.Problem
+	if c.output == "json" && errors.As(err, &p) {
+		c.printJSON(p)
+	}
+	var ue *usageError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(c.stderr, "intentctl: %v\nRun 'intentctl help' for usage.\n", err)
+	case errors.As(err, &p):
+		fmt.Fprintf(c.stderr, "intentctl: %s (%d): %s\n", p.Code, p.Status, p.Title)
+		if p.Detail != "" {
+			fmt.Fprintf(c.stderr, "  detail: %s\n", p.Detail)
+		}
+		if p.RequestFingerprint != "" {
+			fmt.Fprintf(c.stderr, "  recorded fingerprint: %s\n  request fingerprint:  %s\n", p.Fingerprint, p.RequestFingerprint)
+		}
+		if p.Intent != nil {
+			fmt.Fprintf(c.stderr, "  intent: state %s, owner %q, fencing token %d\n", p.Intent.State, p.Intent.Owner, p.Intent.FencingToken)
+		}
+		if p.RetryAfter > 0 {
+			fmt.Fprintf(c.stderr, "  retry after: %v\n", p.RetryAfter)
+		}
+		if err != error(p) {
+			fmt.Fprintf(c.stderr, "  (%v)\n", err)
+		}
+	default:
+		fmt.Fprintf(c.stderr, "intentctl: %v\n", err)
+	}
+	return code
+}
+
+// exitCode maps an error to the documented exit codes.
+func exitCode(err error) int {
+	var ue *usageError
+	var p *client.Problem
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.Is(err, client.ErrOutcomeUnknown), errors.Is(err, client.ErrNoLeader),
+		errors.Is(err, client.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return exitUnavailable
+	case errors.Is(err, client.ErrInFlight):
+		return exitInFlight
+	case errors.Is(err, client.ErrDivergent):
+		return exitDivergent
+	case errors.Is(err, client.ErrInDoubt):
+		return exitInDoubt
+	case errors.Is(err, client.ErrFenced):
+		return exitFenced
+	case errors.Is(err, client.ErrNotFound):
+		return exitNotFound
+	case errors.Is(err, client.ErrRejected), errors.Is(err, client.ErrInvalidState):
+		return exitRefused
+	case errors.Is(err, client.ErrBadRequest):
+		return exitUsage
+	case errors.As(err, &p) && p.Status == 503:
+		return exitUnavailable
+	}
+	return exitError
+}

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/intentledger/intentd/client"
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/httpapi"
+	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/ledger/ledgertest"
+)
+
+var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+type fakeCluster struct{}
+
+func (fakeCluster) Status() ledger.ClusterStatus {
+	return ledger.ClusterStatus{NodeID: "n1", State: "leader", LeaderID: "n1", LeaderHTTP: "127.0.0.1:8101", Term: 4,
+		CommitIndex: 12, AppliedIndex: 12, LastIndex: 12, Ready: true, Nodes: []ledger.NodeStatus{
+			{ID: "n1", RaftAddr: "127.0.0.1:7001", HTTPAddr: "127.0.0.1:8101", Suffrage: "voter", Gossip: "alive", Leader: true},
+			{ID: "n2", RaftAddr: "127.0.0.1:7002", HTTPAddr: "127.0.0.1:8102", Suffrage: "voter", Gossip: "suspect"},
+		}}
+}
+
+type fakeTokens struct{}
+
+func (fakeTokens) Issue(in *fsm.Intent) (string, error) {
+	return fmt.Sprintf("gex_%d", in.FencingToken), nil
+}
+
+type env struct {
+	mem  *ledgertest.Memory
+	addr string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	mem := ledgertest.NewMemory(epoch)
+	api := httpapi.New(httpapi.Config{Service: ledger.New(mem, ledger.Limits{}), Cluster: fakeCluster{},
+		Tokens: fakeTokens{}, NodeID: "n1", Now: mem.Now})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return &env{mem: mem, addr: srv.URL}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run runs intentctl against the env's server, without retries.
+func (e *env) run(t *testing.T, args ...string) result {
+	t.Helper()
+	return runCLI(t, append([]string{"--addr", e.addr, "--retries", "0"}, args...)...)
+}
+
+func runCLI(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+func expect(t *testing.T, r result, code int, stdoutHas ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("want exit %d, got %s", code, r)
+	}
+	for _, s := range stdoutHas {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("stdout lacks %q:\n%s", s, r)
+		}
+	}
+}
+
+// claim claims key as owner and returns the fencing token.
+func (e *env) claim(t *testing.T, key, owner string, extra ...string) uint64 {
+	t.Helper()
+	r := e.run(t, append([]string{"claim", key, "--tool", "payments.refund", "--payload", `{"amount":100}`,
+		"--owner", owner, "--output", "json"}, extra...)...)
+	expect(t, r, exitOK)
+	var resp client.ClaimResponse
+	if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil {
+		t.Fatalf("claim output: %v\n%s", err, r)
+	}
+	if resp.Status != client.StatusGranted || resp.FencingToken == 0 || resp.ExecutionToken == "" {
+		t.Fatalf("claim = %+v", resp)
+	}
+	return resp.FencingToken
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+		r := runCLI(t, args...)
+		expect(t, r, exitOK, "Exit codes:", "claim KEY", "cluster")
+		for code := 0; code <= 9; code++ {
+			if !strings.Contains(r.stdout, fmt.Sprintf("\n  %d  ", code)) {
+				t.Errorf("help does not document exit code %d", code)
+			}
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	e := newEnv(t)
+	for name, args := range map[string][]string{
+		"no command":       {},
+		"unknown command":  {"frobnicate"},
+		"unknown flag":     {"get", "k", "--colour"},
+		"missing key":      {"get"},
+		"extra argument":   {"get", "k", "j"},
+		"missing tool":     {"claim", "k", "--payload", "{}"},
+		"missing payload":  {"claim", "k", "--tool", "t"},
+		"bad payload":      {"claim", "k", "--tool", "t", "--payload", "{nope"},
+		"missing file":     {"claim", "k", "--tool", "t", "--payload", "@/nonexistent/payload.json"},
+		"bad outcome":      {"complete", "k", "--owner", "o", "--token", "1", "--outcome", "done"},
+		"missing token":    {"complete", "k", "--owner", "o", "--outcome", "executed"},
+		"bad token":        {"complete", "k", "--owner", "o", "--token", "-1", "--outcome", "executed"},
+		"renew no lease":   {"renew", "k", "--owner", "o", "--token", "1"},
+		"resolve reason":   {"resolve", "k", "--outcome", "failed", "--actor", "ops"},
+		"bad output":       {"get", "k", "--output", "xml"},
+		"cluster argument": {"cluster", "extra"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := e.run(t, args...)
+			expect(t, r, exitUsage)
+			if r.stderr == "" {
+				t.Error("no message on stderr")
+			}
+		})
+	}
+	if got := proposed(e.mem); got != 0 {
+		t.Errorf("usage errors proposed %d commands", got)
+	}
+}
+
+// proposed counts the commands the server proposed.
+func proposed(mem *ledgertest.Memory) int { return mem.Proposed() }
+
+func TestFullFlow(t *testing.T) {
+	e := newEnv(t)
+	r := e.run(t, "claim", "refund:ord_1", "--tool", "payments.refund", "--payload", `{"amount":100}`, "--owner", "agent-1")
+	expect(t, r, exitOK, "granted (new)", "fencing_token", "execution_token", "gex_", "declared", "agent-1")
+
+	token := e.claim(t, "refund:ord_1", "agent-1") // the same owner again gets the same grant
+	e.mem.Advance(time.Second)
+	expect(t, e.run(t, "renew", "refund:ord_1", "--owner", "agent-1", "--token", fmt.Sprint(token), "--lease", "1m"),
+		exitOK, "status", "ok", epoch.Add(61*time.Second).Format(time.RFC3339))
+	expect(t, e.run(t, "complete", "refund:ord_1", "--owner", "agent-1", "--token", fmt.Sprint(token),
+		"--outcome", "executed", "--result", `{"refund_id":"re_1"}`), exitOK, "executed", `{"refund_id":"re_1"}`)
+	expect(t, e.run(t, "commit", "refund:ord_1", "--owner", "agent-1"), exitOK, "committed")
+
+	// A second delivery is a lookup: duplicate, exit 0, with the result.
+	expect(t, e.run(t, "claim", "refund:ord_1", "--tool", "payments.refund", "--payload", `{ "amount": 100.0 }`),
+		exitOK, "duplicate", `{"refund_id":"re_1"}`)
+
+	expect(t, e.run(t, "get", "refund:ord_1"), exitOK, "committed", "refund:ord_1")
+	expect(t, e.run(t, "get", "refund:ord_1", "--stale"), exitOK, "committed")
+	r = e.run(t, "get", "refund:ord_1", "--output", "json")
+	expect(t, r, exitOK)
+	var got client.IntentResponse
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Intent.State != client.StateCommitted {
+		t.Errorf("get json = %s (%v)", r.stdout, err)
+	}
+
+	r = e.run(t, "audit", "refund:ord_1")
+	expect(t, r, exitOK, "INDEX", "claim", "renew", "complete", "commit", "duplicate")
+	r = e.run(t, "audit", "refund:ord_1", "--output", "json")
+	expect(t, r, exitOK, `"events"`, `"op": "commit"`)
+}
+
+func TestList(t *testing.T) {
+	e := newEnv(t)
+	for i := range 3 {
+		e.claim(t, fmt.Sprintf("job:%d", i), "o")
+	}
+	r := e.run(t, "list", "--prefix", "job:", "--limit", "2")
+	expect(t, r, exitOK, "KEY", "job:0", "job:1", "next_cursor: job:1")
+	if strings.Contains(r.stdout, "job:2") {
+		t.Errorf("first page holds job:2:\n%s", r.stdout)
+	}
+	expect(t, e.run(t, "list", "--prefix", "job:", "--cursor", "job:1"), exitOK, "job:2")
+	r = e.run(t, "list", "--state", "declared", "--output", "json")
+	var page client.ListPage
+	if err := json.Unmarshal([]byte(r.stdout), &page); err != nil || len(page.Intents) != 3 {
+		t.Errorf("list json = %s (%v)", r, err)
+	}
+	expect(t, e.run(t, "list", "--state", "sleeping"), exitUsage)
+}
+
+func TestCluster(t *testing.T) {
+	e := newEnv(t)
+	r := e.run(t, "cluster")
+	expect(t, r, exitOK, "ID", "RAFT ADDR", "HTTP ADDR", "SUFFRAGE", "GOSSIP", "LEADER",
+		"n1", "127.0.0.1:7001", "voter", "suspect", "term", "4", "commit_index", "applied_index")
+	var leaderLine string
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(line, "n1 ") {
+			leaderLine = line
+		}
+	}
+	if !strings.HasSuffix(strings.TrimSpace(leaderLine), "*") {
+		t.Errorf("leader not marked:\n%s", r.stdout)
+	}
+	expect(t, e.run(t, "cluster", "--output", "json"), exitOK, `"node_id": "n1"`)
+	expect(t, e.run(t, "health"), exitOK, "true")
+}
+
+func TestExitCodes(t *testing.T) {
+	e := newEnv(t)
+	token := e.claim(t, "k", "agent-1")
+
+	r := e.run(t, "claim", "k", "--tool", "payments.refund", "--payload", `{"amount":100}`, "--owner", "agent-2")
+	expect(t, r, exitInFlight)
+	if !strings.Contains(r.stderr, "in_flight") || !strings.Contains(r.stderr, "retry after: 30s") {
+		t.Errorf("in_flight message:\n%s", r)
+	}
+	r = e.run(t, "claim", "k", "--tool", "payments.refund", "--payload", `{"amount":999}`, "--owner", "agent-1")
+	expect(t, r, exitDivergent)
+	if !strings.Contains(r.stderr, "request fingerprint") {
+		t.Errorf("divergent message lacks the fingerprints:\n%s", r)
+	}
+	expect(t, e.run(t, "complete", "k", "--owner", "agent-1", "--token", fmt.Sprint(token+1), "--outcome", "executed"), exitFenced)
+	expect(t, e.run(t, "get", "missing"), exitNotFound)
+	expect(t, e.run(t, "commit", "k", "--owner", "agent-1"), exitRefused)
+	expect(t, e.run(t, "approve", "k", "--actor", "ops"), exitRefused)
+	expect(t, e.run(t, "reject", "k", "--actor", "ops", "--reason", "no"), exitRefused)
+	expect(t, e.run(t, "claim", "x", "--tool", "t", "--payload", "{}", "--lease", "10ms"), exitUsage)
+
+	e.mem.FailNext(ledger.ErrNoLeader)
+	r = e.run(t, "claim", "y", "--tool", "t", "--payload", "{}")
+	expect(t, r, exitUnavailable)
+	e.mem.FailNext(ledger.ErrOutcomeUnknown)
+	expect(t, e.run(t, "claim", "y", "--tool", "t", "--payload", "{}"), exitUnavailable)
+
+	// The lease passes without a report: in doubt until resolved.
+	e.mem.Advance(time.Minute)
+	expect(t, e.run(t, "claim", "k", "--tool", "payments.refund", "--payload", `{"amount":100}`, "--owner", "agent-2"), exitInDoubt)
+	expect(t, e.run(t, "resolve", "k", "--outcome", "failed", "--actor", "ops", "--reason", "no charge at the PSP"), exitOK, "failed")
+	e.claim(t, "k", "agent-2")
+}
+
+func TestUnreachable(t *testing.T) {
+	dead := httptest.NewServer(nil)
+	dead.Close()
+	r := runCLI(t, "--addr", dead.URL, "--retries", "0", "get", "k")
+	expect(t, r, exitUnavailable)
+	r = runCLI(t, "--addr", dead.URL, "--retries", "0", "health")
+	expect(t, r, exitUnavailable, "false")
+}
+
+func TestJSONErrorOutput(t *testing.T) {
+	e := newEnv(t)
+	r := e.run(t, "get", "missing", "--output", "json")
+	expect(t, r, exitNotFound)
+	var p struct {
+		Code   string `json:"code"`
+		Status int    `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || p.Code != "not_found" || p.Status != 404 {
+		t.Errorf("json problem = %s (%v)", r.stdout, err)
+	}
+}
+
+func TestPayloadFileEnvAddrAndFlagOrder(t *testing.T) {
+	e := newEnv(t)
+	t.Setenv("INTENTCTL_ADDR", e.addr)
+	file := filepath.Join(t.TempDir(), "payload.json")
+	if err := os.WriteFile(file, []byte(`{"to":"a@example.com"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Global flags after the command, flags before the key.
+	r := runCLI(t, "claim", "--tool", "email.send", "--payload", "@"+file, "email:ticket_1/step 1", "--output", "json")
+	expect(t, r, exitOK, `"to": "a@example.com"`, `"key": "email:ticket_1/step 1"`)
+	// A key that looks like a flag goes after "--".
+	expect(t, runCLI(t, "claim", "--tool", "t", "--payload", "{}", "--", "-odd"), exitOK, "-odd")
+	expect(t, runCLI(t, "get", "-odd"), exitUsage)
+	expect(t, runCLI(t, "get", "--", "-odd"), exitOK, "-odd")
+}

@@ -1,0 +1,97 @@
+package httpapi
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// hopHeaders are connection-level headers a proxy must not pass on.
+var hopHeaders = []string{
+	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func dropHopHeaders(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+}
+
+// leaderURL is the URL of the request's path and query on the leader,
+// whose address is host:port (or a URL with a scheme).
+func leaderURL(leader string, r *http.Request) (*url.URL, error) {
+	u := &url.URL{Scheme: "http", Host: leader}
+	if strings.Contains(leader, "://") {
+		parsed, err := url.Parse(leader)
+		if err != nil {
+			return nil, fmt.Errorf("leader address %q: %w", leader, err)
+		}
+		u.Scheme, u.Host = parsed.Scheme, parsed.Host
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("leader address %q has no host", leader)
+	}
+	u.Path, u.RawPath, u.RawQuery = r.URL.Path, r.URL.RawPath, r.URL.RawQuery
+	return u, nil
+}
+
+// forward sends the request once to the leader, marked with
+// HeaderForwardedBy, and answers with the leader's response verbatim. If
+// the leader cannot be reached a write's outcome is unknown (the leader
+// may have applied it) and a read is unavailable.
+func (s *Server) forward(c echo.Context, leader string, body []byte, write bool) error {
+	in := c.Request()
+	target, err := leaderURL(leader, in)
+	if err != nil {
+		return s.writeProblem(c, newProblem(CodeNotLeader, err.Error()))
+	}
+	out, err := http.NewRequestWithContext(in.Context(), in.Method, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return s.writeProblem(c, newProblem(CodeNotLeader, fmt.Sprintf("building the request to the leader at %s: %v", leader, err)))
+	}
+	out.Header = in.Header.Clone()
+	dropHopHeaders(out.Header)
+	out.Header.Del("Content-Length")
+	out.Header.Set(HeaderForwardedBy, s.nodeID)
+	if body == nil {
+		out.Body, out.ContentLength = http.NoBody, 0
+	}
+
+	s.metrics.forwarded.Inc()
+	resp, err := s.fwd.Do(out)
+	if err != nil {
+		s.log.Warn("httpapi: forwarding to the leader failed", "leader", leader, "method", in.Method,
+			"path", in.URL.Path, "err", err)
+		code, what := CodeUnavailable, "the read was not served"
+		if write {
+			code, what = CodeOutcomeUnknown, "the leader may or may not have applied the write"
+		}
+		return s.writeProblem(c, newProblem(code, fmt.Sprintf("forwarding to the leader at %s failed (%v); %s", leader, err, what)))
+	}
+	defer resp.Body.Close()
+
+	h := c.Response().Header()
+	for name, values := range resp.Header {
+		h[name] = append([]string(nil), values...)
+	}
+	dropHopHeaders(h)
+	c.Response().WriteHeader(resp.StatusCode)
+	if _, err := io.Copy(c.Response(), resp.Body); err != nil {
+		// The status line is out; all that is left is to cut the body short.
+		s.log.Warn("httpapi: copying the leader's response", "leader", leader, "err", err)
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/ledger/ledgertest"
+)
+
+// FuzzClaimBody posts arbitrary bodies to POST /v1/intents against a fresh
+// ledger: the answer is never a 5xx other than 503 and never a panic, is
+// always JSON, and a 4xx writes nothing.
+func FuzzClaimBody(f *testing.F) {
+	for _, seed := range []string{
+		`{"key":"k","tool":"t","owner":"o","payload":{"a":1}}`,
+		`{"key":"k","tool":"t","owner":"o","payload":{"a":1},"lease_ms":1000,"policy":"p"}`,
+		`{"key":"k","tool":"t","owner":"o","payload":[1,2.50,"x",null,true]}`,
+		`{"key":"k","tool":"t","owner":"o","payload":1e400}`,
+		`{"key":"k","tool":"t","owner":"o","lease_ms":9223372036854775807}`,
+		`{"key":"","tool":"t","owner":"o"}`,
+		`{"key":"\u0000","tool":"t","owner":"o"}`,
+		`{"key":"k","tool":"t","owner":"o","extra":1}`,
+		`{"key":"k"`,
+		`null`,
+		`[]`,
+		`"x"`,
+		``,
+		`{} {}`,
+		"{\"key\":\"\xff\",\"tool\":\"t\",\"owner\":\"o\"}",
+	} {
+		f.Add([]byte(seed))
+	}
+	// One server for the whole run, over a ledger that is fresh for every
+	// input.
+	rep := &swappable{}
+	api := New(Config{Service: ledger.New(rep, ledger.Limits{}), Tokens: &fakeTokens{}, Now: func() time.Time { return epoch }})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		mem := ledgertest.NewMemory(epoch)
+		rep.set(mem)
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/v1/intents", bytes.NewReader(body))
+		api.Handler().ServeHTTP(rec, req)
+
+		status := rec.Code
+		if status >= 500 && status != http.StatusServiceUnavailable {
+			t.Fatalf("status %d for %q: %s", status, body, rec.Body)
+		}
+		if !json.Valid(rec.Body.Bytes()) {
+			t.Fatalf("answer is not JSON: %q", rec.Body)
+		}
+		switch {
+		case status >= 400 && status < 500:
+			if mem.Proposed() != 0 {
+				t.Fatalf("a %d for %q wrote %d commands", status, body, mem.Proposed())
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != ContentTypeProblem {
+				t.Fatalf("a %d has Content-Type %q", status, ct)
+			}
+		case status == http.StatusCreated:
+			if mem.Proposed() != 1 {
+				t.Fatalf("a grant wrote %d commands", mem.Proposed())
+			}
+		}
+	})
+}
+
+// swappable is a Replicator whose ledger a test can replace.
+type swappable struct {
+	mu  sync.Mutex
+	mem *ledgertest.Memory
+}
+
+func (s *swappable) set(m *ledgertest.Memory) {
+	s.mu.Lock()
+	s.mem = m
+	s.mu.Unlock()
+}
+
+func (s *swappable) get() *ledgertest.Memory {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mem
+}
+
+func (s *swappable) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+	return s.get().Propose(ctx, cmd)
+}
+
+func (s *swappable) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
+	return s.get().Read(ctx, c, fn)
+}

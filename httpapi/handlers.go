@@ -1,0 +1,283 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger"
+)
+
+// keyParam returns the intent key of the path. Routing runs on the escaped
+// path when the request has one (URL.RawPath), so a key may hold '/'; the
+// parameter is then unescaped here, exactly once. Without RawPath the
+// parameter comes from the already unescaped URL.Path.
+func keyParam(c echo.Context) (string, *problem) {
+	raw := c.Param("key")
+	if c.Request().URL.RawPath == "" {
+		return raw, nil
+	}
+	key, err := url.PathUnescape(raw)
+	if err != nil {
+		return "", newProblem(CodeBadRequest, fmt.Sprintf("key: bad escape in the path: %v", err))
+	}
+	return key, nil
+}
+
+// consistencyOf reads ?consistency= (linearizable by default).
+func consistencyOf(c echo.Context) (ledger.Consistency, *problem) {
+	switch v := c.QueryParam("consistency"); v {
+	case "", "linearizable":
+		return ledger.Linearizable, nil
+	case "stale":
+		return ledger.Stale, nil
+	default:
+		return 0, newProblem(CodeBadRequest, fmt.Sprintf("consistency: must be \"linearizable\" or \"stale\", not %q", v))
+	}
+}
+
+// claim serves POST /v1/intents.
+func (s *Server) claim(c echo.Context) error {
+	var req claimBody
+	body, p := s.decode(c, &req)
+	if p != nil {
+		return s.writeProblem(c, p)
+	}
+	if h := c.Request().Header.Get(HeaderIdempotencyKey); h != "" {
+		switch {
+		case req.Key == "":
+			req.Key = h
+		case req.Key != h:
+			p := newProblem(CodeBadRequest, fmt.Sprintf("key %q in the body differs from the %s header %q", req.Key, HeaderIdempotencyKey, h))
+			p.Field = "key"
+			return s.writeProblem(c, p)
+		}
+	}
+	r, err := s.svc.Claim(c.Request().Context(), ledger.ClaimRequest{
+		Namespace: namespaceOf(c), Key: req.Key, Tool: req.Tool, Owner: req.Owner, Policy: req.Policy,
+		Payload: req.Payload, Lease: leaseOf(req.LeaseMS),
+	})
+	if err != nil {
+		return s.fail(c, err, body)
+	}
+	s.metrics.claims.WithLabelValues(string(r.Status)).Inc()
+	code, ok := successCode(r)
+	if !ok {
+		return s.writeProblem(c, refusalProblem(r, s.now()))
+	}
+	resp := claimResponse{Status: r.Status, Intent: newIntentView(r.Intent)}
+	if r.Status == fsm.StatusGranted && r.Intent != nil {
+		resp.FencingToken = r.Intent.FencingToken
+		if s.tokens != nil {
+			tok, err := s.tokens.Issue(r.Intent)
+			if err != nil {
+				s.log.Error("httpapi: issuing an execution token", "key", r.Intent.Key, "err", err)
+				return s.writeProblem(c, newProblem(CodeUnavailable,
+					"the claim was granted but its execution token could not be issued; "+
+						"retry the same claim with the same owner to receive the grant and a token"))
+			}
+			resp.ExecutionToken = tok
+		}
+	}
+	return writeJSON(c, codes[code].status, resp)
+}
+
+// complete serves POST /v1/intents/{key}/complete.
+func (s *Server) complete(c echo.Context) error {
+	key, p := keyParam(c)
+	if p != nil {
+		return s.writeProblem(c, p)
+	}
+	var req completeBody
+	body, p := s.decode(c, &req)
+	if p != nil {
+		return s.writeProblem(c, p)
+	}
+	r, err := s.svc.Complete(c.Request().Context(), ledger.CompleteRequest{
+		Namespace: namespaceOf(c), Key: key, Owner: req.Owner, FencingToken: req.FencingToken,
+		Outcome: fsm.Outcome(req.Outcome), Result: req.Result,
+	})
+	if err != nil {
+		return s.fail(c, err, body)
+	}
+	return s.answer(c, r)
+}
+
+// renew serves POST /v1/intents/{key}/renew.
+func (s *Server) renew(c echo.Context) error {
+	key, p := keyParam(c)
+	if p != nil {
+		return s.writeProblem(c, p)
+	}
+	var req renewBody
+	body, p := s.decode(c, &req)
+	if p != nil {
+		return s.writeProblem(c, p)
+	}
+	r, err := s.svc.Renew(c.Request().Context(), ledger.RenewRequest{
+		Namespace: namespaceOf(c), Key: key, Owner: req.Owner, FencingToken: req.FencingToken,
+		Lease: leaseOf(req.LeaseMS),
+	})
+	if err != nil {
+		return s.fail(c, err, body)
+	}
+	return s.answer(c, r)
+}
+
+// commit serves POST /v1/intents/{key}/commit.
+func (s *Server) commit(c echo.Context) error {
+	key, p := keyParam(c)
+	if p != nil {
+		return s.writeProblem(c, p)
+	}
+	var req commitBody
+	body, p := s.decode(c, &req)
+	if p != nil {
+		return s.writeProblem(c, p)
+	}
+	r, err := s.svc.Commit(c.Request().Context(), namespaceOf(c), key, req.Owner)
+	if err != nil {
+		return s.fail(c, err, body)
+	}
+	return s.answer(c, r)
+}
+
+// resolve serves POST /v1/intents/{key}/resolve.
+func (s *Server) resolve(c echo.Context) error {
+	key, p := keyParam(c)
+	if p != nil {
+		return s.writeProblem(c, p)
+	}
+	var req resolveBody
+	body, p := s.decode(c, &req)
+	if p != nil {
+		return s.writeProblem(c, p)
+	}
+	r, err := s.svc.Resolve(c.Request().Context(), ledger.ResolveRequest{
+		Namespace: namespaceOf(c), Key: key, Outcome: fsm.Outcome(req.Outcome), Result: req.Result,
+		Actor: req.Actor, Reason: req.Reason,
+	})
+	if err != nil {
+		return s.fail(c, err, body)
+	}
+	return s.answer(c, r)
+}
+
+// decide serves POST /v1/intents/{key}/approve and /reject.
+func (s *Server) decide(approve bool) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		key, p := keyParam(c)
+		if p != nil {
+			return s.writeProblem(c, p)
+		}
+		var req decisionBody
+		body, p := s.decode(c, &req)
+		if p != nil {
+			return s.writeProblem(c, p)
+		}
+		r, err := s.svc.Decide(c.Request().Context(), ledger.Decision{
+			Namespace: namespaceOf(c), Key: key, Actor: req.Actor, Reason: req.Reason, Approve: approve,
+		})
+		if err != nil {
+			return s.fail(c, err, body)
+		}
+		return s.answer(c, r)
+	}
+}
+
+// get serves GET /v1/intents/{key}.
+func (s *Server) get(c echo.Context) error {
+	in, answered, err := s.readIntent(c)
+	if answered {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, newIntentView(in))
+}
+
+// audit serves GET /v1/intents/{key}/audit.
+func (s *Server) audit(c echo.Context) error {
+	in, answered, err := s.readIntent(c)
+	if answered {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, newAuditView(in))
+}
+
+// readIntent reads the intent the path names. When it could not, it has
+// already answered (with a problem or by forwarding) and says so.
+func (s *Server) readIntent(c echo.Context) (in *fsm.Intent, answered bool, err error) {
+	key, p := keyParam(c)
+	if p != nil {
+		return nil, true, s.writeProblem(c, p)
+	}
+	cons, p := consistencyOf(c)
+	if p != nil {
+		return nil, true, s.writeProblem(c, p)
+	}
+	in, err = s.svc.Get(c.Request().Context(), namespaceOf(c), key, cons)
+	if err != nil {
+		return nil, true, s.fail(c, err, nil)
+	}
+	return in, false, nil
+}
+
+// list serves GET /v1/intents.
+func (s *Server) list(c echo.Context) error {
+	cons, p := consistencyOf(c)
+	if p != nil {
+		return s.writeProblem(c, p)
+	}
+	req := ledger.ListRequest{
+		Namespace: namespaceOf(c), Prefix: c.QueryParam("prefix"), State: fsm.State(c.QueryParam("state")),
+		Cursor: c.QueryParam("cursor"),
+	}
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			p := newProblem(CodeBadRequest, fmt.Sprintf("limit: %q is not an integer", v))
+			p.Field = "limit"
+			return s.writeProblem(c, p)
+		}
+		req.Limit = n
+	}
+	page, next, err := s.svc.List(c.Request().Context(), req, cons)
+	if err != nil {
+		return s.fail(c, err, nil)
+	}
+	resp := listResponse{Intents: make([]*intentView, 0, len(page)), NextCursor: next}
+	for _, in := range page {
+		resp.Intents = append(resp.Intents, newIntentView(in))
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+// clusterStatus serves GET /v1/cluster: this node's view, never forwarded.
+func (s *Server) clusterStatus(c echo.Context) error {
+	if s.cluster == nil {
+		return s.writeProblem(c, newProblem(CodeUnavailable, "this node has no cluster status"))
+	}
+	return writeJSON(c, http.StatusOK, s.cluster.Status())
+}
+
+// healthz serves GET /healthz: the process is serving.
+func (s *Server) healthz(c echo.Context) error {
+	return writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz serves GET /readyz: the node has a leader and is caught up.
+func (s *Server) readyz(c echo.Context) error {
+	if s.cluster == nil {
+		return s.writeProblem(c, newProblem(CodeNotReady, "this node has no cluster status"))
+	}
+	st := s.cluster.Status()
+	if !st.Ready {
+		return s.writeProblem(c, newProblem(CodeNotReady, fmt.Sprintf(
+			"node %q is %s; leader %q; applied index %d of commit index %d",
+			st.NodeID, st.State, st.LeaderID, st.AppliedIndex, st.CommitIndex)))
+	}
+	return writeJSON(c, http.StatusOK, map[string]string{"status": "ready", "node_id": st.NodeID, "leader_id": st.LeaderID})
+}

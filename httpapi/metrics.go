@@ -1,0 +1,53 @@
+package httpapi
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the API's Prometheus collectors.
+type metrics struct {
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	claims    *prometheus.CounterVec
+	forwarded prometheus.Counter
+}
+
+func newMetrics(reg *prometheus.Registry) *metrics {
+	return &metrics{
+		requests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "intentd_http_requests_total",
+			Help: "HTTP requests answered, by route template, method and status code.",
+		}, []string{"route", "method", "code"})),
+		duration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "intentd_http_request_duration_seconds",
+			Help:    "Time to answer an HTTP request, by route template and method.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route", "method"})),
+		claims: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "intentd_claims_total",
+			Help: "Claims answered by the ledger, by status (granted, duplicate, in_flight, divergent ...).",
+		}, []string{"status"})),
+		forwarded: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "intentd_http_forwarded_total",
+			Help: "Requests this node forwarded to the leader.",
+		})),
+	}
+}
+
+// register registers c on reg, or returns the equal collector already
+// registered there (so a second Server on one registry shares them).
+// Conflicting registrations are programming errors and panic.
+func register[T prometheus.Collector](reg *prometheus.Registry, c T) T {
+	if err := reg.Register(c); err != nil {
+		var exists prometheus.AlreadyRegisteredError
+		if errors.As(err, &exists) {
+			if prev, ok := exists.ExistingCollector.(T); ok {
+				return prev
+			}
+		}
+		panic("httpapi: registering metrics: " + err.Error())
+	}
+	return c
+}

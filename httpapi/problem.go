@@ -1,0 +1,223 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger"
+)
+
+// ProblemTypeBase is the prefix of every problem document's "type"; the
+// code follows as the fragment, naming its section in docs/problems.md.
+const ProblemTypeBase = "https://github.com/intentledger/intentd/blob/main/docs/problems.md#"
+
+// Codes that are not fsm statuses. The fsm refusal statuses (in_flight,
+// in_doubt, divergent, fenced, rejected, not_found, invalid_state,
+// not_pending_approval) are used as codes unchanged.
+const (
+	CodeBadRequest       = "bad_request"
+	CodeTooLarge         = "too_large"
+	CodeUnprocessable    = "unprocessable"
+	CodeNoLeader         = "no_leader"
+	CodeNotLeader        = "not_leader"
+	CodeOutcomeUnknown   = "outcome_unknown"
+	CodeShuttingDown     = "shutting_down"
+	CodeUnavailable      = "unavailable"
+	CodeNotReady         = "not_ready"
+	CodeInternal         = "internal"
+	CodeNoRoute          = "no_route"
+	CodeMethodNotAllowed = "method_not_allowed"
+)
+
+// codeGrantedNew is the table entry for a grant that created a new
+// generation (201); a repeated grant to the same owner is "granted" (200).
+const codeGrantedNew = "granted+created"
+
+// codeSpec is how one answer code travels over HTTP.
+type codeSpec struct {
+	status int
+	title  string
+	// retryAfter, when set, is sent as Retry-After on every answer with
+	// this code (in_flight computes its own from the lease).
+	retryAfter time.Duration
+	// intent says whether a problem with this code carries the intent.
+	intent bool
+}
+
+// codes is the one table that maps answer codes to HTTP. Successes carry a
+// status word in a JSON body; everything else is a problem document.
+var codes = map[string]codeSpec{
+	// Successes.
+	codeGrantedNew:                    {status: http.StatusCreated, title: "Granted"},
+	string(fsm.StatusGranted):         {status: http.StatusOK, title: "Granted again to the same owner"},
+	string(fsm.StatusDuplicate):       {status: http.StatusOK, title: "Duplicate: already executed"},
+	string(fsm.StatusPendingApproval): {status: http.StatusAccepted, title: "Pending approval"},
+	string(fsm.StatusOK):              {status: http.StatusOK, title: "OK"},
+
+	// Refusals by the state machine: definite answers, never retried as is.
+	string(fsm.StatusInFlight):     {status: http.StatusConflict, title: "The intent is in flight under another owner", intent: true},
+	string(fsm.StatusInDoubt):      {status: http.StatusConflict, title: "The intent is in doubt: its lease passed without a report; it must be resolved", intent: true},
+	string(fsm.StatusDivergent):    {status: http.StatusUnprocessableEntity, title: "The payload differs from the one recorded under this key", intent: true},
+	string(fsm.StatusFenced):       {status: http.StatusConflict, title: "Stale owner or fencing token", intent: true},
+	string(fsm.StatusRejected):     {status: http.StatusForbidden, title: "The intent was rejected", intent: true},
+	string(fsm.StatusNotFound):     {status: http.StatusNotFound, title: "No such intent"},
+	string(fsm.StatusInvalidState): {status: http.StatusConflict, title: "The operation is not allowed in the intent's state", intent: true},
+	string(fsm.StatusNotPending):   {status: http.StatusConflict, title: "The intent is not pending approval", intent: true},
+
+	// Bad input: nothing was written.
+	CodeBadRequest:       {status: http.StatusBadRequest, title: "Bad request"},
+	CodeTooLarge:         {status: http.StatusRequestEntityTooLarge, title: "Request too large"},
+	CodeUnprocessable:    {status: http.StatusUnprocessableEntity, title: "Unprocessable request"},
+	CodeNoRoute:          {status: http.StatusNotFound, title: "No such endpoint"},
+	CodeMethodNotAllowed: {status: http.StatusMethodNotAllowed, title: "Method not allowed"},
+
+	// The cluster could not answer. Safe to retry with the same request.
+	CodeNoLeader:       {status: http.StatusServiceUnavailable, title: "The cluster has no leader; nothing was written, retry", retryAfter: time.Second},
+	CodeNotLeader:      {status: http.StatusServiceUnavailable, title: "This node is not the leader and could not forward; nothing was written, retry", retryAfter: time.Second},
+	CodeOutcomeUnknown: {status: http.StatusServiceUnavailable, title: "The outcome is unknown: the write may or may not have been applied; it is safe to retry with the same key, owner and payload", retryAfter: time.Second},
+	CodeShuttingDown:   {status: http.StatusServiceUnavailable, title: "The node is shutting down; nothing was written, retry on another node", retryAfter: time.Second},
+	CodeUnavailable:    {status: http.StatusServiceUnavailable, title: "The request could not be served right now; retry", retryAfter: time.Second},
+	CodeNotReady:       {status: http.StatusServiceUnavailable, title: "The node is not ready", retryAfter: time.Second},
+	CodeInternal:       {status: http.StatusInternalServerError, title: "Internal error"},
+}
+
+// successCode returns the table code of a success status and whether the
+// status is one.
+func successCode(r *fsm.Result) (string, bool) {
+	switch r.Status {
+	case fsm.StatusGranted:
+		if r.Created {
+			return codeGrantedNew, true
+		}
+		return string(r.Status), true
+	case fsm.StatusDuplicate, fsm.StatusPendingApproval, fsm.StatusOK:
+		return string(r.Status), true
+	}
+	return "", false
+}
+
+// problem is an RFC 9457 problem document with the ledger's extensions.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	Code   string `json:"code"`
+	// Field names the offending request field of a bad-input problem.
+	Field  string      `json:"field,omitempty"`
+	Intent *intentView `json:"intent,omitempty"`
+	// Fingerprint (recorded) and RequestFingerprint (this request's) are
+	// set on divergent problems.
+	Fingerprint        string `json:"fingerprint,omitempty"`
+	RequestFingerprint string `json:"request_fingerprint,omitempty"`
+	RetryAfterMS       int64  `json:"retry_after_ms,omitempty"`
+
+	retryAfter time.Duration
+}
+
+// newProblem builds the problem for code from the table.
+func newProblem(code, detail string) *problem {
+	spec, ok := codes[code]
+	if !ok {
+		code, spec = CodeInternal, codes[CodeInternal]
+	}
+	p := &problem{
+		Type: ProblemTypeBase + code, Title: spec.title, Status: spec.status, Detail: detail, Code: code,
+	}
+	p.setRetryAfter(spec.retryAfter)
+	return p
+}
+
+func (p *problem) setRetryAfter(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	p.retryAfter = d
+	p.RetryAfterMS = d.Milliseconds()
+}
+
+// retryAfterHeader is the Retry-After value: whole seconds, at least 1.
+func (p *problem) retryAfterHeader() string {
+	secs := int64(math.Ceil(p.retryAfter.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	return strconv.FormatInt(secs, 10)
+}
+
+// refusalProblem turns a state machine refusal into a problem. now is the
+// server's clock, for in_flight's Retry-After.
+func refusalProblem(r *fsm.Result, now time.Time) *problem {
+	code := string(r.Status)
+	spec, ok := codes[code]
+	if !ok {
+		return newProblem(CodeInternal, fmt.Sprintf("the ledger answered with unexpected status %q", r.Status))
+	}
+	p := newProblem(code, r.Detail)
+	if spec.intent && r.Intent != nil {
+		p.Intent = newIntentView(r.Intent)
+	}
+	switch r.Status {
+	case fsm.StatusInFlight:
+		wait := time.Second
+		if r.Intent != nil {
+			if d := time.Unix(0, r.Intent.LeaseDeadline).Sub(now); d > wait {
+				wait = d
+			}
+		}
+		p.setRetryAfter(wait)
+	case fsm.StatusDivergent:
+		if r.Intent != nil {
+			p.Fingerprint = r.Intent.Fingerprint
+		}
+		p.RequestFingerprint = r.Fingerprint
+	}
+	return p
+}
+
+// errorProblem turns an error from the ledger service into a problem.
+// write says whether the request was a write (whose outcome a failure can
+// leave unknown) or a read; now is the server's clock. internal reports an
+// unexpected error the caller should log.
+func errorProblem(err error, write bool, now time.Time) (p *problem, internal bool) {
+	var fe *ledger.FieldError
+	field := ""
+	if errors.As(err, &fe) {
+		field = fe.Field
+	}
+	withField := func(p *problem) *problem { p.Field = field; return p }
+
+	var refusal *fsm.RefusalError
+	var notLeader *ledger.NotLeaderError
+	switch {
+	case errors.Is(err, ledger.ErrTooLarge):
+		return withField(newProblem(CodeTooLarge, err.Error())), false
+	case errors.Is(err, ledger.ErrUnprocessable):
+		return withField(newProblem(CodeUnprocessable, err.Error())), false
+	case errors.Is(err, ledger.ErrBadRequest):
+		return withField(newProblem(CodeBadRequest, err.Error())), false
+	case errors.As(err, &refusal):
+		return refusalProblem(&fsm.Result{Status: refusal.Status, Detail: refusal.Detail, Intent: refusal.Intent}, now), false
+	case errors.Is(err, fsm.ErrNotFound):
+		return newProblem(string(fsm.StatusNotFound), err.Error()), false
+	case errors.As(err, &notLeader) && notLeader.LeaderHTTP != "":
+		return newProblem(CodeNotLeader, err.Error()), false
+	case errors.Is(err, ledger.ErrNotLeader), errors.Is(err, ledger.ErrNoLeader):
+		return newProblem(CodeNoLeader, err.Error()), false
+	case errors.Is(err, ledger.ErrShuttingDown):
+		return newProblem(CodeShuttingDown, err.Error()), false
+	case errors.Is(err, ledger.ErrOutcomeUnknown),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		if write {
+			return newProblem(CodeOutcomeUnknown, err.Error()), false
+		}
+		return newProblem(CodeUnavailable, err.Error()), false
+	}
+	return newProblem(CodeInternal, "the node failed to handle the request; see its log"), true
+}

@@ -1,0 +1,325 @@
+// Package httpapi serves the intent ledger's HTTP API (v1): it decodes
+// requests, calls ledger.Service, maps answers and errors to HTTP (problem
+// documents per RFC 9457) and forwards writes and linearizable reads that
+// reach a follower to the leader. It holds no business logic: validation
+// and every decision belong to the ledger.
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger"
+)
+
+// HeaderForwardedBy marks a request a node forwarded to the leader; its
+// value is the forwarding node's ID. A request carrying it is never
+// forwarded again.
+const HeaderForwardedBy = "X-Intentd-Forwarded-By"
+
+// HeaderIdempotencyKey may carry the key of a claim instead of the body.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// ContentTypeProblem is the media type of error answers.
+const ContentTypeProblem = "application/problem+json"
+
+// DefaultMaxBodyBytes bounds a request body: room for a maximal payload
+// and a maximal result with their escaping.
+const DefaultMaxBodyBytes = 2*64<<10 + 16<<10
+
+// DefaultForwardTimeout bounds one forwarded request when Config gives no
+// ForwardClient.
+const DefaultForwardTimeout = 10 * time.Second
+
+// ClusterInfo reports the cluster as this node sees it.
+type ClusterInfo interface {
+	Status() ledger.ClusterStatus
+}
+
+// TokenIssuer signs the execution token handed out with a grant.
+type TokenIssuer interface {
+	Issue(in *fsm.Intent) (string, error)
+}
+
+// Config configures a Server. Service is required; other zero fields take
+// defaults.
+type Config struct {
+	// Service answers every intent call.
+	Service *ledger.Service
+	// Cluster feeds GET /v1/cluster and /readyz; nil reports not ready.
+	Cluster ClusterInfo
+	// Tokens issues execution tokens for grants; nil grants carry none.
+	Tokens TokenIssuer
+	// Registry receives the API's metrics and is served on /metrics; nil
+	// uses a fresh registry.
+	Registry *prometheus.Registry
+	// Logger logs internal errors and failed forwards; nil discards.
+	Logger *slog.Logger
+	// ForwardClient carries requests forwarded to the leader; nil uses a
+	// client with DefaultForwardTimeout that does not follow redirects.
+	ForwardClient *http.Client
+	// NodeID identifies this node in HeaderForwardedBy.
+	NodeID string
+	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Now is the clock for Retry-After computations; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is the HTTP API of one node.
+type Server struct {
+	svc     *ledger.Service
+	cluster ClusterInfo
+	tokens  TokenIssuer
+	reg     *prometheus.Registry
+	log     *slog.Logger
+	fwd     *http.Client
+	nodeID  string
+	maxBody int64
+	now     func() time.Time
+	metrics *metrics
+	echo    *echo.Echo
+}
+
+// New returns a Server for cfg. It panics if cfg.Service is nil or the
+// registry holds conflicting metrics (both programming errors).
+func New(cfg Config) *Server {
+	if cfg.Service == nil {
+		panic("httpapi: Config.Service is required")
+	}
+	s := &Server{
+		svc: cfg.Service, cluster: cfg.Cluster, tokens: cfg.Tokens, reg: cfg.Registry, log: cfg.Logger,
+		fwd: cfg.ForwardClient, nodeID: cfg.NodeID, maxBody: cfg.MaxBodyBytes, now: cfg.Now,
+	}
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.fwd == nil {
+		s.fwd = &http.Client{
+			Timeout: DefaultForwardTimeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		}
+	}
+	if s.nodeID == "" {
+		s.nodeID = "unknown"
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.metrics = newMetrics(s.reg)
+	s.echo = s.routes()
+	return s
+}
+
+// Handler returns the http.Handler serving the API.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.observe)
+
+	e.POST("/v1/intents", s.claim)
+	e.GET("/v1/intents", s.list)
+	e.GET("/v1/intents/:key", s.get)
+	e.GET("/v1/intents/:key/audit", s.audit)
+	e.POST("/v1/intents/:key/complete", s.complete)
+	e.POST("/v1/intents/:key/renew", s.renew)
+	e.POST("/v1/intents/:key/commit", s.commit)
+	e.POST("/v1/intents/:key/resolve", s.resolve)
+	e.POST("/v1/intents/:key/approve", s.decide(true))
+	e.POST("/v1/intents/:key/reject", s.decide(false))
+	e.GET("/v1/cluster", s.clusterStatus)
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
+	return e
+}
+
+// observe records metrics, turns panics into 500 problems and errors
+// into answers, so the metrics see the final status.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := s.safely(next, c)
+		route := c.Path()
+		var he *echo.HTTPError
+		if errors.As(err, &he) && (he.Code == http.StatusNotFound || he.Code == http.StatusMethodNotAllowed) {
+			route = "unmatched"
+		}
+		if err != nil {
+			s.handleError(err, c)
+		}
+		method := c.Request().Method
+		s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(c.Response().Status)).Inc()
+		s.metrics.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+		return nil
+	}
+}
+
+// safely runs h, turning a panic into an error.
+func (s *Server) safely(h echo.HandlerFunc, c echo.Context) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("httpapi: panic serving request", "method", c.Request().Method, "route", c.Path(),
+				"panic", v, "stack", string(debug.Stack()))
+			err = fmt.Errorf("panic: %v", v)
+		}
+	}()
+	return h(c)
+}
+
+// handleError answers an error that reached the top of a request: echo's
+// own (unknown route, wrong method) or an unexpected one.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var he *echo.HTTPError
+	var p *problem
+	switch {
+	case errors.As(err, &he) && he.Code == http.StatusNotFound:
+		p = newProblem(CodeNoRoute, fmt.Sprintf("no endpoint %s %s", c.Request().Method, c.Request().URL.Path))
+	case errors.As(err, &he) && he.Code == http.StatusMethodNotAllowed:
+		p = newProblem(CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s", c.Request().Method, c.Request().URL.Path))
+	case errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge:
+		p = newProblem(CodeTooLarge, fmt.Sprint(he.Message))
+	case errors.As(err, &he) && he.Code == http.StatusBadRequest:
+		p = newProblem(CodeBadRequest, fmt.Sprint(he.Message))
+	default:
+		s.log.Error("httpapi: request failed", "method", c.Request().Method, "route", c.Path(), "err", err)
+		p = newProblem(CodeInternal, "the node failed to handle the request; see its log")
+	}
+	if werr := s.writeProblem(c, p); werr != nil {
+		s.log.Debug("httpapi: writing a problem", "err", werr)
+	}
+}
+
+// writeProblem sends p as application/problem+json.
+func (s *Server) writeProblem(c echo.Context, p *problem) error {
+	if p.retryAfter > 0 {
+		c.Response().Header().Set("Retry-After", p.retryAfterHeader())
+	}
+	return writeBody(c, p.Status, ContentTypeProblem, p)
+}
+
+// writeJSON sends v as application/json.
+func writeJSON(c echo.Context, status int, v any) error {
+	return writeBody(c, status, echo.MIMEApplicationJSON, v)
+}
+
+// writeBody encodes v without HTML escaping, so payloads and results read
+// back byte for byte as the ledger stores them.
+func writeBody(c echo.Context, status int, contentType string, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encode %T: %w", v, err)
+	}
+	return c.Blob(status, contentType, buf.Bytes())
+}
+
+// fail answers an error from the ledger service: it forwards to the leader
+// when this node is not it and the request was not forwarded already, and
+// otherwise sends the matching problem. body is the buffered request body.
+func (s *Server) fail(c echo.Context, err error, body []byte) error {
+	write := isWrite(c.Request())
+	var nl *ledger.NotLeaderError
+	if errors.As(err, &nl) && nl.LeaderHTTP != "" && !forwarded(c.Request()) {
+		return s.forward(c, nl.LeaderHTTP, body, write)
+	}
+	p, internal := errorProblem(err, write, s.now())
+	if internal {
+		s.log.Error("httpapi: ledger call failed", "method", c.Request().Method, "route", c.Path(), "err", err)
+	}
+	return s.writeProblem(c, p)
+}
+
+// isWrite reports whether r may change the ledger.
+func isWrite(r *http.Request) bool {
+	return r.Method != http.MethodGet && r.Method != http.MethodHead
+}
+
+// forwarded reports whether r was forwarded by another node.
+func forwarded(r *http.Request) bool {
+	return len(r.Header.Values(HeaderForwardedBy)) > 0
+}
+
+// readBody buffers the request body, bounded by the configured maximum, so
+// it can be decoded and, if need be, forwarded.
+func (s *Server) readBody(c echo.Context) ([]byte, *problem) {
+	r := c.Request()
+	if r.ContentLength > s.maxBody {
+		return nil, s.tooLarge(r.ContentLength)
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, s.maxBody+1))
+	if int64(len(b)) > s.maxBody {
+		return nil, s.tooLarge(-1)
+	}
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, s.tooLarge(-1)
+		}
+		return nil, newProblem(CodeBadRequest, "reading the request body: "+err.Error())
+	}
+	return b, nil
+}
+
+func (s *Server) tooLarge(n int64) *problem {
+	if n < 0 {
+		return newProblem(CodeTooLarge, fmt.Sprintf("the request body is over the limit of %d bytes", s.maxBody))
+	}
+	return newProblem(CodeTooLarge, fmt.Sprintf("the request body of %d bytes is over the limit of %d bytes", n, s.maxBody))
+}
+
+// decode buffers and decodes the request body into v.
+func (s *Server) decode(c echo.Context, v any) ([]byte, *problem) {
+	body, p := s.readBody(c)
+	if p != nil {
+		return nil, p
+	}
+	return body, decodeBody(body, v)
+}
+
+// answer sends a ledger result: its success body, or the refusal's
+// problem.
+func (s *Server) answer(c echo.Context, r *fsm.Result) error {
+	code, ok := successCode(r)
+	if !ok {
+		return s.writeProblem(c, refusalProblem(r, s.now()))
+	}
+	return writeJSON(c, codes[code].status, intentResponse{Status: r.Status, Intent: newIntentView(r.Intent)})
+}
+
+// namespaceOf is the namespace a request acts in. Credentials will name it;
+// until then every request uses the default namespace.
+func namespaceOf(echo.Context) string {
+	return ledger.DefaultNamespace
+}
