@@ -98,6 +98,17 @@ func (g *gossip) record(n *memberlist.Node, state memberlist.NodeStateType) {
 	}
 }
 
+// recordSelf records this node as alive with its current meta. (memberlist's
+// LocalNode races with UpdateNode, so the node never reads it after start.)
+func (g *gossip) recordSelf(addr string) {
+	var meta memberMeta
+	_ = json.Unmarshal(g.NodeMeta(1<<10), &meta)
+	m := member{meta: meta, state: memberlist.StateAlive, addr: addr}
+	g.mu.Lock()
+	g.members[meta.ID] = m
+	g.mu.Unlock()
+}
+
 // snapshot returns the members sorted by ID.
 func (g *gossip) snapshot() []member {
 	g.mu.Lock()
@@ -149,6 +160,8 @@ func (n *Node) startGossip(hasState bool) error {
 		return fmt.Errorf("cluster: start gossip: %w", err)
 	}
 	n.ml = ml
+	ln := ml.LocalNode()
+	n.gossipAddr = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
 	return nil
 }
 
@@ -213,7 +226,7 @@ func (n *Node) joinAndBootstrap(hasState bool) {
 		return
 	}
 	for {
-		n.gossip.record(n.ml.LocalNode(), memberlist.StateAlive)
+		n.gossip.recordSelf(n.gossipAddr)
 		members := n.gossip.snapshot()
 		alive := members[:0:0]
 		existing := false

@@ -126,7 +126,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // (dead, not left) stays: it may come back with its data, and removing it
 // would shrink the quorum under a partition.
 func (n *Node) reconcile(ctx context.Context) {
-	n.gossip.record(n.ml.LocalNode(), memberlist.StateAlive)
+	n.gossip.recordSelf(n.gossipAddr)
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return

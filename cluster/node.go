@@ -147,6 +147,9 @@ type Node struct {
 	sm     *stateMachine
 	ml     *memberlist.Memberlist
 	gossip *gossip
+	// gossipAddr is read once at start: memberlist's LocalNode races with
+	// its own UpdateNode.
+	gossipAddr string
 
 	notifyCh  chan bool
 	readyTerm atomic.Uint64 // term whose leader barrier completed
@@ -244,13 +247,7 @@ func (n *Node) ID() string { return n.cfg.ID }
 func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 
 // GossipAddr returns the gossip address other nodes can join through.
-func (n *Node) GossipAddr() string {
-	if n.ml == nil {
-		return ""
-	}
-	ln := n.ml.LocalNode()
-	return net.JoinHostPort(ln.Addr.String(), fmt.Sprint(ln.Port))
-}
+func (n *Node) GossipAddr() string { return n.gossipAddr }
 
 // WaitLeader blocks until the node knows a leader whose barrier completed
 // (if it is the leader itself) or ctx ends.
