@@ -41,6 +41,10 @@ func (n *Node) Status() ledger.ClusterStatus {
 		LastIndex:   n.raft.LastIndex(),
 	}
 	st.AppliedIndex, _ = n.sm.appliedIndex()
+	if st.AppliedIndex < st.CommitIndex && n.onlyNonFSMEntries(st.AppliedIndex, st.CommitIndex) {
+		// Only no-ops and barriers remain: the state reflects the commit index.
+		st.AppliedIndex = st.CommitIndex
+	}
 	st.LeaderID, st.LeaderHTTP = n.Leader()
 	leaderReady := st.LeaderID != "" && (st.State != "leader" || n.readyTerm.Load() == st.Term)
 	st.Ready = !n.stopping.Load() && leaderReady && st.AppliedIndex+caughtUpSlack >= st.CommitIndex

@@ -23,7 +23,8 @@ stop() {
   fi
   echo "data and logs kept in $DATA"
 }
-trap stop INT TERM EXIT
+trap stop EXIT
+trap 'exit 0' INT TERM
 
 for i in $(seq 1 $NODES); do
   args=(--id "n$i" --data-dir "$DATA/n$i"
