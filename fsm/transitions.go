@@ -74,6 +74,17 @@ func (a *applier) unchanged(orig, w *Intent, status Status) *Result {
 	return &Result{Status: status, Intent: orig}
 }
 
+// transition moves w to state to, records the accepted attempt and answers
+// ok.
+func (a *applier) transition(orig, w *Intent, to State, attempt AuditEvent) *Result {
+	w.State = to
+	w.UpdatedAt = a.now
+	attempt.Status = StatusOK
+	a.event(w, attempt)
+	a.save(orig, w)
+	return &Result{Status: StatusOK, Intent: w}
+}
+
 func notFound(ns, key string) *Result {
 	return &Result{Status: StatusNotFound, Detail: fmt.Sprintf("no intent %q in namespace %q", key, ns)}
 }
@@ -200,13 +211,8 @@ func (a *applier) complete(c *Complete) *Result {
 		if w.State == StateInDoubt {
 			attempt.Reason = "late report after the lease passed"
 		}
-		w.State = c.Outcome.state()
 		w.Result = result
-		w.UpdatedAt = a.now
-		attempt.Status = StatusOK
-		a.event(w, attempt)
-		a.save(orig, w)
-		return &Result{Status: StatusOK, Intent: w}
+		return a.transition(orig, w, c.Outcome.state(), attempt)
 	case StateExecuted, StateFailed, StateCommitted:
 		if sameReport(w, c.Outcome, result) {
 			return a.unchanged(orig, w, StatusOK)
@@ -261,12 +267,7 @@ func (a *applier) commit(c *Commit) *Result {
 	}
 	switch w.State {
 	case StateExecuted:
-		w.State = StateCommitted
-		w.UpdatedAt = a.now
-		attempt.Status = StatusOK
-		a.event(w, attempt)
-		a.save(orig, w)
-		return &Result{Status: StatusOK, Intent: w}
+		return a.transition(orig, w, StateCommitted, attempt)
 	case StateCommitted:
 		return a.unchanged(orig, w, StatusOK)
 	}
@@ -288,13 +289,8 @@ func (a *applier) resolve(c *Resolve) *Result {
 	}
 	switch w.State {
 	case StateInDoubt:
-		w.State = c.Outcome.state()
 		w.Result = result
-		w.UpdatedAt = a.now
-		attempt.Status = StatusOK
-		a.event(w, attempt)
-		a.save(orig, w)
-		return &Result{Status: StatusOK, Intent: w}
+		return a.transition(orig, w, c.Outcome.state(), attempt)
 	case StateExecuted, StateFailed, StateCommitted:
 		if sameReport(w, c.Outcome, result) {
 			return a.unchanged(orig, w, StatusOK)
@@ -311,12 +307,7 @@ func (a *applier) decide(ns, key, actor, reason, op string, to State) *Result {
 	attempt := AuditEvent{Op: op, Actor: actor, Reason: reason}
 	switch w.State {
 	case StatePendingApproval:
-		w.State = to
-		w.UpdatedAt = a.now
-		attempt.Status = StatusOK
-		a.event(w, attempt)
-		a.save(orig, w)
-		return &Result{Status: StatusOK, Intent: w}
+		return a.transition(orig, w, to, attempt)
 	case to:
 		return a.unchanged(orig, w, StatusOK)
 	}

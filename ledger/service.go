@@ -114,15 +114,9 @@ type CompleteRequest struct {
 
 // Complete proposes the owner's report.
 func (s *Service) Complete(ctx context.Context, req CompleteRequest) (*fsm.Result, error) {
-	ns, err := s.keyAndNamespace(req.Namespace, req.Key)
+	ns, err := s.holder(req.Namespace, req.Key, req.Owner, req.FencingToken)
 	if err != nil {
 		return nil, err
-	}
-	if err := s.limits.name("owner", req.Owner, true); err != nil {
-		return nil, err
-	}
-	if req.FencingToken == 0 {
-		return nil, badField(ErrBadRequest, "fencing_token", "is required")
 	}
 	result, err := s.limits.result(req.Outcome, req.Result)
 	if err != nil {
@@ -143,15 +137,9 @@ type RenewRequest struct {
 
 // Renew proposes a lease extension.
 func (s *Service) Renew(ctx context.Context, req RenewRequest) (*fsm.Result, error) {
-	ns, err := s.keyAndNamespace(req.Namespace, req.Key)
+	ns, err := s.holder(req.Namespace, req.Key, req.Owner, req.FencingToken)
 	if err != nil {
 		return nil, err
-	}
-	if err := s.limits.name("owner", req.Owner, true); err != nil {
-		return nil, err
-	}
-	if req.FencingToken == 0 {
-		return nil, badField(ErrBadRequest, "fencing_token", "is required")
 	}
 	lease, err := s.limits.lease(req.Lease)
 	if err != nil {
@@ -303,6 +291,22 @@ func (s *Service) keyAndNamespace(ns, key string) (string, error) {
 		return "", err
 	}
 	return s.namespace(ns)
+}
+
+// holder validates the namespace, key, owner and fencing token of a call
+// only the lease holder may make.
+func (s *Service) holder(namespace, key, owner string, fencingToken uint64) (string, error) {
+	ns, err := s.keyAndNamespace(namespace, key)
+	if err != nil {
+		return "", err
+	}
+	if err := s.limits.name("owner", owner, true); err != nil {
+		return "", err
+	}
+	if fencingToken == 0 {
+		return "", badField(ErrBadRequest, "fencing_token", "is required")
+	}
+	return ns, nil
 }
 
 func (s *Service) actor(actor, reason string) error {
