@@ -69,6 +69,20 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// GossipTuning adjusts memberlist's local-network defaults (optional).
 	GossipTuning func(*memberlist.Config)
+	// Bugs seeds known bugs for the fault suite's positive controls. Never
+	// set outside tests.
+	Bugs Bugs
+}
+
+// Bugs are deliberate defects the fault suite must catch (its positive
+// controls). A suite that never caught a bug is not trusted.
+type Bugs struct {
+	// StaleReads serves linearizable reads from the local replica on any
+	// node, without confirming leadership or forwarding.
+	StaleReads bool
+	// LeadershipLostIsFailure reports ErrLeadershipLost as a definite
+	// failure although the entry may still commit.
+	LeadershipLostIsFailure bool
 }
 
 // RaftTuning holds the Raft settings the ledger exposes.

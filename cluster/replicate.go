@@ -69,6 +69,8 @@ func (n *Node) mapApplyError(err error) error {
 		return fmt.Errorf("%w: %w", ledger.ErrNoLeader, err)
 	case errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return fmt.Errorf("%w: %w", ledger.ErrNoLeader, err)
+	case n.cfg.Bugs.LeadershipLostIsFailure && errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("%w: %w", ledger.ErrNoLeader, err) // seeded bug: unknown reported as definite
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrAbortedByRestore):
 		// Appended locally, maybe replicated: a new leader may commit it.
 		return fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err)
@@ -99,7 +101,7 @@ func (n *Node) notLeader() error {
 // change and waits until the state machine has applied the noted index; a
 // new leader serves none before its term's barrier has applied.
 func (n *Node) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
-	if c == ledger.Stale {
+	if c == ledger.Stale || n.cfg.Bugs.StaleReads {
 		n.sm.read(fn)
 		return nil
 	}

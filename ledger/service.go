@@ -39,7 +39,17 @@ const DefaultNamespace = "default"
 type Service struct {
 	r      Replicator
 	limits Limits
+	// checkThenClaim is a seeded bug for the fault suite (see
+	// SeedCheckThenClaimBug).
+	checkThenClaim bool
 }
+
+// SeedCheckThenClaimBug makes Claim decide from a local read made before
+// proposing instead of from the state machine's answer: two racing claims
+// that both saw the key absent are both told "granted". It exists only so
+// the fault suite can prove it catches a double grant; never call it
+// outside tests.
+func (s *Service) SeedCheckThenClaimBug() { s.checkThenClaim = true }
 
 // New returns a Service over r with limits (zero fields take defaults).
 func New(r Replicator, limits Limits) *Service {
@@ -96,10 +106,19 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 	if len(canonical) > s.limits.MaxPayloadBytes {
 		return nil, badField(ErrTooLarge, "payload", "canonical form of %d bytes is over the limit of %d", len(canonical), s.limits.MaxPayloadBytes)
 	}
-	return s.propose(ctx, &fsm.Claim{
+	var sawAbsent bool
+	if s.checkThenClaim {
+		_ = s.r.Read(ctx, Stale, func(l *fsm.Ledger) { sawAbsent = l.Get(ns, req.Key) == nil })
+	}
+	r, err := s.propose(ctx, &fsm.Claim{
 		Namespace: ns, Key: req.Key, Tool: req.Tool, Owner: req.Owner, Payload: canonical, Fingerprint: fp,
 		Policy: req.Policy, LeaseMS: lease.Milliseconds(), DedupeWindowMS: s.limits.DedupeWindow.Milliseconds(),
 	})
+	if err == nil && sawAbsent && r.Status == fsm.StatusInFlight {
+		// Seeded bug: trust the earlier check over the state machine.
+		return &fsm.Result{Status: fsm.StatusGranted, Created: true, Intent: r.Intent, Index: r.Index}, nil
+	}
+	return r, err
 }
 
 // CompleteRequest reports an effect's outcome.

@@ -50,6 +50,7 @@ func (tn *testNodes) start(id string, expect int, join ...string) *Main {
 	cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Join, cfg.BootstrapExpect = join, expect
 	cfg.TokenSecret = "test"
+	cfg.TestHooks = true
 	cfg.Logger = quietLogger()
 	cfg.Raft = cluster.RaftTuning{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
 		LeaderLeaseTimeout: 500 * time.Millisecond}
@@ -274,5 +275,41 @@ func TestKillLeaderNewLeaderServesAcknowledgedWrites(t *testing.T) {
 				t.Errorf("duplicate of %s after failover: %d %v", key, d.code, d.body)
 			}
 		}
+	}
+}
+
+func TestTestHooksDigestsAgreeAndClockOffsetSkewsStamps(t *testing.T) {
+	tn := newTestNodes(t)
+	nodes := tn.startN(3)
+	addrs := []string{nodes[0].HTTPAddr(), nodes[1].HTTPAddr(), nodes[2].HTTPAddr()}
+	for i := 0; i < 10; i++ {
+		claimUntilDefinite(t, addrs, i, fmt.Sprintf("digest:%d", i), "o")
+	}
+	waitFor(t, 30*time.Second, "equal replica digests", func() bool {
+		var first string
+		for _, a := range addrs {
+			d, err := get(a, "/debug/digest")
+			if err != nil || d.code != 200 {
+				return false
+			}
+			if first == "" {
+				first = d.body["digest"].(string)
+			} else if d.body["digest"] != first {
+				return false
+			}
+		}
+		return true
+	})
+	leader := tn.leader().HTTPAddr()
+	req, _ := http.NewRequest(http.MethodPut, "http://"+leader+"/debug/clock-offset", bytes.NewReader([]byte(`{"offset_ms":3600000}`)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("set clock offset: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	a := claimUntilDefinite(t, []string{leader}, 0, "skewed", "o")
+	created, err := time.Parse(time.RFC3339Nano, intentOf(a.body)["created_at"].(string))
+	if err != nil || time.Until(created) < 30*time.Minute {
+		t.Fatalf("created_at %v with a +1h clock offset (err %v)", created, err)
 	}
 }

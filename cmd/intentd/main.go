@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -108,6 +109,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on graceful shutdown")
+	fs.BoolVar(&c.TestHooks, "test-hooks", false, "TESTING ONLY: serve /debug/digest and /debug/clock-offset for the fault suite")
+	fs.StringVar(&c.TestBug, "test-bug", "", "TESTING ONLY (needs --test-hooks): seed a known bug: "+strings.Join(testBugs, ", "))
 
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -143,6 +146,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if c.DataDir == "" {
 		return c, errors.New("--data-dir must not be empty")
+	}
+	if c.TestBug != "" {
+		if !c.TestHooks {
+			return c, errors.New("--test-bug needs --test-hooks")
+		}
+		if !slices.Contains(testBugs, c.TestBug) {
+			return c, fmt.Errorf("--test-bug %q: want one of %s", c.TestBug, strings.Join(testBugs, ", "))
+		}
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 30 * time.Second

@@ -39,7 +39,11 @@ func TestParseConfigFlagsEnvAndDefaults(t *testing.T) {
 		t.Fatal("bad env value accepted")
 	}
 	delete(env, "INTENTD_BOOTSTRAP_EXPECT")
-	for _, args := range [][]string{{"--nope"}, {"--id", ""}, {"extra"}, {"--data-dir", ""}} {
+	if c, err := parseConfig([]string{"--test-hooks", "--test-bug", "stale-reads"}, getenv, io.Discard); err != nil || c.TestBug != "stale-reads" {
+		t.Fatalf("seeded bug with hooks: %+v %v", c, err)
+	}
+	for _, args := range [][]string{{"--nope"}, {"--id", ""}, {"extra"}, {"--data-dir", ""},
+		{"--test-bug", "stale-reads"}, {"--test-hooks", "--test-bug", "no-such-bug"}} {
 		if _, err := parseConfig(args, getenv, io.Discard); err == nil {
 			t.Fatalf("parseConfig(%q) accepted", args)
 		}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,7 +40,11 @@ type Config struct {
 	LogLevel         string
 	LogFormat        string
 	ShutdownTimeout  time.Duration
-	Logger           *slog.Logger
+	// TestHooks serves the fault suite's debug endpoints; TestBug seeds one
+	// of testBugs. Neither is for production.
+	TestHooks bool
+	TestBug   string
+	Logger    *slog.Logger
 	// Tune lets tests adjust the cluster configuration (clock, intervals).
 	Tune func(*cluster.Config)
 }
@@ -74,6 +79,9 @@ type Main struct {
 	node     *cluster.Node
 	registry *prometheus.Registry
 	served   chan error
+	// clockOffset skews this node's clock (nanoseconds); set only through
+	// the test hooks.
+	clockOffset atomic.Int64
 }
 
 // NewMain returns a node that Start will run.
@@ -101,6 +109,11 @@ func (m *Main) Start(ctx context.Context) error {
 		GossipAddr: m.cfg.GossipAddr, GossipAdvertise: m.cfg.GossipAdvertise,
 		HTTPAddr: advertise, Join: m.cfg.Join, BootstrapExpect: m.cfg.BootstrapExpect,
 		LeaveOnShutdown: m.cfg.LeaveOnTerminate, Logger: m.cfg.Logger, Raft: m.cfg.Raft,
+		Clock: func() time.Time { return time.Now().Add(time.Duration(m.clockOffset.Load())) },
+		Bugs: cluster.Bugs{
+			StaleReads:              m.cfg.TestBug == bugStaleReads,
+			LeadershipLostIsFailure: m.cfg.TestBug == bugLeadershipLost,
+		},
 	}
 	if m.cfg.Tune != nil {
 		m.cfg.Tune(&cc)
@@ -123,8 +136,15 @@ func (m *Main) Start(ctx context.Context) error {
 	m.registry = prometheus.NewRegistry()
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registry.MustRegister(newClusterCollector(node))
+	svc := ledger.New(node, m.cfg.Limits)
+	if m.cfg.TestBug == bugCheckThenClaim {
+		svc.SeedCheckThenClaimBug()
+	}
+	if m.cfg.TestBug != "" {
+		m.log.Warn("SEEDED BUG ACTIVE: this node is deliberately incorrect (fault-suite positive control)", "bug", m.cfg.TestBug)
+	}
 	api := httpapi.New(httpapi.Config{
-		Service:      ledger.New(node, m.cfg.Limits),
+		Service:      svc,
 		Cluster:      node,
 		Tokens:       tokens,
 		Registry:     m.registry,
@@ -132,8 +152,13 @@ func (m *Main) Start(ctx context.Context) error {
 		NodeID:       m.cfg.ID,
 		MaxBodyBytes: int64(2*max(m.cfg.Limits.MaxPayloadBytes, m.cfg.Limits.MaxResultBytes) + 16<<10),
 	})
+	handler := api.Handler()
+	if m.cfg.TestHooks {
+		m.log.Warn("test hooks enabled: /debug/digest and /debug/clock-offset are served")
+		handler = m.withTestHooks(handler)
+	}
 	m.srv = &http.Server{
-		Handler:           api.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
