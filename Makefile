@@ -4,7 +4,7 @@ BIN       := bin
 PKGS      := ./...
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build run test test-unit test-integration fuzz bench vet fmt verify clean deps
+.PHONY: all build run test test-go test-unit test-integration jepsen jepsen-short jepsen-long fuzz bench vet fmt verify clean deps
 
 all: build
 
@@ -21,9 +21,24 @@ build: deps
 run: build
 	./scripts/run-local.sh
 
-## test: vet, gofmt check, unit + integration tests with -race
-test: deps verify
+## test: vet, gofmt check, unit + integration tests with -race, then the short fault profile
+test: test-go jepsen-short
+
+test-go: deps verify
 	$(GO) test $(TEST_FLAGS) $(PKGS)
+
+## jepsen: one fault run; pass flags with JEPSEN_ARGS="--nodes 5 --nemesis all --duration 5m --seed 7"
+JEPSEN_ARGS ?=
+jepsen: deps
+	$(GO) run ./cmd/jepsen $(JEPSEN_ARGS)
+
+## jepsen-short: the profile make test runs (no violation allowed; every seeded bug caught)
+jepsen-short: deps
+	./scripts/jepsen-short.sh
+
+## jepsen-long: every nemesis, 5 nodes, several seeds
+jepsen-long: deps
+	./scripts/jepsen-long.sh
 
 test-unit: deps
 	$(GO) test $(TEST_FLAGS) ./fsm/... ./ledger/... ./httpapi/... ./client/... ./token/...

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/intentledger/intentd/jepsen/checker"
+	"github.com/intentledger/intentd/jepsen/history"
+	"github.com/intentledger/intentd/jepsen/nemesis"
+	"github.com/intentledger/intentd/jepsen/netns"
+	"github.com/intentledger/intentd/jepsen/nodes"
+	"github.com/intentledger/intentd/jepsen/report"
+	"github.com/intentledger/intentd/jepsen/workload"
+)
+
+// execute runs one fault run end to end and returns the exit code.
+func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) {
+	if err := netns.Available(); err != nil {
+		if os.Getenv("CI") == "true" {
+			return exitError, fmt.Errorf("the fault suite cannot run here: %w", err)
+		}
+		fmt.Fprintf(stderr, "jepsen: skipped: %v (run as root on Linux with iproute2 and iptables)\n", err)
+		return exitSkipped, nil
+	}
+	var nems []nemesis.Nemesis
+	if len(o.nemeses) == 1 && o.nemeses[0] == "all" {
+		o.nemeses = nil
+		for _, n := range nemesis.Names() {
+			if o.nodes < 5 && (n == "ring" || n == "bridge") {
+				continue
+			}
+			o.nemeses = append(o.nemeses, n)
+		}
+	}
+	for _, name := range o.nemeses {
+		n, err := nemesis.ByName(name)
+		if err != nil {
+			return exitUsage, err
+		}
+		nems = append(nems, n)
+	}
+	if err := os.MkdirAll(o.results, 0o755); err != nil {
+		return exitError, err
+	}
+	bin := o.binary
+	if bin == "" {
+		var err error
+		if bin, err = buildIntentd(ctx, o.results); err != nil {
+			return exitError, err
+		}
+	}
+	progress(stderr, "jepsen: seed %d, %d nodes, nemeses %v, %s; results in %s\n", o.seed, o.nodes, o.nemeses, o.duration, o.results)
+
+	net, err := netns.Create(ctx, fmt.Sprintf("ij%d", o.seed%1000), o.nodes)
+	if err != nil {
+		return exitError, fmt.Errorf("network namespaces: %w", err)
+	}
+	defer net.Close()
+	extra := []string{"--test-hooks", "--snapshot-threshold", "256", "--trailing-logs", "128"}
+	if o.bug != "" {
+		extra = append(extra, "--test-bug", o.bug)
+	}
+	cl, err := nodes.Start(ctx, nodes.Config{Binary: bin, Net: net, Dir: o.results, ExtraArgs: extra})
+	if err != nil {
+		return exitError, fmt.Errorf("start nodes: %w", err)
+	}
+	defer cl.Close()
+
+	hf, err := os.Create(filepath.Join(o.results, "history.jsonl"))
+	if err != nil {
+		return exitError, err
+	}
+	defer hf.Close()
+	rec := history.NewRecorder(hf)
+	var addrs []string
+	for i := 1; i <= o.nodes; i++ {
+		addrs = append(addrs, cl.HTTPAddr(i))
+	}
+	w := workload.NewContended(workload.Config{
+		Nodes: addrs, Clients: o.clients, Claimants: o.claimants, Rate: o.rate, DivergentFraction: 0.05,
+		ReadFraction: 0.2, Timeout: 2 * time.Second, Seed: uint64(o.seed), Prefix: fmt.Sprintf("s%d", o.seed),
+	}, rec)
+
+	started := time.Now()
+	runCtx, stopRun := context.WithTimeout(ctx, o.duration)
+	defer stopRun()
+	env := &nemesis.Env{Net: net, Nodes: cl, Rec: rec, Rand: rand.New(rand.NewSource(o.seed)),
+		Log: func(format string, args ...any) { progress(stderr, "\r\033[K  nemesis: "+format+"\n", args...) }}
+	var wg sync.WaitGroup
+	var nemErr error
+	wg.Add(2)
+	go func() { defer wg.Done(); w.Run(runCtx) }()
+	go func() { defer wg.Done(); nemErr = nemesis.Run(runCtx, env, nems, o.interval, o.hold) }()
+	go showProgress(runCtx, stderr, rec, o.duration)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return exitError, fmt.Errorf("interrupted: %w", ctx.Err())
+	}
+	if nemErr != nil {
+		return exitError, fmt.Errorf("nemesis: %w", nemErr)
+	}
+
+	// Healed: wait for the cluster, then the final reads (W2) and digests.
+	progress(stderr, "\r\033[Kjepsen: healed; final reads of %d keys\n", len(w.Keys()))
+	healCtx, stopHeal := context.WithTimeout(ctx, 90*time.Second)
+	defer stopHeal()
+	unread := w.FinalReads(healCtx, o.clients+1000)
+	digests := collectDigests(healCtx, addrs)
+	panics, err := cl.Panics()
+	if err != nil {
+		return exitError, err
+	}
+	ops, effects, faults := rec.Snapshot()
+	if err := rec.Err(); err != nil {
+		return exitError, err
+	}
+	res, lin := checker.Check(ops, effects, faults, digests, panics, checker.Options{
+		Timeout: time.Minute, RequireOK: []history.OpType{history.OpClaim, history.OpComplete, history.OpRead}})
+	if unread > 0 {
+		res.Valid = false
+		res.Violations = append(res.Violations, checker.Violation{Checker: "final-reads",
+			Detail: fmt.Sprintf("%d keys could not be read after healing", unread)})
+	}
+	runInfo := report.Run{Seed: o.seed, Command: o.reproduce(), Nodes: o.nodes, Nemeses: o.nemeses,
+		Workloads: []string{"w1-contended-claims", "w2-final-reads"}, Duration: o.duration, Started: started}
+	if err := report.Write(o.results, runInfo, ops, effects, faults, res, lin); err != nil {
+		return exitError, fmt.Errorf("report: %w", err)
+	}
+	fmt.Fprintln(stdout, report.Summary(runInfo, res))
+	switch {
+	case o.bug == "" && res.Valid:
+		return exitValid, nil
+	case o.bug == "":
+		return exitInvalid, nil
+	case !res.Valid:
+		fmt.Fprintf(stdout, "positive control %q: CAUGHT (the suite found the seeded bug)\n", o.bug)
+		return exitValid, nil
+	default:
+		fmt.Fprintf(stdout, "positive control %q: MISSED (the suite did not find the seeded bug)\n", o.bug)
+		return exitInvalid, nil
+	}
+}
+
+func progress(w io.Writer, format string, args ...any) { fmt.Fprintf(w, format, args...) }
+
+// showProgress prints a one-line status every second until ctx ends.
+func showProgress(ctx context.Context, w io.Writer, rec *history.Recorder, total time.Duration) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			ops, effects, faults := rec.Snapshot()
+			by := map[history.Outcome]int{}
+			for _, op := range ops {
+				if op.Return != 0 {
+					by[op.Outcome]++
+				}
+			}
+			active := "none"
+			if n := len(faults); n > 0 && faults[n-1].End == 0 {
+				active = faults[n-1].Nemesis + " " + strings.Join(faults[n-1].Targets, ",")
+			}
+			fmt.Fprintf(w, "\r\033[K  %s/%s ops=%d ok=%d fail=%d info=%d effects=%d faults=%d active=%s",
+				rec.Now().Round(time.Second), total, len(ops), by[history.OutcomeOK], by[history.OutcomeFail],
+				by[history.OutcomeInfo], len(effects), len(faults), active)
+		}
+	}
+}
+
+// collectDigests waits until every node reports the same applied index,
+// then returns each node's state machine digest (bounded by ctx; what it
+// has when ctx ends is returned for the checker to judge).
+func collectDigests(ctx context.Context, addrs []string) map[string]string {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	var last map[string]string
+	for ctx.Err() == nil {
+		digests, indexes := map[string]string{}, map[uint64]bool{}
+		for _, a := range addrs {
+			resp, err := hc.Get("http://" + a + "/debug/digest")
+			if err != nil {
+				continue
+			}
+			var d struct {
+				NodeID  string `json:"node_id"`
+				Digest  string `json:"digest"`
+				Applied uint64 `json:"applied_index"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&d)
+			resp.Body.Close()
+			if err == nil {
+				digests[d.NodeID] = d.Digest
+				indexes[d.Applied] = true
+			}
+		}
+		last = digests
+		if len(digests) == len(addrs) && len(indexes) == 1 {
+			return digests
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return last
+}
