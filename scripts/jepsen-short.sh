@@ -35,6 +35,8 @@ run control-stale-reads --nodes 3 --seed "$SEED" --duration 30s --interval 4s --
   --nemesis isolate-leader,partition-halves --bug stale-reads
 run control-check-then-claim --nodes 3 --seed "$SEED" --duration 30s --interval 4s --hold 2500ms \
   --nemesis isolate-leader,partition-halves --bug check-then-claim
-run control-leadership-lost --nodes 3 --seed "$SEED" --duration 30s --interval 4s --hold 2500ms \
+# Only the few entries that reached the followers before the leader stepped
+# down expose this bug, so it gets more faults and a higher rate.
+run control-leadership-lost --nodes 3 --seed "$SEED" --duration 60s --interval 3s --hold 2s --rate 400 \
   --nemesis deafen-leader --bug leadership-lost-is-failure
 exit $status

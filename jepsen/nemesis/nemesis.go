@@ -250,10 +250,17 @@ func Run(ctx context.Context, env *Env, nems []Nemesis, interval, hold time.Dura
 	if err != nil {
 		return err
 	}
+	// Nemeses run in seeded rounds: every one once per round, in a
+	// shuffled order, so a short run still exercises each kind.
+	var round []int
 	for {
+		if len(round) == 0 {
+			round = r.Perm(len(nems))
+		}
 		// Draw the whole step before waiting: the sequence depends on the
 		// seed only.
-		st := plan(r, len(nems), interval)
+		st := plan(r, round[0], interval)
+		round = round[1:]
 		timer := time.NewTimer(st.wait)
 		select {
 		case <-ctx.Done():
@@ -282,10 +289,10 @@ func (s step) rng() *rand.Rand { return rand.New(rand.NewSource(s.seed)) }
 // plan draws the next step from r, always the same three numbers, so a
 // nemesis that draws more or fewer (from its own generator) never shifts
 // the schedule.
-func plan(r *rand.Rand, n int, interval time.Duration) step {
+func plan(r *rand.Rand, pick int, interval time.Duration) step {
 	return step{
 		wait: interval/2 + time.Duration(r.Int63n(int64(interval))),
-		pick: r.Intn(n),
+		pick: pick,
 		seed: r.Int63(),
 	}
 }

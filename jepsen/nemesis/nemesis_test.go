@@ -210,11 +210,11 @@ func TestScheduleIsAFunctionOfTheSeed(t *testing.T) {
 	// A seed names one schedule for good: replaying a reported seed must
 	// replay its faults. Changing this list changes every published seed.
 	want := []string{
-		"ring: majorities ring n4,n1,n3,n2,n5: each node sees only its ring neighbours",
-		"partition-halves: majority n1,n3,n4 | minority n2,n5",
-		"kill-random: kill -9 n5",
+		"pause-random: SIGSTOP n4 for at least 4ms",
+		"kill-minority: kill -9 n3,n4",
 		"loss: 30% packet loss to and from n1,n3",
-		"pause-leader: SIGSTOP leader n1 for at least 4ms",
+		"ring: majorities ring n5,n3,n4,n1,n2: each node sees only its ring neighbours",
+		"deafen-leader: leader n1 hears no other node (its packets still go out)",
 	}
 	for i, w := range want {
 		if got := a[i].Nemesis + ": " + a[i].Detail; got != w {
@@ -228,11 +228,11 @@ func TestPlanDrawsAFixedAmount(t *testing.T) {
 	// same: plan always draws from the main one the same way.
 	r1, r2 := rand.New(rand.NewSource(7)), rand.New(rand.NewSource(7))
 	for range 20 {
-		s1, s2 := plan(r1, 10, time.Second), plan(r2, 10, time.Second)
+		s1, s2 := plan(r1, 3, time.Second), plan(r2, 3, time.Second)
 		if s1 != s2 {
 			t.Fatalf("plans differ: %+v %+v", s1, s2)
 		}
-		if s1.wait < 500*time.Millisecond || s1.wait >= 1500*time.Millisecond || s1.pick < 0 || s1.pick >= 10 {
+		if s1.wait < 500*time.Millisecond || s1.wait >= 1500*time.Millisecond || s1.pick != 3 {
 			t.Fatalf("plan out of range: %+v", s1)
 		}
 		s1.rng().Perm(5) // a nemesis's draws do not touch r1
@@ -283,7 +283,9 @@ func TestRunUndoesAPartialStart(t *testing.T) {
 	f := newFake(5)
 	// kill-minority with this seed kills two nodes; fail the second kill.
 	env := &Env{Rand: rand.New(rand.NewSource(3)), net: f, cluster: f}
-	st := plan(rand.New(rand.NewSource(3)), 1, time.Millisecond)
+	r := rand.New(rand.NewSource(3))
+	r.Perm(1) // Run shuffles a round first
+	st := plan(r, 0, time.Millisecond)
 	ids := minority(st.rng(), 5)
 	f.failOn = fmt.Sprintf("kill n%d", ids[1])
 	err := Run(ctx, env, all(t, "kill-minority"), time.Millisecond, time.Millisecond)
@@ -385,5 +387,19 @@ func TestByName(t *testing.T) {
 	calls := f.snapshot()
 	if len(calls) != 4 || calls[0] != "kill n1" || !strings.HasPrefix(calls[1], "partition") || calls[2] != "heal" || calls[3] != "restart n1" {
 		t.Errorf("composed calls %q (detail %q, targets %v)", calls, detail, targets)
+	}
+}
+
+func TestEveryNemesisRunsOncePerRound(t *testing.T) {
+	n := len(Names())
+	faults, _ := runFake(t, 9, 5, 2*n, Names())
+	for round := 0; round < 2; round++ {
+		seen := map[string]bool{}
+		for _, f := range faults[round*n : (round+1)*n] {
+			seen[f.Nemesis] = true
+		}
+		if len(seen) != n {
+			t.Errorf("round %d ran %d distinct nemeses, want all %d: %v", round, len(seen), n, seen)
+		}
 	}
 }
