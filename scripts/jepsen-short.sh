@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The short fault profile that `make test` runs: one 3-node run with leader
-# kill, leader isolation and random partitions that must show no violation,
+# The short fault profile that `make test` runs: one 3-node run through every
+# 3-node nemesis (leader kill and isolation among them) that must show no
+# violation,
 # then every positive control (a seeded bug) that must be caught.
 # Needs root and network namespaces: with CI=true it fails without them,
 # elsewhere it skips with a message.
@@ -26,8 +27,8 @@ run() { # name, expected exit code, args...
   esac
 }
 
-run faults --nodes 3 --seed "$SEED" --duration 75s --interval 6s --hold 3s \
-  --nemesis kill-leader,isolate-leader,partition-halves,pause-leader,deafen-leader,kill-random,loss
+run faults --nodes 3 --seed "$SEED" --duration 100s --interval 6s --hold 3s \
+  --nemesis kill-leader,isolate-leader,partition-halves,pause-leader,deafen-leader,kill-random,loss,clock-skew,snapshot-install,membership,restart-read
 # Each positive control gets the faults that expose its bug: stale reads and
 # a check-then-claim race under partitions; a lost leadership reported as a
 # clean failure when the leader's acknowledgements are cut (deafen-leader).

@@ -65,7 +65,9 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 		return exitError, fmt.Errorf("network namespaces: %w", err)
 	}
 	defer net.Close()
-	extra := []string{"--test-hooks", "--snapshot-threshold", "256", "--trailing-logs", "128"}
+	// Small snapshot settings so a follower cut off for a few seconds must
+	// install a snapshot (snapshot-install, partitions, kills).
+	extra := []string{"--test-hooks", "--snapshot-threshold", "256", "--trailing-logs", "128", "--snapshot-interval", "1s"}
 	if o.bug != "" {
 		extra = append(extra, "--test-bug", o.bug)
 	}
@@ -95,6 +97,11 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	defer stopRun()
 	env := &nemesis.Env{Net: net, Nodes: cl, Rec: rec, Rand: rand.New(rand.NewSource(o.seed)),
 		Log: func(format string, args ...any) { progress(stderr, "\r\033[K  nemesis: "+format+"\n", args...) }}
+	bursts := 0
+	env.OnRestart = func(ctx context.Context, i int) {
+		bursts++
+		go w.ReadBurst(ctx, 10_000+bursts, cl.HTTPAddr(i), 2*o.hold)
+	}
 	var wg sync.WaitGroup
 	var nemErr error
 	wg.Add(2)
@@ -131,7 +138,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 			Detail: fmt.Sprintf("%d keys could not be read after healing", unread)})
 	}
 	runInfo := report.Run{Seed: o.seed, Command: o.reproduce(), Nodes: o.nodes, Nemeses: o.nemeses,
-		Workloads: []string{"w1-contended-claims", "w2-final-reads"}, Duration: o.duration, Started: started}
+		Workloads: workloads(o.nemeses), Duration: o.duration, Started: started}
 	if err := report.Write(o.results, runInfo, ops, effects, faults, res, lin); err != nil {
 		return exitError, fmt.Errorf("report: %w", err)
 	}
@@ -214,4 +221,16 @@ func collectDigests(ctx context.Context, addrs []string) map[string]string {
 		}
 	}
 	return last
+}
+
+// workloads names the workloads a run used: W3 rides on the restart-read
+// nemesis.
+func workloads(nemeses []string) []string {
+	out := []string{"w1-contended-claims", "w2-final-reads"}
+	for _, n := range nemeses {
+		if strings.Contains(n, "restart-read") {
+			return append(out, "w3-restart-reads")
+		}
+	}
+	return out
 }

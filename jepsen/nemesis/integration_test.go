@@ -58,7 +58,8 @@ func startCluster(ctx context.Context, t *testing.T, n int) (*netns.Net, *nodes.
 			t.Errorf("netns close: %v", err)
 		}
 	})
-	c, err := nodes.Start(ctx, nodes.Config{Binary: bin, Net: nw, Dir: t.TempDir()})
+	c, err := nodes.Start(ctx, nodes.Config{Binary: bin, Net: nw, Dir: t.TempDir(),
+		ExtraArgs: []string{"--test-hooks", "--snapshot-threshold", "64", "--trailing-logs", "16", "--snapshot-interval", "500ms"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,8 +166,8 @@ func TestNemesesThreeNodes(t *testing.T) {
 	nw, c := startCluster(ctx, t, 3)
 	rec := history.NewRecorder(nil)
 	env := &Env{Net: nw, Nodes: c, Rec: rec, Rand: rand.New(rand.NewSource(1)), Log: t.Logf}
-	for _, name := range []string{"partition-halves", "isolate-leader", "kill-random", "kill-leader",
-		"kill-minority", "pause-leader", "pause-random", "loss"} {
+	for _, name := range []string{"partition-halves", "isolate-leader", "deafen-leader", "kill-random", "kill-leader",
+		"kill-minority", "pause-leader", "pause-random", "loss", "clock-skew", "snapshot-install", "membership"} {
 		t.Run(name, func(t *testing.T) { once(ctx, t, env, name) })
 		if t.Failed() {
 			return

@@ -58,6 +58,10 @@ type Env struct {
 	// Recover bounds waiting, after each heal, for every running node to be
 	// ready again (default DefaultRecover).
 	Recover time.Duration
+	// OnRestart, when set, is called as soon as restart-read has killed a
+	// node and before it starts again: the workload aims reads at the node
+	// while it restarts (workload W3).
+	OnRestart func(ctx context.Context, i int)
 
 	// Test seams: when set, used instead of Net and Nodes.
 	net     network
@@ -81,7 +85,9 @@ type cluster interface {
 	WaitLeader(ctx context.Context) (int, error)
 	WaitReady(ctx context.Context, ids ...int) error
 	Kill(i int) error
+	Stop(ctx context.Context, i int) error
 	Restart(ctx context.Context, i int) error
+	SetClockOffset(ctx context.Context, i int, offset time.Duration) error
 	Pause(i int) error
 	Resume(i int) error
 	ElectionTimeout() time.Duration
@@ -155,6 +161,10 @@ var registry = []named{
 	{"loss", loss},
 	{"ring", ring},
 	{"bridge", bridge},
+	{"clock-skew", clockSkew},
+	{"snapshot-install", snapshotInstall},
+	{"membership", membership},
+	{"restart-read", restartRead},
 }
 
 // Names lists every nemesis ByName knows, in a fixed order.
@@ -694,4 +704,127 @@ func pauseRandom(_ context.Context, env *Env) (string, []string, func(context.Co
 	i := 1 + r.Intn(c.Nodes())
 	heal, err := pause(c, i)
 	return fmt.Sprintf("SIGSTOP %s for at least %v", nodes.Name(i), pauseElections*c.ElectionTimeout()), names([]int{i}), heal, err
+}
+
+// skews are the clock offsets clock-skew chooses from.
+var skews = []time.Duration{-time.Minute, -10 * time.Second, 10 * time.Second, time.Minute}
+
+// clockSkew moves the clock of the leader or of a random node by up to a
+// minute through the nodes' test hooks. Only the leader's clock stamps
+// commands; the state machine never lets time run backwards, so a skew may
+// make leases pass early but can never grant a key twice.
+func clockSkew(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	c, err := env.nodes()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	r, err := env.rng()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	i := 1 + r.Intn(c.Nodes())
+	who := nodes.Name(i)
+	if r.Intn(2) == 0 {
+		l, _, err := env.leader(ctx)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		i, who = l, "leader "+nodes.Name(l)
+	}
+	skew := skews[r.Intn(len(skews))]
+	heal := func(ctx context.Context) error { return c.SetClockOffset(ctx, i, 0) }
+	if err := c.SetClockOffset(ctx, i, skew); err != nil {
+		return "", nil, heal, err
+	}
+	return fmt.Sprintf("clock of %s skewed by %v", who, skew), names([]int{i}), heal, nil
+}
+
+// snapshotInstall cuts a random follower off for the hold: with the small
+// snapshot threshold and trailing logs the suite runs with, the leader
+// compacts its log meanwhile and the follower must install a snapshot to
+// catch up after healing.
+func snapshotInstall(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	nw, err := env.network()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	l, _, err := env.leader(ctx)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	r, err := env.rng()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	var followers []int
+	for i := 1; i <= nw.Nodes(); i++ {
+		if i != l {
+			followers = append(followers, i)
+		}
+	}
+	f := followers[r.Intn(len(followers))]
+	var rest []int
+	for i := 1; i <= nw.Nodes(); i++ {
+		if i != f {
+			rest = append(rest, i)
+		}
+	}
+	if err := nw.Partition([][]int{{f}, rest}); err != nil {
+		return "", nil, healNet(nw), err
+	}
+	return fmt.Sprintf("follower %s cut off until it must install a snapshot", nodes.Name(f)), names([]int{f}), healNet(nw), nil
+}
+
+// membership makes a random follower leave gracefully (SIGTERM: it leaves
+// gossip and the leader removes it from the voters) and, on heal, starts it
+// again on its data so it rejoins through gossip and is added back.
+func membership(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	l, c, err := env.leader(ctx)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	r, err := env.rng()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	var followers []int
+	for i := 1; i <= c.Nodes(); i++ {
+		if i != l {
+			followers = append(followers, i)
+		}
+	}
+	f := followers[r.Intn(len(followers))]
+	heal := func(ctx context.Context) error { return c.Restart(ctx, f) }
+	if err := c.Stop(ctx, f); err != nil {
+		return "", nil, heal, err
+	}
+	return fmt.Sprintf("%s left the cluster (SIGTERM: gossip leave, removed as voter); rejoins on heal", nodes.Name(f)), names([]int{f}), heal, nil
+}
+
+// restartRead kills a random node and starts it again at once, while the
+// workload (through Env.OnRestart) reads through it: a restarted node must
+// not answer a linearizable read from a replica that is behind (workload
+// W3's restart loop). Healing is a no-op: the node is already back.
+func restartRead(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	c, err := env.nodes()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	r, err := env.rng()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	i := 1 + r.Intn(c.Nodes())
+	if err := c.Kill(i); err != nil {
+		return "", nil, nil, err
+	}
+	if env.OnRestart != nil {
+		env.OnRestart(ctx, i)
+	}
+	restart := func(ctx context.Context) error { return c.Restart(ctx, i) }
+	if err := restart(ctx); err != nil {
+		return "", nil, restart, err
+	}
+	return fmt.Sprintf("kill -9 %s and restart it at once, reading through it", nodes.Name(i)), names([]int{i}),
+		func(context.Context) error { return nil }, nil
 }

@@ -699,6 +699,27 @@ func (c *Cluster) tail(i int) string {
 	return strings.Join(lines, "\n")
 }
 
+// SetClockOffset skews node i's clock through its test hooks (the node must
+// run with --test-hooks).
+func (c *Cluster) SetClockOffset(ctx context.Context, i int, offset time.Duration) error {
+	body := strings.NewReader(fmt.Sprintf(`{"offset_ms":%d}`, offset.Milliseconds()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://"+c.HTTPAddr(i)+"/debug/clock-offset", body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("nodes: clock offset of %s: %w", Name(i), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("nodes: clock offset of %s: HTTP %d (is --test-hooks set?)", Name(i), resp.StatusCode)
+	}
+	c.noteLog(i, fmt.Sprintf("clock offset %v", offset))
+	return nil
+}
+
 // Panics returns the lines of the node logs that contain "panic:",
 // "fatal error:" or "DATA RACE", each prefixed with the node's name.
 func (c *Cluster) Panics() ([]string, error) {

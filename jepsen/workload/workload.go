@@ -187,6 +187,24 @@ func (w *Contended) read(ctx context.Context, p int, key, node string) history.O
 	return a.outcome
 }
 
+// ReadBurst reads recent keys through node for d, as fast as answers come
+// (workload W3: immediate reads through a node that is restarting).
+// Reads the node cannot serve yet are recorded as failures.
+func (w *Contended) ReadBurst(ctx context.Context, p int, node string, d time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	keys := w.Keys()
+	if len(keys) == 0 {
+		return
+	}
+	rng := rand.New(rand.NewPCG(w.cfg.Seed, uint64(p)))
+	for ctx.Err() == nil {
+		if w.read(ctx, p, keys[rng.IntN(len(keys))], node) != history.OutcomeOK {
+			backoff(ctx, 0)
+		}
+	}
+}
+
 // FinalReads reads every key the run touched (workload W2) through the
 // nodes in turn, retrying until each read is definite or ctx ends. process
 // numbers start at firstProcess so they never collide with run clients.
