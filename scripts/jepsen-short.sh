@@ -33,11 +33,11 @@ run faults --nodes 3 --seed "$SEED" --duration 100s --interval 6s --hold 3s \
 # a check-then-claim race under partitions; a lost leadership reported as a
 # clean failure when the leader's acknowledgements are cut (deafen-leader).
 run control-stale-reads --nodes 3 --seed "$SEED" --duration 30s --interval 4s --hold 2500ms \
-  --nemesis isolate-leader,partition-halves --bug stale-reads
+  --nemesis isolate-leader,partition-halves --workload w1,w2 --bug stale-reads
 run control-check-then-claim --nodes 3 --seed "$SEED" --duration 30s --interval 4s --hold 2500ms \
-  --nemesis isolate-leader,partition-halves --bug check-then-claim
+  --nemesis isolate-leader,partition-halves --workload w1,w2 --bug check-then-claim
 # Only the few entries that reached the followers before the leader stepped
 # down expose this bug, so it gets more faults and a higher rate.
 run control-leadership-lost --nodes 3 --seed "$SEED" --duration 60s --interval 3s --hold 2s --rate 400 \
-  --nemesis deafen-leader --bug leadership-lost-is-failure
+  --nemesis deafen-leader --workload w1,w2 --bug leadership-lost-is-failure
 exit $status

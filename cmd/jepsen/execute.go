@@ -120,7 +120,10 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	progress(stderr, "\r\033[Kjepsen: healed; final reads of %d keys\n", len(w.Keys()))
 	healCtx, stopHeal := context.WithTimeout(ctx, 90*time.Second)
 	defer stopHeal()
-	unread := w.FinalReads(healCtx, o.clients+1000)
+	unread := 0
+	if o.finalRead {
+		unread = w.FinalReads(healCtx, o.clients+1000)
+	}
 	digests := collectDigests(healCtx, addrs)
 	panics, err := cl.Panics()
 	if err != nil {
@@ -138,7 +141,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 			Detail: fmt.Sprintf("%d keys could not be read after healing", unread)})
 	}
 	runInfo := report.Run{Seed: o.seed, Command: o.reproduce(), Nodes: o.nodes, Nemeses: o.nemeses,
-		Workloads: workloads(o.nemeses), Duration: o.duration, Started: started}
+		Workloads: workloads(o), Duration: o.duration, Started: started}
 	if err := report.Write(o.results, runInfo, ops, effects, faults, res, lin); err != nil {
 		return exitError, fmt.Errorf("report: %w", err)
 	}
@@ -225,9 +228,12 @@ func collectDigests(ctx context.Context, addrs []string) map[string]string {
 
 // workloads names the workloads a run used: W3 rides on the restart-read
 // nemesis.
-func workloads(nemeses []string) []string {
-	out := []string{"w1-contended-claims", "w2-final-reads"}
-	for _, n := range nemeses {
+func workloads(o options) []string {
+	out := []string{"w1-contended-claims"}
+	if o.finalRead {
+		out = append(out, "w2-final-reads")
+	}
+	for _, n := range o.nemeses {
 		if strings.Contains(n, "restart-read") {
 			return append(out, "w3-restart-reads")
 		}

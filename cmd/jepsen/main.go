@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +56,7 @@ type options struct {
 	results   string
 	binary    string
 	bug       string
+	finalRead bool // W2
 	args      []string
 }
 
@@ -73,6 +75,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the fault schedule and the workload (0: pick one and print it)")
 	fs.StringVar(&o.results, "results", "", "results directory (default results/<time>-seed<seed>)")
 	fs.StringVar(&o.binary, "binary", "", "intentd binary (default: go build ./cmd/intentd into the results dir)")
+	wl := fs.String("workload", "w1,w2,w3", "workloads: w1 contended claims (always), w2 final reads after healing, w3 reads through restarting nodes (adds the restart-read nemesis)")
 	fs.StringVar(&o.bug, "bug", "", "positive control: seed this bug in the nodes and pass only if it is caught")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -86,6 +89,19 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	for _, n := range strings.Split(*nem, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			o.nemeses = append(o.nemeses, n)
+		}
+	}
+	for _, w := range strings.Split(*wl, ",") {
+		switch strings.TrimSpace(w) {
+		case "w1", "":
+		case "w2":
+			o.finalRead = true
+		case "w3":
+			if !slices.Contains(o.nemeses, "restart-read") && !slices.Contains(o.nemeses, "all") {
+				o.nemeses = append(o.nemeses, "restart-read")
+			}
+		default:
+			return o, fmt.Errorf("--workload: unknown workload %q (want w1, w2, w3)", w)
 		}
 	}
 	if o.seed == 0 {
