@@ -45,11 +45,18 @@ func testLogger(t *testing.T) *slog.Logger {
 
 func (tc *testCluster) start(id string, expect int, join ...string) *Node {
 	tc.t.Helper()
+	return tc.startAt(id, "127.0.0.1:0", "127.0.0.1:0", expect, join...)
+}
+
+// startAt starts a node on given Raft and gossip addresses (a restart keeps
+// its addresses, as a real deployment does).
+func (tc *testCluster) startAt(id, raftAddr, gossipAddr string, expect int, join ...string) *Node {
+	tc.t.Helper()
 	cfg := Config{
 		ID:              id,
 		DataDir:         filepath.Join(tc.dir, id),
-		RaftAddr:        "127.0.0.1:0",
-		GossipAddr:      "127.0.0.1:0",
+		RaftAddr:        raftAddr,
+		GossipAddr:      gossipAddr,
 		HTTPAddr:        "http-" + id,
 		Join:            join,
 		BootstrapExpect: expect,
@@ -94,7 +101,7 @@ func (tc *testCluster) startN(count int) []*Node {
 func (tc *testCluster) leader() *Node {
 	tc.t.Helper()
 	var leader *Node
-	waitFor(tc.t, 20*time.Second, "a ready leader", func() bool {
+	waitFor(tc.t, 60*time.Second, "a ready leader", func() bool {
 		for _, n := range tc.nodes {
 			if n.stopping.Load() {
 				continue
@@ -195,7 +202,7 @@ func TestThreeNodesReplicateAndServeReads(t *testing.T) {
 		if _, err := n.Propose(ctx, claim("k2", "o1")); !errors.Is(err, ledger.ErrNotLeader) {
 			t.Fatalf("follower %s propose: %v", id, err)
 		}
-		waitFor(t, 10*time.Second, "follower applies the claim", func() bool {
+		waitFor(t, 60*time.Second, "follower applies the claim", func() bool {
 			var in *fsm.Intent
 			_ = n.Read(ctx, ledger.Stale, func(l *fsm.Ledger) { in = l.Get("default", "k1") })
 			return in != nil && in.FencingToken == r.Index
@@ -262,6 +269,7 @@ func TestRestartedNodeCatchesUpFromSnapshot(t *testing.T) {
 		}
 	}
 	id, gossipJoin := follower.ID(), leader.GossipAddr()
+	raftAddr, gossipAddr := follower.RaftAddr(), follower.GossipAddr()
 	if err := follower.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -270,13 +278,13 @@ func TestRestartedNodeCatchesUpFromSnapshot(t *testing.T) {
 		tc.propose(ctx, claim(fmt.Sprintf("snap-%d", i), "o"))
 	}
 	leader = tc.leader()
-	waitFor(t, 10*time.Second, "the leader to snapshot and compact", func() bool {
+	waitFor(t, 60*time.Second, "the leader to snapshot and compact", func() bool {
 		first, err := leader.store.FirstIndex()
 		return err == nil && first > 100
 	})
-	restarted := tc.start(id, 3, gossipJoin)
+	restarted := tc.startAt(id, raftAddr, gossipAddr, 3, gossipJoin)
 	want, wantIndex := leader.Digest()
-	waitFor(t, 20*time.Second, "the restarted node to catch up", func() bool {
+	waitFor(t, 60*time.Second, "the restarted node to catch up", func() bool {
 		got, idx := restarted.Digest()
 		if idx < wantIndex {
 			return false
@@ -291,13 +299,13 @@ func TestFourthNodeJoinsThroughGossipAsVoter(t *testing.T) {
 	nodes := tc.startN(3)
 	leader := tc.leader()
 	fourth := tc.start("n4", 0, nodes[1].GossipAddr())
-	waitFor(t, 20*time.Second, "n4 to become a voter", func() bool { return voters(leader)["n4"] })
+	waitFor(t, 60*time.Second, "n4 to become a voter", func() bool { return voters(leader)["n4"] })
 	ctx := ctxT(t)
 	r, err := leader.Propose(ctx, claim("after-join", "o"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "n4 to apply", func() bool {
+	waitFor(t, 60*time.Second, "n4 to apply", func() bool {
 		var in *fsm.Intent
 		_ = fourth.Read(ctx, ledger.Stale, func(l *fsm.Ledger) { in = l.Get("default", "after-join") })
 		return in != nil && in.FencingToken == r.Index
@@ -316,7 +324,7 @@ func TestGracefulShutdownHandsOverAndLeaves(t *testing.T) {
 		t.Fatalf("shutdown: %v", err)
 	}
 	next := tc.leader()
-	waitFor(t, 20*time.Second, "the departed leader to be removed from the voters", func() bool {
+	waitFor(t, 60*time.Second, "the departed leader to be removed from the voters", func() bool {
 		v := voters(next)
 		return !v[leader.ID()] && len(v) == 2
 	})
@@ -341,7 +349,7 @@ func TestSweeperMovesPassedLeasesToInDoubt(t *testing.T) {
 	if _, err := n.Propose(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the sweeper to expire the lease", func() bool {
+	waitFor(t, 60*time.Second, "the sweeper to expire the lease", func() bool {
 		var in *fsm.Intent
 		_ = n.Read(ctx, ledger.Stale, func(l *fsm.Ledger) { in = l.Get("default", "short") })
 		return in != nil && in.State == fsm.StateInDoubt

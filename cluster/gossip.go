@@ -149,6 +149,9 @@ func (n *Node) startGossip(hasState bool) error {
 		}
 		mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
 	}
+	// A node that comes back on another address (a new container IP) may
+	// reclaim its name once its old incarnation is known dead.
+	mc.DeadNodeReclaimTime = 10 * time.Second
 	mc.Delegate = n.gossip
 	mc.Events = n.gossip
 	mc.Logger = newStdLogger(n.log, "memberlist")
