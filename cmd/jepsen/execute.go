@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -151,7 +152,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 		return exitValid, nil
 	case o.bug == "":
 		return exitInvalid, nil
-	case !res.Valid:
+	case caughtBySafetyChecker(res):
 		fmt.Fprintf(stdout, "positive control %q: CAUGHT (the suite found the seeded bug)\n", o.bug)
 		return exitValid, nil
 	default:
@@ -239,4 +240,15 @@ func workloads(o options) []string {
 		}
 	}
 	return out
+}
+
+// caughtBySafetyChecker reports whether a guarantee checker (not a
+// "proves too little" one) found a violation: only that catches a bug.
+func caughtBySafetyChecker(res checker.Result) bool {
+	for _, v := range res.Violations {
+		if slices.Contains(checker.SafetyCheckers, v.Checker) {
+			return true
+		}
+	}
+	return false
 }

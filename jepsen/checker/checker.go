@@ -51,12 +51,21 @@ const (
 	CheckDigestsEqual     = "digests-equal"
 	CheckNoPanic          = "no-panic"
 	CheckEveryOpOK        = "every-op-ok"
+	CheckFaultsHit        = "faults-hit"
 )
+
+// LeaderFaults are the nemeses that target the leader: each must end with
+// another leader, or the fault did not hit.
+var LeaderFaults = []string{"kill-leader", "isolate-leader", "pause-leader", "deafen-leader"}
+
+// SafetyCheckers are the checkers whose violations mean the ledger broke a
+// guarantee (the others say the run proves too little).
+var SafetyCheckers = []string{CheckAtMostOnce, CheckNoDivergentGrant, CheckNoLostAck, CheckLinearizable, CheckDigestsEqual}
 
 // CheckerNames lists every checker in the order Check runs them.
 func CheckerNames() []string {
 	return []string{CheckHistory, CheckAtMostOnce, CheckNoDivergentGrant, CheckNoLostAck,
-		CheckLinearizable, CheckDigestsEqual, CheckNoPanic, CheckEveryOpOK}
+		CheckLinearizable, CheckDigestsEqual, CheckNoPanic, CheckEveryOpOK, CheckFaultsHit}
 }
 
 // Violation is one broken property, with the ops that show it.
@@ -244,6 +253,7 @@ func Check(ops []history.Op, effects []history.Effect, faults []history.Fault, d
 	vs = append(vs, checkDigests(digests)...)
 	vs = append(vs, checkPanics(panics)...)
 	vs = append(vs, checkEveryOpOK(h.ok, opt.RequireOK)...)
+	vs = append(vs, checkFaultsHit(faults)...)
 
 	res.Violations = vs
 	res.Valid = len(vs) == 0
@@ -391,6 +401,23 @@ func checkEveryOpOK(ok []history.Op, require []history.OpType) []Violation {
 		if n[t] == 0 {
 			vs = append(vs, Violation{Checker: CheckEveryOpOK,
 				Detail: fmt.Sprintf("no %s had an ok outcome: the run proves nothing about %ss", t, t)})
+		}
+	}
+	return vs
+}
+
+// checkFaultsHit reports leader-targeted faults after which the same node
+// still led: such a fault did not test failover.
+func checkFaultsHit(faults []history.Fault) []Violation {
+	var vs []Violation
+	for _, f := range faults {
+		if !contains(LeaderFaults, f.Nemesis) || f.End == 0 {
+			continue
+		}
+		if f.LeaderBefore == "" || f.LeaderAfter == "" || f.LeaderBefore == f.LeaderAfter {
+			vs = append(vs, Violation{Checker: CheckFaultsHit, Detail: fmt.Sprintf(
+				"%s at %v (%s) did not change the leader (before %q, after %q): the fault did not test failover",
+				f.Nemesis, f.Start.Round(time.Millisecond), f.Detail, f.LeaderBefore, f.LeaderAfter)})
 		}
 	}
 	return vs

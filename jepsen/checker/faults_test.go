@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -96,5 +97,20 @@ func TestPercentile(t *testing.T) {
 		if got := percentile(tc.values, tc.q); got != tc.want {
 			t.Errorf("percentile(%v, %v) = %v, want %v", tc.values, tc.q, got, tc.want)
 		}
+	}
+}
+
+func TestFaultsHitNeedsALeaderChange(t *testing.T) {
+	faults := []history.Fault{
+		{Nemesis: "kill-leader", LeaderBefore: "n1", LeaderAfter: "n2", Start: time.Second, End: 2 * time.Second},
+		{Nemesis: "isolate-leader", LeaderBefore: "n2", LeaderAfter: "n2", Start: 3 * time.Second, End: 4 * time.Second},
+		{Nemesis: "pause-leader", LeaderBefore: "n2", LeaderAfter: "", Start: 5 * time.Second, End: 6 * time.Second},
+		{Nemesis: "loss", LeaderBefore: "n2", LeaderAfter: "n2", Start: 7 * time.Second, End: 8 * time.Second},
+		{Nemesis: "deafen-leader", LeaderBefore: "n2", Start: 9 * time.Second}, // still active: not judged
+	}
+	vs := checkFaultsHit(faults)
+	if len(vs) != 2 || vs[0].Checker != CheckFaultsHit || !strings.Contains(vs[0].Detail, "isolate-leader") ||
+		!strings.Contains(vs[1].Detail, "pause-leader") {
+		t.Fatalf("violations = %v", vs)
 	}
 }
