@@ -27,7 +27,7 @@ run() { # name, expected exit code, args...
   esac
 }
 
-run faults --nodes 3 --seed "$SEED" --duration 100s --interval 6s --hold 3s \
+run faults --nodes 3 --seed "$SEED" --duration 120s --interval 5s --hold 2500ms \
   --nemesis kill-leader,isolate-leader,partition-halves,pause-leader,deafen-leader,kill-random,loss,clock-skew,snapshot-install,membership,restart-read
 # Each positive control gets the faults that expose its bug: stale reads and
 # a check-then-claim race under partitions; a lost leadership reported as a
