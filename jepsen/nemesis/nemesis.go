@@ -343,9 +343,12 @@ func runOne(ctx context.Context, env *Env, nem Nemesis, r *rand.Rand, hold time.
 	if heal != nil {
 		healErr = heal(healCtx)
 	}
+	// Wait for recovery even when the run has ended: the next step (the
+	// final reads) needs the cluster back, and the fault's record needs the
+	// leader after it.
 	var recoverErr error
-	if healErr == nil && ctx.Err() == nil {
-		recoverErr = env.waitRecovered(ctx)
+	if healErr == nil {
+		recoverErr = env.waitRecovered(healCtx)
 	}
 	after := ""
 	if healErr == nil && recoverErr == nil {
