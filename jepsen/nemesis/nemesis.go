@@ -520,16 +520,21 @@ func isolateLeader(ctx context.Context, env *Env) (string, []string, func(contex
 	if err != nil {
 		return "", nil, nil, err
 	}
-	var rest []int
-	for i := 1; i <= nw.Nodes(); i++ {
-		if i != l {
-			rest = append(rest, i)
-		}
-	}
-	if err := nw.Partition([][]int{{l}, rest}); err != nil {
+	if err := nw.Partition([][]int{{l}, others(nw.Nodes(), l)}); err != nil {
 		return "", nil, healNet(nw), err
 	}
 	return fmt.Sprintf("leader %s cut off from every other node", nodes.Name(l)), names([]int{l}), healNet(nw), nil
+}
+
+// others lists the nodes 1..n except one.
+func others(n, except int) []int {
+	var out []int
+	for i := 1; i <= n; i++ {
+		if i != except {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // deafenLeader lets the leader send but not hear: its entries reach the
@@ -759,20 +764,9 @@ func snapshotInstall(ctx context.Context, env *Env) (string, []string, func(cont
 	if err != nil {
 		return "", nil, nil, err
 	}
-	var followers []int
-	for i := 1; i <= nw.Nodes(); i++ {
-		if i != l {
-			followers = append(followers, i)
-		}
-	}
+	followers := others(nw.Nodes(), l)
 	f := followers[r.Intn(len(followers))]
-	var rest []int
-	for i := 1; i <= nw.Nodes(); i++ {
-		if i != f {
-			rest = append(rest, i)
-		}
-	}
-	if err := nw.Partition([][]int{{f}, rest}); err != nil {
+	if err := nw.Partition([][]int{{f}, others(nw.Nodes(), f)}); err != nil {
 		return "", nil, healNet(nw), err
 	}
 	return fmt.Sprintf("follower %s cut off until it must install a snapshot", nodes.Name(f)), names([]int{f}), healNet(nw), nil
@@ -790,12 +784,7 @@ func membership(ctx context.Context, env *Env) (string, []string, func(context.C
 	if err != nil {
 		return "", nil, nil, err
 	}
-	var followers []int
-	for i := 1; i <= c.Nodes(); i++ {
-		if i != l {
-			followers = append(followers, i)
-		}
-	}
+	followers := others(c.Nodes(), l)
 	f := followers[r.Intn(len(followers))]
 	heal := func(ctx context.Context) error { return c.Restart(ctx, f) }
 	if err := c.Stop(ctx, f); err != nil {
