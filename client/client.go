@@ -1,13 +1,37 @@
-// Package client is a Go client for the intentd HTTP API.
+// Package client is the Go SDK for intentd, the at-most-once gate in front
+// of side-effecting tool calls.
 //
-// Every ledger write is idempotent when repeated with the same key, owner,
-// payload and fencing token, so the client retries writes and reads on
-// answers that say the cluster could not answer (503: no leader, not the
+// Most callers need three things: New to connect to a cluster, Key to name
+// a logical effect after the business entity it acts on, and Client.Do to
+// run the effect at most once under that key:
+//
+//	c, err := client.New([]string{"127.0.0.1:8101", "127.0.0.1:8102", "127.0.0.1:8103"})
+//	...
+//	res, err := c.Do(ctx, client.Effect{
+//		Key:     client.Key("stripe.charge", orderID, ""),
+//		Tool:    "stripe.charge",
+//		Payload: charge,
+//	}, func(ctx context.Context, g *client.Grant) (any, error) {
+//		return stripe.Charge(ctx, charge, g.ExecutionToken)
+//	})
+//
+// The lower-level calls (Claim, Complete, Renew, Commit, Resolve, Get,
+// List, Audit, Cluster) map one to one onto the HTTP API.
+//
+// Routing: the client asks any configured node for GET /v1/cluster on its
+// first call and sends every call to the leader first, then to the other
+// nodes (see WithDiscovery). It asks again after an answer that says the
+// node could not serve (no_leader, not_leader, a lost connection ...).
+//
+// Retries: every ledger write is idempotent when repeated with the same key,
+// owner, payload and fencing token, so the client retries writes and reads
+// on answers that say the cluster could not answer (503: no leader, not the
 // leader, outcome unknown, shutting down, unavailable) and on connection
-// errors, rotating through the configured addresses with exponential
-// backoff and jitter, always within the caller's context. It never retries
-// a definite answer (any 4xx). Refusals come back as *Problem errors that
-// match the sentinel errors (ErrInFlight, ErrDivergent ...) with errors.Is.
+// errors, moving through the nodes with exponential backoff and jitter,
+// always within the caller's context. It never retries a definite answer
+// (any 4xx). Refusals come back as *Problem errors that match the sentinel
+// errors (ErrInFlight, ErrDivergent ...) with errors.Is and can be
+// inspected with errors.As.
 package client
 
 import (
@@ -23,6 +47,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -33,20 +58,58 @@ const (
 	DefaultBackoffBase = 50 * time.Millisecond
 	DefaultBackoffMax  = 2 * time.Second
 	DefaultHTTPTimeout = 30 * time.Second
+	// DefaultMaxWait bounds how long Do waits for its claim to settle (an
+	// in_flight holder, an unknown outcome).
+	DefaultMaxWait = 30 * time.Second
+	// DefaultReportTimeout bounds how long Do keeps trying to record the
+	// outcome of an effect that ran, also after the caller's context ended.
+	DefaultReportTimeout = 30 * time.Second
+	// DefaultDiscoveryRefresh is how old the client's knowledge of the
+	// leader may grow before a call asks the cluster again.
+	DefaultDiscoveryRefresh = time.Minute
 )
+
+// discoveryProbeTimeout bounds one GET /v1/cluster of a discovery.
+const discoveryProbeTimeout = time.Second
 
 // maxProblemBytes bounds how much of an error answer is read.
 const maxProblemBytes = 1 << 20
 
 // Client talks to an intentd cluster. It is safe for concurrent use.
 type Client struct {
-	addrs       []string
+	seeds       []string // the configured addresses, normalized
 	hc          *http.Client
 	retries     int
 	base, max   time.Duration
-	preferred   atomic.Uint32 // index of the address that answered last
 	userAgent   string
 	jitterFloat func() float64
+
+	// Routing: rt is the current order of addresses; discovery replaces it.
+	rt               atomic.Pointer[route]
+	discovery        bool
+	discoveryRefresh time.Duration
+	probeTimeout     time.Duration
+	now              func() time.Time
+	mu               sync.Mutex
+	discovering      chan struct{} // closed when the running discovery ends
+
+	// Do.
+	maxWait       time.Duration
+	reportTimeout time.Duration
+	autoCommit    bool
+}
+
+// route is one immutable order of the addresses to try, with the index of
+// the one that answered last.
+type route struct {
+	// version counts discoveries; 0 is the configured list, never
+	// discovered.
+	version uint64
+	addrs   []string
+	// leader is the discovered leader's address ("" when unknown).
+	leader    string
+	at        time.Time
+	preferred atomic.Int32
 }
 
 // Option configures a Client.
@@ -73,7 +136,7 @@ func WithRetries(n int) Option {
 
 // WithBackoff sets the exponential backoff between retries: base doubles
 // each attempt up to max, with jitter. A server's Retry-After lengthens the
-// wait, but never beyond max.
+// wait, but never beyond max. Do also polls an in_flight key with it.
 func WithBackoff(base, max time.Duration) Option {
 	return func(c *Client) {
 		if base > 0 {
@@ -88,17 +151,69 @@ func WithBackoff(base, max time.Duration) Option {
 	}
 }
 
+// WithDiscovery turns leader discovery on (the default) or off. With it
+// on, the first call asks the configured nodes, one at a time, for GET
+// /v1/cluster and from then on tries the leader first, then the configured
+// addresses, then the other members the status lists. It asks again after
+// a call could not be served (no_leader, not_leader, outcome_unknown, a
+// lost connection ...) and when what it knows is older than
+// DefaultDiscoveryRefresh. When no node names a leader the client keeps
+// the order it had. Writes then go straight to the leader instead of being
+// forwarded by a follower. Off, calls go to the configured addresses in
+// order, moving on when one cannot answer.
+func WithDiscovery(on bool) Option {
+	return func(c *Client) { c.discovery = on }
+}
+
+// WithMaxWait bounds how long Do waits for its claim to settle (default
+// 30 s): while another owner holds the key (in_flight) and while the
+// claim's outcome is unknown. The caller's context bounds it too.
+func WithMaxWait(d time.Duration) Option {
+	return func(c *Client) {
+		if d > 0 {
+			c.maxWait = d
+		}
+	}
+}
+
+// WithReportTimeout bounds how long Do keeps trying to record the outcome
+// of an effect that ran (complete, then commit), default 30 s. It applies
+// also after the caller's context ended: an effect that happened must be
+// reported, or the intent turns in_doubt and needs reconciliation.
+func WithReportTimeout(d time.Duration) Option {
+	return func(c *Client) {
+		if d > 0 {
+			c.reportTimeout = d
+		}
+	}
+}
+
+// WithAutoCommit sets whether Do commits (acknowledges) an executed
+// intent after recording it (default true). Commit is best-effort: its
+// failure does not fail Do.
+func WithAutoCommit(on bool) Option {
+	return func(c *Client) { c.autoCommit = on }
+}
+
 // New returns a client for the nodes at addrs ("http://127.0.0.1:8101" or
-// "127.0.0.1:8101"). Any node answers any call; the client starts with the
-// first and moves on when one cannot answer.
+// "127.0.0.1:8101"; an element may hold a comma-separated list). Any node
+// answers any call; with discovery (the default) the client finds the
+// leader on its first call and sends calls there.
 func New(addrs []string, opts ...Option) (*Client, error) {
 	c := &Client{
-		hc:          &http.Client{Timeout: DefaultHTTPTimeout},
-		retries:     DefaultRetries,
-		base:        DefaultBackoffBase,
-		max:         DefaultBackoffMax,
-		userAgent:   "intentd-client/1",
-		jitterFloat: rand.Float64,
+		hc:               &http.Client{Timeout: DefaultHTTPTimeout},
+		retries:          DefaultRetries,
+		base:             DefaultBackoffBase,
+		max:              DefaultBackoffMax,
+		userAgent:        "intentd-client/1",
+		jitterFloat:      rand.Float64,
+		discovery:        true,
+		discoveryRefresh: DefaultDiscoveryRefresh,
+		probeTimeout:     discoveryProbeTimeout,
+		now:              time.Now,
+		maxWait:          DefaultMaxWait,
+		reportTimeout:    DefaultReportTimeout,
+		autoCommit:       true,
 	}
 	for _, a := range addrs {
 		for _, part := range strings.Split(a, ",") {
@@ -109,26 +224,63 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 			if err != nil {
 				return nil, err
 			}
-			c.addrs = append(c.addrs, norm)
+			c.seeds = append(c.seeds, norm)
 		}
 	}
-	if len(c.addrs) == 0 {
+	if len(c.seeds) == 0 {
 		return nil, errors.New("client: no server address")
 	}
 	for _, o := range opts {
 		o(c)
 	}
+	c.rt.Store(&route{addrs: dedupe(c.seeds), at: c.now()})
 	return c, nil
 }
 
-// Addrs returns the normalized server addresses.
-func (c *Client) Addrs() []string { return append([]string(nil), c.addrs...) }
+// Addrs returns the configured server addresses, normalized.
+func (c *Client) Addrs() []string { return append([]string(nil), c.seeds...) }
+
+// Endpoints returns the addresses in the order the next call tries them:
+// the one that answered last first (the leader, once discovered), then the
+// others in turn.
+func (c *Client) Endpoints() []string {
+	rt := c.rt.Load()
+	start := int(rt.preferred.Load())
+	out := make([]string, 0, len(rt.addrs))
+	for i := range rt.addrs {
+		out = append(out, rt.addrs[(start+i)%len(rt.addrs)])
+	}
+	return out
+}
+
+// Leader returns the HTTP address of the leader as last discovered, or ""
+// when no discovery has named one.
+func (c *Client) Leader() string { return c.rt.Load().leader }
+
+// Discover asks the nodes for the cluster's status now and puts the leader
+// first, as the client does by itself on its first call (see
+// WithDiscovery). It returns the leader's address, or an error wrapping
+// ErrNoLeader when no node could name one; the client then keeps the order
+// it had.
+func (c *Client) Discover(ctx context.Context) (string, error) {
+	rt := c.rediscover(ctx, c.rt.Load())
+	if rt.leader == "" {
+		return "", fmt.Errorf("client: discovery: %w: no node named a leader", ErrNoLeader)
+	}
+	return rt.leader, nil
+}
 
 // normalizeAddr turns "host:port" or a URL into a base URL without a
 // trailing slash.
 func normalizeAddr(a string) (string, error) {
+	return normalizeAddrScheme(a, "http")
+}
+
+// normalizeAddrScheme is normalizeAddr with the scheme to assume when a
+// has none.
+func normalizeAddrScheme(a, scheme string) (string, error) {
 	if !strings.Contains(a, "://") {
-		a = "http://" + a
+		a = scheme + "://" + a
 	}
 	u, err := url.Parse(a)
 	if err != nil {
@@ -141,6 +293,152 @@ func normalizeAddr(a string) (string, error) {
 		return "", fmt.Errorf("client: address %q: no query or fragment allowed", a)
 	}
 	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// dedupe returns addrs without repeats, in order.
+func dedupe(addrs []string) []string {
+	seen := make(map[string]bool, len(addrs))
+	out := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		if a != "" && !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// currentRoute returns the order to try, discovering the leader first when
+// the client has never done so or its knowledge is stale.
+func (c *Client) currentRoute(ctx context.Context) *route {
+	rt := c.rt.Load()
+	if !c.discovery || (rt.version > 0 && c.now().Sub(rt.at) < c.discoveryRefresh) {
+		return rt
+	}
+	return c.rediscover(ctx, rt)
+}
+
+// rediscover replaces seen by a freshly discovered route, unless another
+// call already replaced it (then it returns that one). One discovery runs
+// at a time; concurrent callers wait for it, each within its own context.
+// A discovery failure still yields a new route (the same order), so a
+// failing cluster is asked at most once per failed attempt.
+func (c *Client) rediscover(ctx context.Context, seen *route) *route {
+	for {
+		c.mu.Lock()
+		if cur := c.rt.Load(); cur != seen {
+			c.mu.Unlock()
+			return cur
+		}
+		if wait := c.discovering; wait != nil {
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				continue // a route was stored: the check above returns it
+			case <-ctx.Done():
+				return c.rt.Load()
+			}
+		}
+		done := make(chan struct{})
+		c.discovering = done
+		c.mu.Unlock()
+
+		next := c.discover(ctx, seen)
+		c.mu.Lock()
+		c.rt.Store(next)
+		c.discovering = nil
+		close(done)
+		c.mu.Unlock()
+		return next
+	}
+}
+
+// discover asks the nodes of cur, in its order, for the cluster's status
+// and returns the route it implies: the leader, then the configured
+// addresses, then the other members. A node that is ready wins over one
+// that is not; without any answer naming a leader the order stays. It takes
+// at most one probe timeout per node and half of ctx's remaining time.
+func (c *Client) discover(ctx context.Context, cur *route) *route {
+	next := &route{version: cur.version + 1, addrs: cur.addrs, leader: cur.leader, at: c.now()}
+	next.preferred.Store(cur.preferred.Load())
+	// Bound the whole discovery: one probe timeout per node, and never more
+	// than half of what is left of the caller's time, which is for the call.
+	budget := c.probeTimeout * time.Duration(len(cur.addrs))
+	if d, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(d)/2)
+	}
+	ctx, cancelAll := context.WithTimeout(ctx, budget)
+	defer cancelAll()
+	var found *route
+	start := int(cur.preferred.Load())
+	for i := range cur.addrs {
+		base := cur.addrs[(start+i)%len(cur.addrs)]
+		if ctx.Err() != nil {
+			break
+		}
+		pctx, cancel := context.WithTimeout(ctx, c.probeTimeout)
+		var st ClusterStatus
+		_, _, _, err := c.once(pctx, base, request{method: http.MethodGet, path: "/v1/cluster"}, nil, &st)
+		cancel()
+		if err != nil {
+			continue
+		}
+		addrs, leader, ok := c.routeFromStatus(base, &st)
+		if !ok {
+			continue
+		}
+		r := &route{version: next.version, addrs: addrs, leader: leader, at: next.at}
+		if st.Ready {
+			found = r
+			break
+		}
+		if found == nil {
+			found = r
+		}
+	}
+	if found != nil {
+		return found
+	}
+	return next
+}
+
+// routeFromStatus orders the addresses by st, the status as the node at
+// base sees it: the leader first (base itself when the node is the
+// leader: it is reachable by that name), then the configured addresses,
+// then the other members' advertised HTTP addresses. ok is false when st
+// names no reachable leader.
+func (c *Client) routeFromStatus(base string, st *ClusterStatus) (addrs []string, leader string, ok bool) {
+	if st.LeaderID == "" {
+		return nil, "", false
+	}
+	scheme := "http"
+	if u, err := url.Parse(base); err == nil && u.Scheme != "" {
+		scheme = u.Scheme
+	}
+	if st.NodeID == st.LeaderID {
+		leader = base
+	} else {
+		if st.LeaderHTTP == "" {
+			return nil, "", false
+		}
+		a, err := normalizeAddrScheme(st.LeaderHTTP, scheme)
+		if err != nil {
+			return nil, "", false
+		}
+		leader = a
+	}
+	addrs = append([]string{leader}, c.seeds...)
+	for _, n := range st.Nodes {
+		// The answering node is reachable by the name it was asked under,
+		// the leader is first already; members that left are gone.
+		if n.ID == st.NodeID || n.ID == st.LeaderID || n.HTTPAddr == "" || n.Gossip == "left" || n.Gossip == "dead" {
+			continue
+		}
+		if a, err := normalizeAddrScheme(n.HTTPAddr, scheme); err == nil {
+			addrs = append(addrs, a)
+		}
+	}
+	return dedupe(addrs), leader, true
 }
 
 // request is one API call.
@@ -165,24 +463,20 @@ func (c *Client) do(ctx context.Context, r request, out any) (int, error) {
 			return 0, fmt.Errorf("client: encode request: %w", err)
 		}
 	}
-	attempts := c.retries + 1
-	start := int(c.preferred.Load())
 	if r.addr != "" {
-		attempts = 1
+		status, _, _, err := c.once(ctx, r.addr, r, payload, out)
+		return status, err
 	}
+	rt := c.currentRoute(ctx)
+	idx := int(rt.preferred.Load()) % len(rt.addrs)
+	attempts := c.retries + 1
 	var lastErr error
 	unknown := false // an attempt of this write may have been applied
 	for attempt := 0; attempt < attempts; attempt++ {
-		idx := (start + attempt) % len(c.addrs)
-		base := r.addr
-		if base == "" {
-			base = c.addrs[idx]
-		}
+		base := rt.addrs[idx]
 		status, retry, wait, err := c.once(ctx, base, r, payload, out)
 		if err == nil {
-			if r.addr == "" {
-				c.preferred.Store(uint32(idx))
-			}
+			rt.preferred.Store(int32(idx))
 			return status, nil
 		}
 		if r.write() && maybeApplied(err) {
@@ -196,6 +490,19 @@ func (c *Client) do(ctx context.Context, r request, out any) (int, error) {
 			lastErr = fmt.Errorf("%w (stopped retrying: %w)", err, werr)
 			break
 		}
+		// The node could not serve: perhaps the leader moved or died. Ask
+		// the cluster again (at most once per failed route), else move on.
+		next := (idx + 1) % len(rt.addrs)
+		if c.discovery {
+			if nrt := c.rediscover(ctx, rt); nrt != rt {
+				rt = nrt
+				next = int(rt.preferred.Load()) % len(rt.addrs)
+				if rt.addrs[next] == base && len(rt.addrs) > 1 {
+					next = (next + 1) % len(rt.addrs)
+				}
+			}
+		}
+		idx = next
 	}
 	if unknown && !errors.Is(lastErr, ErrOutcomeUnknown) && transient(lastErr) {
 		// An earlier attempt may have been applied even though the last one

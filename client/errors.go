@@ -11,7 +11,8 @@ import (
 
 // Sentinel errors. A *Problem matches them with errors.Is by its code; a
 // transport failure wraps ErrOutcomeUnknown (a write that was sent) or
-// ErrUnavailable.
+// ErrUnavailable. Errors returned by Do wrap them too, and wrap the
+// *Problem (errors.As) when the ledger answered.
 var (
 	// ErrInFlight: another owner holds the lease; do not execute.
 	ErrInFlight = errors.New("intent is in flight under another owner")
@@ -23,6 +24,10 @@ var (
 	ErrFenced = errors.New("stale owner or fencing token")
 	// ErrRejected: an approver rejected the intent.
 	ErrRejected = errors.New("intent was rejected")
+	// ErrPendingApproval: the intent waits for an approver; do not
+	// execute. A claim answers it as a success (202), which Do turns into
+	// this error.
+	ErrPendingApproval = errors.New("intent is pending approval")
 	// ErrNotFound: no intent under the key.
 	ErrNotFound = errors.New("intent not found")
 	// ErrInvalidState: the call does not fit the intent's state.
@@ -39,21 +44,29 @@ var (
 	// ErrUnavailable: the request could not be served; nothing was
 	// written.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrEffectUnknown is for the function Do runs: return an error
+	// wrapping it when you cannot tell whether the effect happened (the
+	// provider timed out mid-call). Do then reports nothing, so the key is
+	// not granted again: its lease passes, the intent turns in_doubt and
+	// must be resolved after checking the tool's side. The ledger never
+	// answers with it.
+	ErrEffectUnknown = errors.New("whether the effect happened is unknown")
 )
 
 // sentinelCodes maps each sentinel to the problem codes it stands for.
 var sentinelCodes = map[error][]string{
-	ErrInFlight:       {"in_flight"},
-	ErrInDoubt:        {"in_doubt"},
-	ErrDivergent:      {"divergent"},
-	ErrFenced:         {"fenced"},
-	ErrRejected:       {"rejected"},
-	ErrNotFound:       {"not_found"},
-	ErrInvalidState:   {"invalid_state", "not_pending_approval"},
-	ErrBadRequest:     {"bad_request", "too_large", "unprocessable"},
-	ErrOutcomeUnknown: {"outcome_unknown"},
-	ErrNoLeader:       {"no_leader", "not_leader"},
-	ErrUnavailable:    {"unavailable", "shutting_down", "not_ready"},
+	ErrInFlight:        {"in_flight"},
+	ErrInDoubt:         {"in_doubt"},
+	ErrDivergent:       {"divergent"},
+	ErrFenced:          {"fenced"},
+	ErrRejected:        {"rejected"},
+	ErrPendingApproval: {"pending_approval"},
+	ErrNotFound:        {"not_found"},
+	ErrInvalidState:    {"invalid_state", "not_pending_approval"},
+	ErrBadRequest:      {"bad_request", "too_large", "unprocessable"},
+	ErrOutcomeUnknown:  {"outcome_unknown"},
+	ErrNoLeader:        {"no_leader", "not_leader"},
+	ErrUnavailable:     {"unavailable", "shutting_down", "not_ready"},
 }
 
 // retryableCodes are 503 answers after which the same request may be sent

@@ -225,7 +225,7 @@ func (c *Client) Cluster(ctx context.Context) (*ClusterStatus, error) {
 // answer, not an error; failing to reach the node is.
 func (c *Client) Health(ctx context.Context, addr string) (*Health, error) {
 	if addr == "" {
-		addr = c.addrs[0]
+		addr = c.seeds[0]
 	}
 	base, err := normalizeAddr(addr)
 	if err != nil {

@@ -1,0 +1,494 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Effect is one logical side effect for Do to run at most once.
+type Effect struct {
+	// Key names the logical effect (see Key): the same on every delivery
+	// and retry of the same logical call, never random per attempt.
+	Key string
+	// Tool names the destination ("stripe.charge"). With Payload it forms
+	// the fingerprint the ledger compares on every claim of Key.
+	Tool string
+	// Payload holds the effect's arguments: any value encoding/json
+	// marshals, or a json.RawMessage or []byte holding JSON; nil sends
+	// none. A later claim of Key with a different Tool or Payload is
+	// refused as divergent, so put in it exactly what defines the effect
+	// (amount, currency, recipient), not per-attempt data.
+	Payload any
+	// Owner names this one execution attempt. Leave it empty: Do then makes
+	// a fresh owner (NewOwner) for the call and uses it for every claim the
+	// call makes. Set it only to resume a Do call that returned before
+	// running fn (for example with ErrOutcomeUnknown on its claim), never
+	// after fn may have run: the ledger hands a grant back to its owner.
+	Owner string
+	// Policy names a ledger policy (optional).
+	Policy string
+	// Lease is how long the grant holds without a report; zero takes the
+	// server's default (30 s). Do renews it every Lease/3 while fn runs.
+	Lease time.Duration
+}
+
+// Grant is the right to perform an effect, handed by Do to the function it
+// runs.
+type Grant struct {
+	Key   string
+	Owner string
+	// FencingToken increases strictly with every grant across the cluster;
+	// pass it to systems that can refuse stale writers.
+	FencingToken uint64
+	// ExecutionToken is the signed proof of the grant for the tool side.
+	ExecutionToken string
+	// Intent is the record as granted.
+	Intent *Intent
+}
+
+// EffectStatus says what the ledger recorded for a Do call.
+type EffectStatus string
+
+// The statuses of EffectResult.
+const (
+	// EffectExecuted: this call ran the effect and recorded its result.
+	EffectExecuted EffectStatus = "executed"
+	// EffectDuplicate: an earlier call ran the effect; this one did not
+	// and returns the recorded result.
+	EffectDuplicate EffectStatus = "duplicate"
+	// EffectFailed: this call ran the function, which returned an error,
+	// recorded as failed (a later call may run the effect again).
+	EffectFailed EffectStatus = "failed"
+)
+
+// EffectResult is what Do returns about an effect.
+type EffectResult struct {
+	// Status is what the ledger recorded for this call. It is empty when
+	// fn ran but Do could not record its outcome; Do's error says why.
+	Status EffectStatus
+	// Result is the recorded result as JSON: fn's result (executed), the
+	// earlier call's (duplicate) or {"error": "..."} (failed). It may be
+	// empty when the result was nil or could not be recorded.
+	Result json.RawMessage
+	// Value is fn's result as fn returned it, when Ran.
+	Value any
+	// Ran reports whether fn ran in this call.
+	Ran bool
+	// Intent is the record as the ledger last answered about it.
+	Intent *Intent
+	// Owner is the owner this call claimed with.
+	Owner string
+	// FencingToken is this call's grant's token (0 unless granted).
+	FencingToken uint64
+}
+
+// Decode unmarshals the recorded result into v, the same way for a result
+// this call produced and for a duplicate's.
+func (r *EffectResult) Decode(v any) error {
+	if len(r.Result) == 0 {
+		return fmt.Errorf("client: decode result: %w: no result recorded", ErrNotFound)
+	}
+	if err := json.Unmarshal(r.Result, v); err != nil {
+		return fmt.Errorf("client: decode result: %w", err)
+	}
+	return nil
+}
+
+// maxErrorResultBytes bounds the error message Do records for a failed
+// effect.
+const maxErrorResultBytes = 1024
+
+// Do runs fn at most once for the logical effect named by e.Key, across
+// retries, duplicate deliveries, concurrent callers and processes, and
+// records its outcome in the ledger. It is the at-most-once contract of the
+// SDK:
+//
+//   - Do claims e.Key with one owner for this call (e.Owner, or a fresh
+//     NewOwner), and re-sends the same claim with that same owner whenever
+//     the answer is lost or the cluster cannot answer; it never makes a
+//     new owner per attempt.
+//   - granted: Do runs fn exactly once, with a Grant (owner, fencing token,
+//     execution token). While fn runs Do renews the lease every lease/3 in
+//     the background and stops when fn returns. If a renewal is refused
+//     (fenced or in_doubt: the lease passed and the right to execute is
+//     gone) Do cancels fn's context; context.Cause(ctx) then matches
+//     ErrFenced or ErrInDoubt. fn should stop before performing the effect
+//     when its context is done. A renewal that cannot reach the cluster is
+//     tried again at the next tick; fn keeps running.
+//   - fn returns (v, nil): Do records executed with v (JSON-marshalled) as
+//     the result, commits it (best-effort, see WithAutoCommit) and returns
+//     Status EffectExecuted with Value v. Return nil only if the effect
+//     happened.
+//   - fn returns an error: Do records failed with {"error": err.Error()}
+//     and returns Status EffectFailed and an error wrapping fn's. Return an
+//     error only if the effect certainly did not happen: a failed intent
+//     is granted again to the next claim (a new generation).
+//   - fn returns an error wrapping ErrEffectUnknown (it cannot tell whether
+//     the effect happened): Do records nothing. The key stays held until
+//     its lease passes, then it is in_doubt and is never granted again
+//     until someone checks the tool's side and resolves it.
+//   - fn panics: Do stops renewing and lets the panic through, recording
+//     nothing (as ErrEffectUnknown).
+//   - The outcome is recorded with the same owner, fencing token and result
+//     until the ledger answers definitely, for up to the report timeout
+//     (WithReportTimeout), even after ctx ended: an effect that happened is
+//     reported rather than left to turn in_doubt. If it cannot be recorded
+//     Do returns Ran true, an empty Status and the error (ErrFenced when
+//     the grant moved on; ErrOutcomeUnknown ...).
+//   - duplicate (the effect already ran under this key, by any caller): fn
+//     does not run; Do returns Status EffectDuplicate and the recorded
+//     Result, and no error. Decode reads the result the same way in both
+//     cases.
+//   - in_flight (another owner holds the key now): fn does not run; Do
+//     waits with exponential backoff (WithBackoff, never longer than the
+//     holder's Retry-After) and claims again with the same owner, for up to
+//     the max wait (WithMaxWait, default 30 s) and within ctx. It then gets
+//     the holder's result (duplicate), a grant of a new generation if the
+//     holder's attempt failed, or in_doubt. Still in flight at the end:
+//     an error wrapping ErrInFlight.
+//   - divergent, in_doubt, rejected, pending approval: fn does not run; the
+//     error wraps ErrDivergent, ErrInDoubt, ErrRejected or
+//     ErrPendingApproval and the *Problem (errors.As) with the intent.
+//   - The claim's outcome stays unknown (the cluster could not answer
+//     before the max wait or ctx ended): fn does not run; the error wraps
+//     ErrOutcomeUnknown. The claim may have been granted to this call's
+//     owner; if nobody resumes it, its lease passes and the key turns
+//     in_doubt. To be able to resume, set e.Owner (from NewOwner) yourself
+//     and call Do again with the same Effect: the ledger hands the grant
+//     back to its owner. If a later claim of this call finds its own
+//     earlier grant passed unused (in_doubt under the owner Do made for
+//     this call), Do reports it failed (the effect never ran under it) and
+//     claims again.
+//
+// Bad input (an invalid key, no tool, a payload that is not JSON) is
+// refused before anything is sent, with an error wrapping ErrBadRequest.
+// The returned *EffectResult is nil only when fn did not run and no result
+// exists; whenever fn ran it is non-nil with Ran true.
+func (c *Client) Do(ctx context.Context, e Effect, fn func(ctx context.Context, g *Grant) (result any, err error)) (*EffectResult, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("client: do: %w: no function to run", ErrBadRequest)
+	}
+	if err := ValidateKey(e.Key); err != nil {
+		return nil, err
+	}
+	if e.Tool == "" {
+		return nil, fmt.Errorf("client: do %q: %w: tool is required", e.Key, ErrBadRequest)
+	}
+	payload, err := encodeJSON(e.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("client: do %q: %w: payload: %w", e.Key, ErrBadRequest, err)
+	}
+	owner, fresh := e.Owner, e.Owner == ""
+	if fresh {
+		owner = NewOwner()
+	}
+	req := ClaimRequest{Key: e.Key, Tool: e.Tool, Payload: payload, Owner: owner, Policy: e.Policy, Lease: e.Lease}
+	resp, err := c.settleClaim(ctx, req, fresh)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.Status {
+	case StatusGranted:
+		return c.execute(ctx, e, resp, fn)
+	case StatusDuplicate:
+		out := &EffectResult{Status: EffectDuplicate, Intent: resp.Intent, Owner: owner}
+		if resp.Intent != nil {
+			out.Result = resp.Intent.Result
+		}
+		return out, nil
+	case StatusPendingApproval:
+		return nil, fmt.Errorf("client: claim %q: %w", e.Key, &Problem{
+			Status: http.StatusAccepted, Code: string(StatusPendingApproval), Title: "Pending approval",
+			Detail: "the intent waits for an approver; nothing may run before it is approved", Intent: resp.Intent,
+		})
+	}
+	return nil, fmt.Errorf("client: claim %q: unexpected status %q", e.Key, resp.Status)
+}
+
+// encodeJSON turns a payload or result into JSON: raw JSON passes as it is
+// (once checked), nil stays nil, anything else is marshalled.
+func encodeJSON(v any) (json.RawMessage, error) {
+	var raw []byte
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		raw = v
+	case []byte:
+		raw = v
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	if !json.Valid(raw) {
+		return nil, errors.New("not valid JSON")
+	}
+	return json.RawMessage(raw), nil
+}
+
+// settleClaim claims until the answer is definite: it re-sends the same
+// claim (same owner) while its outcome is unknown or the cluster cannot
+// answer, and polls while another owner holds the key, for up to the max
+// wait and within ctx. fresh says the owner was made for this call, so any
+// grant to it is this call's.
+func (c *Client) settleClaim(ctx context.Context, req ClaimRequest, fresh bool) (*ClaimResponse, error) {
+	deadline := time.Now().Add(c.maxWait)
+	unknown := false  // an attempt of this call may have been granted
+	released := false // this call already reported its own unused grant
+	for attempt := 0; ; attempt++ {
+		resp, err := c.Claim(ctx, req)
+		if err == nil {
+			return resp, nil
+		}
+		var p *Problem
+		var wait time.Duration
+		switch {
+		case errors.Is(err, ErrInFlight):
+			// Definite: another owner holds the key, so no attempt of this
+			// call was granted.
+			unknown = false
+			wait = c.backoff(attempt, 0)
+			if errors.As(err, &p) && p.RetryAfter > 0 && p.RetryAfter < wait {
+				wait = p.RetryAfter
+			}
+		case errors.Is(err, ErrInDoubt) && fresh && !released && errors.As(err, &p) &&
+			p.Intent != nil && p.Intent.Owner == req.Owner:
+			// A lost answer granted this call's own owner, whose lease then
+			// passed while the call could not reach the cluster. This call
+			// has not run the effect, and the owner is this call's alone:
+			// say the grant failed unused and claim again.
+			if err := c.releaseUnused(ctx, req, p.Intent.FencingToken); err != nil {
+				return nil, fmt.Errorf("client: claim %q: its own earlier grant passed unused and reporting that failed: %w", req.Key, err)
+			}
+			released, unknown = true, false
+			continue
+		case retryable(err):
+			if maybeApplied(err) || errors.Is(err, ErrOutcomeUnknown) {
+				unknown = true
+			}
+			wait = c.backoff(attempt, retryAfterOf(err))
+		default:
+			return nil, fmt.Errorf("client: claim %q: %w", req.Key, err)
+		}
+		// A failure the caller's context caused ends the wait here too.
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, c.claimGaveUp(req.Key, err, unknown, nil)
+		}
+		if werr := c.sleep(ctx, min(wait, left)); werr != nil {
+			return nil, c.claimGaveUp(req.Key, err, unknown, werr)
+		}
+	}
+}
+
+// claimGaveUp is the error of a claim that never got a definite answer
+// (or stayed in flight).
+func (c *Client) claimGaveUp(key string, last error, unknown bool, stopped error) error {
+	var err error
+	switch {
+	case errors.Is(last, ErrInFlight):
+		err = fmt.Errorf("client: claim %q: still in flight after waiting up to %v: %w", key, c.maxWait, last)
+	case unknown && !errors.Is(last, ErrOutcomeUnknown):
+		err = fmt.Errorf("client: claim %q: %w: an earlier attempt may have been granted: %w", key, ErrOutcomeUnknown, last)
+	default:
+		err = fmt.Errorf("client: claim %q: no definite answer: %w", key, last)
+	}
+	if stopped != nil && !errors.Is(err, stopped) {
+		err = fmt.Errorf("%w (stopped: %w)", err, stopped)
+	}
+	return err
+}
+
+// releaseUnused reports failed for a grant of this call's owner that
+// passed without the effect running.
+func (c *Client) releaseUnused(ctx context.Context, req ClaimRequest, token uint64) error {
+	result, _ := json.Marshal(map[string]string{"error": "the claim's answer was lost and its lease passed; the effect never ran"})
+	_, err := c.report(ctx, CompleteRequest{Key: req.Key, Owner: req.Owner, FencingToken: token, Outcome: OutcomeFailed, Result: result})
+	return err
+}
+
+// retryable reports whether err says the cluster could not answer (so the
+// same request may be sent again), rather than a definite answer.
+func retryable(err error) bool {
+	var p *Problem
+	if errors.As(err, &p) && p.Status >= 500 {
+		return true
+	}
+	return errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoLeader)
+}
+
+// retryAfterOf is the server's Retry-After in err, if any.
+func retryAfterOf(err error) time.Duration {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p.RetryAfter
+	}
+	return 0
+}
+
+// execute runs fn under the grant, renewing its lease, and records the
+// outcome.
+func (c *Client) execute(ctx context.Context, e Effect, resp *ClaimResponse, fn func(context.Context, *Grant) (any, error)) (*EffectResult, error) {
+	g := &Grant{Key: e.Key, Owner: resp.Owner, FencingToken: resp.FencingToken, ExecutionToken: resp.ExecutionToken, Intent: resp.Intent}
+	lease := e.Lease
+	if lease <= 0 && resp.Intent != nil {
+		lease = time.Duration(resp.Intent.LeaseMS) * time.Millisecond
+	}
+	if lease <= 0 {
+		lease = 30 * time.Second
+	}
+
+	fctx, cancel := context.WithCancelCause(ctx)
+	stopRenewing := make(chan struct{})
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		c.keepAlive(ctx, stopRenewing, g, lease, cancel)
+	}()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			// A renewal under way finishes first, so it cannot land after
+			// the report.
+			close(stopRenewing)
+			<-renewed
+			cancel(nil)
+		})
+	}
+	defer stop() // also when fn panics: stop renewing, record nothing
+	value, ferr := fn(fctx, g)
+	stop()
+
+	out := &EffectResult{Ran: true, Value: value, Intent: resp.Intent, Owner: g.Owner, FencingToken: g.FencingToken}
+	if ferr != nil && errors.Is(ferr, ErrEffectUnknown) {
+		return out, fmt.Errorf("client: effect %q: nothing recorded; the intent turns in_doubt when its lease passes: %w", e.Key, ferr)
+	}
+
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.reportTimeout)
+	defer rcancel()
+	creq := CompleteRequest{Key: e.Key, Owner: g.Owner, FencingToken: g.FencingToken}
+	if ferr != nil {
+		creq.Outcome = OutcomeFailed
+		creq.Result = errorResult(ferr)
+		done, err := c.report(rctx, creq)
+		if err != nil {
+			return out, fmt.Errorf("client: effect %q failed (%w) and recording that failed: %w", e.Key, ferr, err)
+		}
+		out.Status, out.Intent, out.Result = EffectFailed, done.Intent, recorded(done.Intent, creq.Result)
+		return out, fmt.Errorf("client: effect %q failed: %w", e.Key, ferr)
+	}
+
+	creq.Outcome = OutcomeExecuted
+	result, encErr := encodeJSON(value)
+	if encErr == nil {
+		creq.Result = result
+	}
+	done, err := c.report(rctx, creq)
+	if err != nil && errors.Is(err, ErrBadRequest) && creq.Result != nil {
+		// The ledger will not store this result (too large): record the
+		// effect without it rather than leave it to turn in_doubt.
+		encErr = err
+		creq.Result = nil
+		done, err = c.report(rctx, creq)
+	}
+	if err != nil {
+		return out, fmt.Errorf("client: effect %q ran but recording it failed: %w", e.Key, err)
+	}
+	out.Status, out.Intent, out.Result = EffectExecuted, done.Intent, recorded(done.Intent, creq.Result)
+	if c.autoCommit {
+		if cr, err := c.Commit(rctx, CommitRequest{Key: e.Key, Owner: g.Owner}); err == nil && cr.Intent != nil {
+			out.Intent = cr.Intent
+		}
+	}
+	if encErr != nil {
+		return out, fmt.Errorf("client: effect %q executed and recorded without its result: %w", e.Key, encErr)
+	}
+	return out, nil
+}
+
+// recorded is the result the ledger stored, or what was sent.
+func recorded(in *Intent, sent json.RawMessage) json.RawMessage {
+	if in != nil && len(in.Result) > 0 {
+		return in.Result
+	}
+	return sent
+}
+
+// errorResult is the result recorded for a failed effect.
+func errorResult(err error) json.RawMessage {
+	msg := err.Error()
+	if len(msg) > maxErrorResultBytes {
+		cut := maxErrorResultBytes
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "..."
+	}
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	return b
+}
+
+// report sends a complete until the ledger answers definitely or ctx ends.
+// Every attempt is the same request, so a retried report that was in fact
+// applied is answered ok.
+func (c *Client) report(ctx context.Context, req CompleteRequest) (*IntentResponse, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := c.Complete(ctx, req)
+		if err == nil {
+			return resp, nil
+		}
+		if ctx.Err() != nil || !retryable(err) {
+			return nil, err
+		}
+		if werr := c.sleep(ctx, c.backoff(attempt, retryAfterOf(err))); werr != nil {
+			return nil, fmt.Errorf("%w (stopped retrying: %w)", err, werr)
+		}
+	}
+}
+
+// keepAlive renews the grant's lease every lease/3 until stop is closed or
+// ctx ends. A renewal under way when stop closes is let finish; each is
+// abandoned after 2/3 of the lease, when the lease would pass anyway. A
+// refusal (fenced, in_doubt, ...) means the right to execute is gone: it
+// cancels the effect's context with that cause. Other failures (the
+// cluster could not answer) are retried at the next tick.
+func (c *Client) keepAlive(ctx context.Context, stop <-chan struct{}, g *Grant, lease time.Duration, lost context.CancelCauseFunc) {
+	every := max(lease/3, time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		select {
+		case <-stop: // both were ready: stopping wins
+			return
+		default:
+		}
+		rctx, cancel := context.WithTimeout(ctx, lease-every)
+		_, err := c.Renew(rctx, RenewRequest{Key: g.Key, Owner: g.Owner, FencingToken: g.FencingToken, Lease: lease})
+		cancel()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, ErrFenced) || errors.Is(err, ErrInDoubt) ||
+			errors.Is(err, ErrInvalidState) || errors.Is(err, ErrNotFound)) {
+			continue
+		}
+		lost(fmt.Errorf("client: the grant of %q (fencing token %d) was lost while the effect ran: %w", g.Key, g.FencingToken, err))
+		return
+	}
+}
