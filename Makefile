@@ -4,7 +4,7 @@ BIN       := bin
 PKGS      := ./...
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build run test test-go test-unit test-integration jepsen jepsen-short jepsen-long fuzz bench vet fmt verify clean deps
+.PHONY: all build run test test-go canary test-unit test-integration jepsen jepsen-short jepsen-long fuzz bench vet fmt verify clean deps
 
 all: build
 
@@ -22,10 +22,15 @@ run: build
 	./scripts/run-local.sh
 
 ## test: vet, gofmt check, unit + integration tests with -race, then the short fault profile
-test: test-go jepsen-short
+test: test-go canary jepsen-short
 
 test-go: deps verify
 	$(GO) test $(TEST_FLAGS) $(PKGS)
+
+## canary: the agent-side gate: 200 episodes x 5 failure classes x 3 seeds, each seed twice (CANARY_ARGS adds flags)
+CANARY_ARGS ?=
+canary: deps
+	$(GO) run ./cmd/canary $(CANARY_ARGS)
 
 ## jepsen: one fault run; pass flags with JEPSEN_ARGS="--nodes 5 --nemesis all --duration 5m --seed 7"
 JEPSEN_ARGS ?=

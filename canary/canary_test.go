@@ -1,0 +1,116 @@
+package canary
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hangGuard bounds a test run: a guard against hangs, not a performance
+// threshold.
+const hangGuard = 5 * time.Minute
+
+func TestNewPlanDeterministic(t *testing.T) {
+	for _, c := range AllClasses {
+		for e := 0; e < 20; e++ {
+			if a, b := NewPlan(7, c, e), NewPlan(7, c, e); a != b {
+				t.Fatalf("plan of (7, %s, %d) differs: %v vs %v", c, e, a, b)
+			}
+		}
+	}
+	if NewPlan(1, LostAck, 3) == NewPlan(2, LostAck, 3) && NewPlan(1, LostAck, 4) == NewPlan(2, LostAck, 4) {
+		t.Fatal("plans do not depend on the seed")
+	}
+}
+
+func TestParse(t *testing.T) {
+	for _, c := range AllClasses {
+		got, err := ParseClass(c.String())
+		if err != nil || got != c {
+			t.Fatalf("ParseClass(%q) = %v, %v", c.String(), got, err)
+		}
+	}
+	if _, err := ParseClass("nope"); err == nil {
+		t.Fatal("ParseClass accepted an unknown class")
+	}
+	if _, err := ParseBroken("nope"); err == nil {
+		t.Fatal("ParseBroken accepted an unknown mode")
+	}
+}
+
+// TestGate runs a short gate twice against one real 3-node cluster and
+// checks that it passes with identical digests, and that each broken mode
+// fails it with I1 violations.
+func TestGate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real cluster")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	cl, err := StartCluster(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	run := func(id string, broken Broken) *Result {
+		t.Helper()
+		res, err := Run(ctx, Config{Addrs: cl.URLs(), Seed: 1, Episodes: 10, Concurrency: 16, Broken: broken, RunID: id})
+		if err != nil {
+			t.Fatalf("run %s: %v", id, err)
+		}
+		return res
+	}
+
+	t.Run("correct", func(t *testing.T) {
+		a, b := run("a", NotBroken), run("b", NotBroken)
+		for _, r := range []*Result{a, b} {
+			if !r.Passed() {
+				for _, v := range r.Violations {
+					t.Errorf("%s %s e%d: %s\n  %s", v.Property, v.Class, v.Episode, v.Detail, strings.Join(v.Events, "\n  "))
+				}
+				t.Fatalf("gate failed: I1=%d I2=%d I4=%d divergent-executed=%d", r.I1, r.I2, r.I4, r.DivergentExecuted)
+			}
+		}
+		if a.Digest != b.Digest {
+			for i := range min(len(a.Log), len(b.Log)) {
+				if a.Log[i] != b.Log[i] {
+					t.Fatalf("replay differs at line %d:\n  %s\n  %s", i, a.Log[i], b.Log[i])
+				}
+			}
+			t.Fatalf("digests differ: %s vs %s", a.Digest, b.Digest)
+		}
+		for _, s := range a.Classes {
+			if s.Episodes != 10 {
+				t.Fatalf("class %s ran %d episodes, want 10", s.Class, s.Episodes)
+			}
+		}
+		if st := byClass(a, Crash); st.InDoubt == 0 || st.Crashes != 10 {
+			t.Fatalf("crash class: %+v, want 10 crashes surfaced as in_doubt", st)
+		}
+		if st := byClass(a, Divergent); st.DivergentRefused != 10 {
+			t.Fatalf("divergent class: %+v, want 10 refused", st)
+		}
+	})
+	for _, broken := range []Broken{FreshKey, NoLedger} {
+		t.Run(string(broken), func(t *testing.T) {
+			r := run("broken-"+string(broken), broken)
+			if r.Passed() || r.I1 == 0 {
+				t.Fatalf("broken mode %s passed the gate: I1=%d", broken, r.I1)
+			}
+			v := r.Violations[0]
+			if len(v.Events) == 0 || v.Seed != 1 {
+				t.Fatalf("violation without its event order or seed: %+v", v)
+			}
+		})
+	}
+}
+
+func byClass(r *Result, c Class) *ClassStats {
+	for _, s := range r.Classes {
+		if s.Class == c.String() {
+			return s
+		}
+	}
+	return &ClassStats{}
+}

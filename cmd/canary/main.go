@@ -1,0 +1,220 @@
+// Command canary is the canary gate of intentd: it starts a 3-node ledger
+// cluster on loopback, runs fault-injected agent episodes against it for
+// each seed (twice, to check that replays are byte-identical) and exits 0
+// only when no at-most-once (I1), at-least-once (I2), orphan-intent (I4)
+// or divergent-retry violation occurred and every replay matched.
+//
+//	canary [--episodes 200] [--classes all] [--seeds 1,2,3] [--concurrency 32]
+//	       [--broken fresh-key|no-ledger] [--json FILE]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/intentledger/intentd/canary"
+)
+
+// report is the JSON written by --json.
+type report struct {
+	Passed      bool         `json:"passed"`
+	Broken      string       `json:"broken,omitempty"`
+	Episodes    int          `json:"episodes_per_class"`
+	Seeds       []seedReport `json:"seeds"`
+	DurationSec float64      `json:"duration_seconds"`
+}
+
+type seedReport struct {
+	Seed          uint64               `json:"seed"`
+	Digest        string               `json:"digest"`
+	ReplayDigest  string               `json:"replay_digest"`
+	ReplayMatches bool                 `json:"replay_matches"`
+	Classes       []*canary.ClassStats `json:"classes"`
+	Violations    []canary.Violation   `json:"violations,omitempty"`
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the command; it returns the exit code: 0 pass, 1 gate failed,
+// 2 bad usage or the run could not be carried out.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("canary", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	episodes := fs.Int("episodes", 200, "episodes per class and seed")
+	classes := fs.String("classes", "all", "comma-separated classes: lost-ack,duplicate,reorder,crash,divergent (or 1..5)")
+	seeds := fs.String("seeds", "1,2,3", "comma-separated seeds")
+	concurrency := fs.Int("concurrency", 32, "episodes run at once")
+	broken := fs.String("broken", "", "break the protocol on purpose: fresh-key or no-ledger")
+	jsonFile := fs.String("json", "", "write a JSON report to this file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg := canary.Config{Episodes: *episodes, Concurrency: *concurrency}
+	var err error
+	if cfg.Broken, err = canary.ParseBroken(*broken); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if *classes != "all" && *classes != "" {
+		for _, s := range strings.Split(*classes, ",") {
+			c, err := canary.ParseClass(s)
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return 2
+			}
+			cfg.Classes = append(cfg.Classes, c)
+		}
+	} else {
+		cfg.Classes = canary.AllClasses
+	}
+	var seedList []uint64
+	for _, s := range strings.Split(*seeds, ",") {
+		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			fmt.Fprintf(stderr, "canary: bad seed %q\n", s)
+			return 2
+		}
+		seedList = append(seedList, v)
+	}
+	if *episodes <= 0 {
+		fmt.Fprintln(stderr, "canary: --episodes must be positive")
+		return 2
+	}
+
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	cl, err := canary.StartCluster(sctx, 3)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	defer cl.Close()
+	cfg.Addrs = cl.URLs()
+	fmt.Fprintf(stdout, "canary: 3-node cluster up in %v; %d episodes x %d classes x %d seeds, each run twice, concurrency %d\n",
+		time.Since(start).Round(time.Millisecond), *episodes, len(cfg.Classes), len(seedList), *concurrency)
+
+	rep := report{Passed: true, Broken: string(cfg.Broken), Episodes: *episodes}
+	totalRuns := 2 * len(seedList)
+	runNo := 0
+	for _, seed := range seedList {
+		var results [2]*canary.Result
+		for i := range results {
+			runNo++
+			c := cfg
+			c.Seed, c.RunID = seed, fmt.Sprintf("%d-%d", seed, i)
+			tty := isTerminal(stderr)
+			c.Progress = progress(stderr, tty, runNo, totalRuns, seed, i)
+			res, err := canary.Run(ctx, c)
+			if tty {
+				fmt.Fprintln(stderr)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "canary: seed %d: %v\n", seed, err)
+				return 2
+			}
+			results[i] = res
+		}
+		a, b := results[0], results[1]
+		sr := seedReport{Seed: seed, Digest: a.Digest, ReplayDigest: b.Digest, ReplayMatches: a.Digest == b.Digest,
+			Classes: a.Classes, Violations: append(a.Violations, b.Violations...)}
+		rep.Seeds = append(rep.Seeds, sr)
+		if !sr.ReplayMatches || !a.Passed() || !b.Passed() {
+			rep.Passed = false
+		}
+		printSeed(stdout, a, b)
+	}
+	rep.DurationSec = time.Since(start).Seconds()
+	if *jsonFile != "" {
+		data, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(*jsonFile, append(data, '\n'), 0o644); err != nil {
+			fmt.Fprintf(stderr, "canary: %v\n", err)
+			return 2
+		}
+	}
+	verdict := "PASS"
+	if !rep.Passed {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(stdout, "canary: %s in %v\n", verdict, time.Since(start).Round(time.Millisecond))
+	if !rep.Passed {
+		return 1
+	}
+	return 0
+}
+
+// progress returns a Progress callback: a bar redrawn on one line on a
+// terminal, otherwise one line per quarter so logs stay short.
+func progress(w io.Writer, tty bool, runNo, runs int, seed uint64, replay int) func(done, total int) {
+	const width = 30
+	return func(done, total int) {
+		steps := 20
+		if !tty {
+			steps = 4
+		}
+		if step := max(total/steps, 1); done != total && done%step != 0 {
+			return
+		}
+		fill := done * width / max(total, 1)
+		format := "\r[%s%s] run %d/%d seed %d pass %d: %d/%d episodes"
+		if !tty {
+			format = "[%s%s] run %d/%d seed %d pass %d: %d/%d episodes\n"
+		}
+		fmt.Fprintf(w, format, strings.Repeat("#", fill), strings.Repeat(".", width-fill), runNo, runs, seed, replay+1, done, total)
+	}
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// printSeed prints the table of a seed's first run, the replay check and
+// the violations of both runs with their event order.
+func printSeed(w io.Writer, a, b *canary.Result) {
+	fmt.Fprintf(w, "seed %d  digest %s  replay %s", a.Seed, a.Digest[:16], b.Digest[:16])
+	if a.Digest == b.Digest {
+		fmt.Fprintln(w, "  (match)")
+	} else {
+		fmt.Fprintln(w, "  (REPLAY MISMATCH)")
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "class\tepisodes\tdeliveries\tacks lost\tduplicates\tcrashes\tdivergent refused\tin_doubt\tviolations\t")
+	for _, s := range a.Classes {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", s.Class, s.Episodes, s.Deliveries, s.AcksLost,
+			s.Duplicates, s.Crashes, s.DivergentRefused, s.InDoubt, s.Violations)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "violations: I1=%d I2=%d I4=%d divergent-executed=%d\n", a.I1, a.I2, a.I4, a.DivergentExecuted)
+	const show = 3
+	for i, v := range append(append([]canary.Violation(nil), a.Violations...), b.Violations...) {
+		if i == show {
+			fmt.Fprintf(w, "... and %d more violations\n", len(a.Violations)+len(b.Violations)-show)
+			break
+		}
+		fmt.Fprintf(w, "VIOLATION %s seed=%d class=%s episode=%d: %s\n", v.Property, v.Seed, v.Class, v.Episode, v.Detail)
+		for _, e := range v.Events {
+			fmt.Fprintf(w, "    %s\n", e)
+		}
+		fmt.Fprintf(w, "  reproduce: go run ./cmd/canary --seeds %d --classes %s --episodes %d\n", v.Seed, v.Class, v.Episode+1)
+	}
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hangGuard bounds a run: a guard against hangs, not a performance
+// threshold.
+const hangGuard = 5 * time.Minute
+
+func TestGatePasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real cluster")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "report.json")
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"--episodes", "5", "--seeds", "9", "--concurrency", "8", "--json", out}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"lost-ack", "divergent refused", "(match)", "canary: PASS"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Fatalf("output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Passed || len(rep.Seeds) != 1 || !rep.Seeds[0].ReplayMatches || len(rep.Seeds[0].Classes) != 5 {
+		t.Fatalf("report: %s", data)
+	}
+}
+
+func TestBrokenModesFail(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real cluster")
+	}
+	for _, mode := range []string{"fresh-key", "no-ledger"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+			defer cancel()
+			var stdout, stderr bytes.Buffer
+			code := run(ctx, []string{"--episodes", "3", "--seeds", "4", "--classes", "lost-ack", "--broken", mode}, &stdout, &stderr)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+			}
+			for _, want := range []string{"VIOLATION I1 seed=4", "a1: agent sends", "canary: FAIL"} {
+				if !strings.Contains(stdout.String(), want) {
+					t.Fatalf("output lacks %q:\n%s", want, stdout.String())
+				}
+			}
+		})
+	}
+}
+
+func TestBadUsage(t *testing.T) {
+	for _, args := range [][]string{{"--classes", "nope"}, {"--broken", "nope"}, {"--seeds", "x"}, {"--episodes", "0"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
+			t.Fatalf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
