@@ -60,6 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	concurrency := fs.Int("concurrency", 32, "episodes run at once")
 	broken := fs.String("broken", "", "break the protocol on purpose: fresh-key or no-ledger")
 	jsonFile := fs.String("json", "", "write a JSON report to this file")
+	addr := fs.String("addr", "", "comma-separated HTTP addresses of an existing cluster (default: start a 3-node cluster on loopback)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -96,17 +97,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	start := time.Now()
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	cl, err := canary.StartCluster(sctx, 3)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
+	where := "existing cluster " + *addr
+	if *addr != "" {
+		for _, a := range strings.Split(*addr, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				if !strings.Contains(a, "://") {
+					a = "http://" + a
+				}
+				cfg.Addrs = append(cfg.Addrs, a)
+			}
+		}
+	} else {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		cl, err := canary.StartCluster(sctx, 3)
+		cancel()
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		defer cl.Close()
+		cfg.Addrs = cl.URLs()
+		where = fmt.Sprintf("3-node cluster up in %v", time.Since(start).Round(time.Millisecond))
 	}
-	defer cl.Close()
-	cfg.Addrs = cl.URLs()
-	fmt.Fprintf(stdout, "canary: 3-node cluster up in %v; %d episodes x %d classes x %d seeds, each run twice, concurrency %d\n",
-		time.Since(start).Round(time.Millisecond), *episodes, len(cfg.Classes), len(seedList), *concurrency)
+	fmt.Fprintf(stdout, "canary: %s; %d episodes x %d classes x %d seeds, each run twice, concurrency %d\n",
+		where, *episodes, len(cfg.Classes), len(seedList), *concurrency)
 
 	rep := report{Passed: true, Broken: string(cfg.Broken), Episodes: *episodes}
 	totalRuns := 2 * len(seedList)

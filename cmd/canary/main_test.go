@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/intentledger/intentd/canary"
 )
 
 // hangGuard bounds a run: a guard against hangs, not a performance
@@ -73,5 +75,26 @@ func TestBadUsage(t *testing.T) {
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
 			t.Fatalf("%v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+func TestGateAgainstAnExistingClusterByAddr(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real cluster")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	cl, err := canary.StartCluster(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var stdout, stderr bytes.Buffer
+	args := []string{"--addr", strings.Join(cl.URLs(), ","), "--episodes", "3", "--seeds", "4", "--classes", "lost-ack,crash"}
+	if code := run(ctx, args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "existing cluster") || !strings.Contains(stdout.String(), "canary: PASS") {
+		t.Fatalf("output:\n%s", stdout.String())
 	}
 }
