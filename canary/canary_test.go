@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/intentledger/intentd/internal/localcluster"
 )
 
 // hangGuard bounds a test run: a guard against hangs, not a performance
@@ -48,7 +50,7 @@ func TestGate(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
-	cl, err := StartCluster(ctx, 3)
+	cl, err := localcluster.Start(ctx, 3, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/canary"
+	"github.com/intentledger/intentd/internal/localcluster"
 )
 
 // report is the JSON written by --json.
@@ -109,7 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		cl, err := canary.StartCluster(sctx, 3)
+		cl, err := localcluster.Start(sctx, 3, "")
 		cancel()
 		if err != nil {
 			fmt.Fprintln(stderr, err)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intentledger/intentd/canary"
+	"github.com/intentledger/intentd/internal/localcluster"
 )
 
 // hangGuard bounds a run: a guard against hangs, not a performance
@@ -84,7 +84,7 @@ func TestGateAgainstAnExistingClusterByAddr(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
-	cl, err := canary.StartCluster(ctx, 3)
+	cl, err := localcluster.Start(ctx, 3, "")
 	if err != nil {
 		t.Fatal(err)
 	}
