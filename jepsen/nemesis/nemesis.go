@@ -113,6 +113,26 @@ func (e *Env) nodes() (cluster, error) {
 	return e.Nodes, nil
 }
 
+// networkAndRand returns the network and the step's generator.
+func (e *Env) networkAndRand() (network, *rand.Rand, error) {
+	nw, err := e.network()
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := e.rng()
+	return nw, r, err
+}
+
+// nodesAndRand returns the cluster and the step's generator.
+func (e *Env) nodesAndRand() (cluster, *rand.Rand, error) {
+	c, err := e.nodes()
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := e.rng()
+	return c, r, err
+}
+
 func (e *Env) logf(format string, args ...any) {
 	if e.Log != nil {
 		e.Log(format, args...)
@@ -496,11 +516,7 @@ func healNet(nw network) func(context.Context) error {
 }
 
 func partitionHalves(_ context.Context, env *Env) (string, []string, func(context.Context) error, error) {
-	nw, err := env.network()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	r, err := env.rng()
+	nw, r, err := env.networkAndRand()
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -558,11 +574,7 @@ func deafenLeader(ctx context.Context, env *Env) (string, []string, func(context
 }
 
 func loss(_ context.Context, env *Env) (string, []string, func(context.Context) error, error) {
-	nw, err := env.network()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	r, err := env.rng()
+	nw, r, err := env.networkAndRand()
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -576,11 +588,7 @@ func loss(_ context.Context, env *Env) (string, []string, func(context.Context) 
 }
 
 func ring(_ context.Context, env *Env) (string, []string, func(context.Context) error, error) {
-	nw, err := env.network()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	r, err := env.rng()
+	nw, r, err := env.networkAndRand()
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -595,11 +603,7 @@ func ring(_ context.Context, env *Env) (string, []string, func(context.Context) 
 }
 
 func bridge(_ context.Context, env *Env) (string, []string, func(context.Context) error, error) {
-	nw, err := env.network()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	r, err := env.rng()
+	nw, r, err := env.networkAndRand()
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -635,11 +639,7 @@ func kill(c cluster, ids []int) (func(context.Context) error, error) {
 }
 
 func killRandom(_ context.Context, env *Env) (string, []string, func(context.Context) error, error) {
-	c, err := env.nodes()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	r, err := env.rng()
+	c, r, err := env.nodesAndRand()
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -658,11 +658,7 @@ func killLeader(ctx context.Context, env *Env) (string, []string, func(context.C
 }
 
 func killMinority(_ context.Context, env *Env) (string, []string, func(context.Context) error, error) {
-	c, err := env.nodes()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	r, err := env.rng()
+	c, r, err := env.nodesAndRand()
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -701,11 +697,7 @@ func pauseLeader(ctx context.Context, env *Env) (string, []string, func(context.
 }
 
 func pauseRandom(_ context.Context, env *Env) (string, []string, func(context.Context) error, error) {
-	c, err := env.nodes()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	r, err := env.rng()
+	c, r, err := env.nodesAndRand()
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -722,11 +714,7 @@ var skews = []time.Duration{-time.Minute, -10 * time.Second, 10 * time.Second, t
 // commands; the state machine never lets time run backwards, so a skew may
 // make leases pass early but can never grant a key twice.
 func clockSkew(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
-	c, err := env.nodes()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	r, err := env.rng()
+	c, r, err := env.nodesAndRand()
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -798,11 +786,7 @@ func membership(ctx context.Context, env *Env) (string, []string, func(context.C
 // not answer a linearizable read from a replica that is behind (workload
 // W3's restart loop). Healing is a no-op: the node is already back.
 func restartRead(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
-	c, err := env.nodes()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	r, err := env.rng()
+	c, r, err := env.nodesAndRand()
 	if err != nil {
 		return "", nil, nil, err
 	}
