@@ -2,11 +2,23 @@
 // loop and a tool service, injects faults deterministically from a seed and
 // checks the ledger's invariants on every episode.
 //
+// A run starts three HTTP services on loopback: a provider (the downstream
+// system whose effect log is the ground truth), a tool service that
+// guards each charge with the real ledger cluster through client.Do and
+// performs it at the provider, and a fault-injecting proxy between the
+// agent and the tool service. The tool service runs in-process or, with
+// Config.ToolCommand, as a separate process; then every crash delivery goes
+// to a fresh tool process that kills itself with SIGKILL at the crash
+// point.
+//
 // An episode is one logical effect (its key derived from the seed, the
-// failure class and the episode number) that a simulated agent delivers to
-// a tool service through a fault-injecting layer. The tool service guards
-// the effect with the real ledger cluster through client.Do and appends it
-// to a ground-truth effect log. After the episode the runner checks:
+// failure class and the episode number) that a simulated agent delivers
+// over HTTP through the proxy until it gets an answer. The proxy draws the
+// episode's fault schedule from (seed, class, episode) and applies it:
+// lost ACKs, duplicate deliveries, held deliveries that let a retry
+// overtake them, tool crashes before or after the effect. The agent itself
+// changes an argument on retry in the divergent class. After the episode
+// the runner checks:
 //
 //   - I1 at-most-once: at most one real effect per logical effect;
 //   - I2 at-least-once: the effect ran, or the agent surfaced it as
@@ -19,11 +31,12 @@
 // depends only on (seed, class, episode) through its own PCG generator, and
 // the canonical event log leaves out everything that depends on goroutine
 // scheduling (which of two racing deliveries won, timings, transaction
-// ids), so the same seed gives a byte-identical log and verdict, compared
-// by SHA-256 digest.
+// ids, process ids), so the same seed gives a byte-identical log and
+// verdict, compared by SHA-256 digest.
 package canary
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -31,7 +44,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -126,9 +142,18 @@ type Config struct {
 	Concurrency int
 	// Broken breaks the agent or the tool on purpose.
 	Broken Broken
-	// Lease is the grant's lease (default 300 ms): how soon a crashed
-	// tool's key turns in_doubt.
+	// Lease is the lease of a grant whose delivery the plan crashes
+	// (default 300 ms): how soon the dead tool's key turns in_doubt. Other
+	// grants get 10 s, so a slow machine never turns a live holder's key
+	// in_doubt (safe, but the replay would differ).
 	Lease time.Duration
+	// ToolCommand, if set, runs the tool service as a child process
+	// started with this argv (plus its own flags; the program must call
+	// ToolProcessMain when ToolProcessEnv is set in its environment), and
+	// each crash delivery in a fresh process of its own that kills itself
+	// with SIGKILL at the crash point. Unset, the tool service runs
+	// in-process and a crash drops the connection without reporting.
+	ToolCommand []string
 	// RunID keeps the keys of different runs against the same cluster
 	// apart; it is not part of the event log.
 	RunID string
@@ -234,24 +259,24 @@ func (r *Result) Passed() bool {
 	return r.I1 == 0 && r.I2 == 0 && r.I4 == 0 && r.DivergentExecuted == 0
 }
 
-// effect is one real side effect in the ground-truth log.
-type effect struct {
-	delivery string
-	amount   int
-}
-
 // runner holds what a run's episodes share.
 type runner struct {
 	cfg Config
-	cl  *client.Client
-	mu  sync.Mutex
-	// effects is the ground truth: every real effect, by logical effect.
-	effects map[string][]effect
+	// cl reads the ledger for the checks.
+	cl *client.Client
+	// book collects what the proxy, the provider and the agent see.
+	book *book
+	// agent is the agent's HTTP client; proxy the fault proxy's URL.
+	agent *http.Client
+	proxy string
 }
 
 // Run runs cfg.Episodes episodes of each class against the ledger at
-// cfg.Addrs and returns the counts, violations and digest. The error is
-// for a run that could not be carried out, not for a broken property.
+// cfg.Addrs and returns the counts, violations and digest. It starts the
+// provider, the tool service (in-process or as processes, see
+// Config.ToolCommand) and the fault proxy on loopback, and stops them
+// before it returns. The error is for a run that could not be carried out,
+// not for a broken property.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if len(cfg.Classes) == 0 {
 		cfg.Classes = AllClasses
@@ -262,13 +287,78 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Lease <= 0 {
 		cfg.Lease = 300 * time.Millisecond
 	}
-	cl, err := client.New(cfg.Addrs,
-		client.WithBackoff(5*time.Millisecond, 50*time.Millisecond),
-		client.WithMaxWait(30*time.Second), client.WithAutoCommit(false))
+	cl, err := newLedgerClient(cfg.Addrs)
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, cl: cl, effects: map[string][]effect{}}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var servers sync.WaitGroup
+	defer servers.Wait()
+	defer cancel() // runs before servers.Wait: the servers stop on it
+	serve := func(h http.Handler) (string, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("canary: listen: %w", err)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: quietLog()}
+		servers.Add(2)
+		go func() {
+			defer servers.Done()
+			_ = srv.Serve(ln)
+		}()
+		go func() {
+			defer servers.Done()
+			<-runCtx.Done()
+			_ = srv.Close()
+		}()
+		return "http://" + ln.Addr().String(), nil
+	}
+
+	b := newBook()
+	providerURL, err := serve(newProvider(b))
+	if err != nil {
+		return nil, err
+	}
+	px := &proxy{book: b, hc: newHTTPClient(cfg.Concurrency), ctx: runCtx}
+	defer px.wg.Wait() // after cancel: held deliveries end at once
+	if len(cfg.ToolCommand) > 0 {
+		start := func(ctx context.Context) (*toolProcess, error) {
+			return startToolProcess(ctx, cfg.ToolCommand, cfg.Addrs, providerURL, cfg.Lease, cfg.Broken == NoLedger)
+		}
+		tp, err := start(runCtx)
+		if err != nil {
+			return nil, err
+		}
+		defer tp.stop()
+		px.tool = tp.url
+		px.crashLane = func(ctx context.Context) (string, func() string, error) {
+			one, err := start(ctx)
+			if err != nil {
+				return "", nil, err
+			}
+			return one.url, func() string {
+				how := one.reap()
+				one.stop()
+				return how
+			}, nil
+		}
+	} else {
+		tcfg := ToolConfig{Provider: providerURL, CrashLease: cfg.Lease, HTTP: newHTTPClient(cfg.Concurrency)}
+		if cfg.Broken != NoLedger {
+			if tcfg.Ledger, err = newLedgerClient(cfg.Addrs); err != nil {
+				return nil, err
+			}
+		}
+		if px.tool, err = serve(NewToolService(tcfg)); err != nil {
+			return nil, err
+		}
+	}
+	proxyURL, err := serve(px)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, cl: cl, book: b, agent: newHTTPClient(cfg.Concurrency), proxy: proxyURL}
 
 	type job struct {
 		class   Class
@@ -286,7 +376,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			defer wg.Done()
 			for j := range jobs {
 				ci := slices.Index(cfg.Classes, j.class)
-				outs[ci*cfg.Episodes+j.episode] = r.episode(ctx, j.class, j.episode)
+				outs[ci*cfg.Episodes+j.episode] = r.episode(runCtx, j.class, j.episode)
 				if cfg.Progress != nil {
 					pmu.Lock()
 					done++
@@ -346,6 +436,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
+// newHTTPClient is a loopback HTTP client that keeps enough idle
+// connections for conns concurrent calls. Its timeout bounds a hung call;
+// the faults themselves never wait on it.
+func newHTTPClient(conns int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 4 * conns
+	tr.MaxIdleConnsPerHost = 4 * conns
+	return &http.Client{Transport: tr, Timeout: 2 * time.Minute}
+}
+
 // episode is what one episode did.
 type episode struct {
 	class            Class
@@ -361,152 +461,64 @@ type episode struct {
 	violations []Violation
 }
 
-// call is one delivery of the agent's tool call.
-type call struct {
-	label    string // the logical effect, for the ground truth only
-	delivery string // "a0", "a1", "a0.dup1" ...
-	key      string
-	amount   int
-	crash    bool // the tool crashes during this delivery
-	// crashAfter says the crash comes after the effect, not before.
-	crashAfter bool
-}
-
-// trace records the events of one episode in the order they happen.
-type trace struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (t *trace) add(format string, args ...any) {
-	t.mu.Lock()
-	t.events = append(t.events, fmt.Sprintf(format, args...))
-	t.mu.Unlock()
-}
-
-func (t *trace) list() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append([]string(nil), t.events...)
-}
-
-// episode runs one episode: the agent loop delivers the call through the
-// fault layer until it has an answer, then the properties are checked.
+// episode runs one episode: the agent delivers the call through the fault
+// proxy until it has an answer, then the properties are checked against
+// the provider's ground truth and the ledger.
 func (r *runner) episode(ctx context.Context, class Class, n int) *episode {
 	seed := r.cfg.Seed
 	plan := NewPlan(seed, class, n)
-	label := fmt.Sprintf("s%d/%s/e%04d", seed, class, n)
+	label := episodeLabel(seed, class, n)
+	rec := r.book.get(label)
 	key := client.KeyOf("canary", r.cfg.RunID, fmt.Sprint(seed), class.String(), fmt.Sprint(n))
 	ep := &episode{class: class, plan: plan, agent: "gave_up"}
-	tr := &trace{}
-	var outcomes []string
-	var omu sync.Mutex
-	outcome := func(o string) {
-		omu.Lock()
-		outcomes = append(outcomes, o)
-		omu.Unlock()
-	}
-	var bg sync.WaitGroup // deliveries the agent no longer waits for
 	successKey := ""
-	var planned []string // per-delivery planned faults, canonical
-	tr.add("seed=%d class=%s episode=%d plan: %s", seed, class, n, plan)
+	rec.add("seed=%d class=%s episode=%d plan: %s", seed, class, n, plan)
 
-	for a := 0; a < maxAttempts; a++ {
-		c := call{label: label, delivery: fmt.Sprintf("a%d", a), key: key, amount: plan.Amount}
+	for a := 0; a < maxAttempts && ep.agent == "gave_up"; a++ {
+		delivery := fmt.Sprintf("a%d", a)
+		k, amount := key, plan.Amount
 		if r.cfg.Broken == FreshKey && a > 0 {
-			c.key = client.KeyOf(key, "retry", fmt.Sprint(a))
+			k = client.KeyOf(key, "retry", fmt.Sprint(a))
 		}
 		if class == Divergent && a > 0 {
-			c.amount = plan.RetryAmount
+			amount = plan.RetryAmount
 		}
-		ep.deliveries++
-		tr.add("%s: agent sends amount=%d", c.delivery, c.amount)
-		var o string
-		switch {
-		case class == Duplicate && a == 0:
-			planned = append(planned, fmt.Sprintf("%s deliver +%d concurrent copies", c.delivery, plan.Dups))
-			for d := 1; d <= plan.Dups; d++ {
-				dup := c
-				dup.delivery = fmt.Sprintf("%s.dup%d", c.delivery, d)
-				ep.deliveries++
-				bg.Add(1)
-				go func() {
-					defer bg.Done()
-					outcome(r.serve(ctx, dup, tr))
-				}()
-			}
-			o = r.serve(ctx, c, tr)
-			outcome(o)
-		case class == Reorder && a == 0:
-			planned = append(planned, fmt.Sprintf("%s held %v, agent times out", c.delivery, plan.Delay))
-			tr.add("%s: held for %v; agent times out", c.delivery, plan.Delay)
-			bg.Add(1)
-			go func() {
-				defer bg.Done()
-				t := time.NewTimer(plan.Delay)
-				defer t.Stop()
-				select {
-				case <-t.C: // the seeded delay is the fault itself
-				case <-ctx.Done():
-				}
-				outcome(r.serve(ctx, c, tr))
-			}()
-			continue
-		case class == Crash && a == 0:
-			planned = append(planned, fmt.Sprintf("%s tool crashes after_effect=%t", c.delivery, plan.CrashAfterEffect))
-			c.crash, c.crashAfter = true, plan.CrashAfterEffect
-			ep.crashes++
-			o = r.serve(ctx, c, tr)
-			outcome(o)
-			tr.add("%s: connection reset; agent retries", c.delivery)
-			continue
-		default:
-			planned = append(planned, fmt.Sprintf("%s deliver", c.delivery))
-			o = r.serve(ctx, c, tr)
-			outcome(o)
-		}
-		if a < plan.LostAcks {
-			ep.acksLost++
-			planned[len(planned)-1] += ", ack lost"
-			tr.add("%s: ack lost (%s); agent retries", c.delivery, o)
+		rec.add("%s: agent sends key=%s amount=%d", delivery, k, amount)
+		o, detail := r.deliver(ctx, label, delivery, ChargeRequest{Key: k, Amount: amount})
+		if o == "" {
+			rec.add("%s: agent gets no answer (%s); it retries", delivery, detail)
 			continue
 		}
-		tr.add("%s: agent receives %s", c.delivery, o)
+		rec.add("%s: agent receives %s", delivery, o)
 		switch o {
 		case "executed", "duplicate":
-			ep.agent, successKey = "success", c.key
-		case "in_doubt":
-			ep.agent = "in_doubt"
-		case "divergent":
-			ep.agent = "divergent"
-		default:
-			continue // no definite answer: retry the same call
+			ep.agent, successKey = "success", k
+		case "in_doubt", "divergent":
+			ep.agent = o
 		}
-		break
+		// anything else (in_flight, error, failed): retry the same call
 	}
-	bg.Wait()
+	rec.bg.Wait()
+	planned, outcomes, effects := rec.snapshot()
+	rec.mu.Lock()
+	ep.deliveries, ep.acksLost, ep.crashes = rec.deliveries, rec.acksLost, rec.crashes
+	rec.mu.Unlock()
 	for _, o := range outcomes {
 		if o == "divergent" {
 			ep.divergentRefused++
 		}
 	}
-	tr.add("agent reports %s", ep.agent)
+	rec.add("agent reports %s", ep.agent)
 
-	// Ground truth and ledger.
-	r.mu.Lock()
-	effects := append([]effect(nil), r.effects[label]...)
-	r.mu.Unlock()
-	ledgerState := "-"
-	if successKey != "" {
-		ledgerState = r.ledgerState(ctx, successKey)
-	} else {
-		ledgerState = r.ledgerState(ctx, key)
+	if successKey == "" {
+		successKey = key
 	}
-	tr.add("ledger shows %s; effect log has %d effect(s)", ledgerState, len(effects))
+	ledgerState := r.ledgerState(ctx, successKey)
+	rec.add("ledger shows %s; the provider has %d effect(s)", ledgerState, len(effects))
 
 	violate := func(prop, detail string) {
 		ep.violations = append(ep.violations, Violation{Seed: seed, Class: class.String(), Episode: n,
-			Property: prop, Detail: detail, Events: tr.list()})
+			Property: prop, Detail: detail, Events: rec.eventList()})
 	}
 	if len(effects) > 1 {
 		var ds []string
@@ -531,7 +543,6 @@ func (r *runner) episode(ctx context.Context, class Class, n int) *episode {
 	}
 
 	// The canonical log: only facts that do not depend on scheduling.
-	sort.Strings(outcomes)
 	verdict := "ok"
 	if len(ep.violations) > 0 {
 		var ps []string
@@ -540,7 +551,7 @@ func (r *runner) episode(ctx context.Context, class Class, n int) *episode {
 		}
 		verdict = "VIOLATION " + strings.Join(ps, ",")
 	}
-	prefix := fmt.Sprintf("%s %s", class, fmt.Sprintf("e%04d", n))
+	prefix := fmt.Sprintf("%s e%04d", class, n)
 	ep.log = append(ep.log, fmt.Sprintf("%s 0 plan %s", prefix, plan))
 	for i, p := range planned {
 		ep.log = append(ep.log, fmt.Sprintf("%s 1.%d %s", prefix, i, p))
@@ -551,63 +562,32 @@ func (r *runner) episode(ctx context.Context, class Class, n int) *episode {
 	return ep
 }
 
-// serve is the tool service answering one delivery: it guards the effect
-// with the ledger (unless broken), performs it by appending it to the
-// effect log, and returns what it would answer: executed, duplicate,
-// divergent, in_doubt, crashed or an error code.
-func (r *runner) serve(ctx context.Context, c call, tr *trace) string {
-	perform := func() {
-		r.mu.Lock()
-		r.effects[c.label] = append(r.effects[c.label], effect{delivery: c.delivery, amount: c.amount})
-		r.mu.Unlock()
-		tr.add("%s: tool performs the effect (amount=%d)", c.delivery, c.amount)
+// deliver sends one delivery of the agent's call through the proxy and
+// returns the tool's outcome, or "" and why when the agent got no answer
+// (a dropped connection, a gateway error).
+func (r *runner) deliver(ctx context.Context, label, delivery string, call ChargeRequest) (outcome, detail string) {
+	body, _ := json.Marshal(call)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.proxy+"/charge", bytes.NewReader(body))
+	if err != nil {
+		return "", err.Error()
 	}
-	if r.cfg.Broken == NoLedger {
-		if c.crash && !c.crashAfter {
-			tr.add("%s: tool crashes before the effect", c.delivery)
-			return "crashed"
-		}
-		perform()
-		if c.crash {
-			tr.add("%s: tool crashes after the effect", c.delivery)
-			return "crashed"
-		}
-		return "executed"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderEpisode, label)
+	req.Header.Set(HeaderDelivery, delivery)
+	resp, err := r.agent.Do(req)
+	if err != nil {
+		return "", "connection closed"
 	}
-	payload, _ := json.Marshal(map[string]int{"amount": c.amount})
-	res, err := r.cl.Do(ctx, client.Effect{Key: c.key, Tool: toolName, Payload: json.RawMessage(payload), Lease: r.cfg.Lease},
-		func(context.Context, *client.Grant) (any, error) {
-			if c.crash && !c.crashAfter {
-				tr.add("%s: tool crashes before the effect", c.delivery)
-				return nil, fmt.Errorf("crashed: %w", client.ErrEffectUnknown)
-			}
-			perform()
-			if c.crash {
-				// The process dies here: nothing is reported, the lease
-				// runs out and the key turns in_doubt.
-				tr.add("%s: tool crashes after the effect", c.delivery)
-				return nil, fmt.Errorf("crashed: %w", client.ErrEffectUnknown)
-			}
-			return map[string]string{"txn": c.label + "/" + c.delivery}, nil
-		})
-	var o string
-	switch {
-	case c.crash && err != nil && errors.Is(err, client.ErrEffectUnknown):
-		o = "crashed"
-	case err == nil && res != nil:
-		o = string(res.Status)
-	case errors.Is(err, client.ErrDivergent):
-		o = "divergent"
-	case errors.Is(err, client.ErrInDoubt):
-		o = "in_doubt"
-	case errors.Is(err, client.ErrInFlight):
-		o = "in_flight"
-	default:
-		o = "error"
-		tr.add("%s: error %v", c.delivery, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxToolBody))
+	if resp.StatusCode == http.StatusGatewayTimeout || resp.StatusCode == http.StatusBadGateway && !json.Valid(raw) {
+		return "", resp.Status
 	}
-	tr.add("%s: tool answers %s", c.delivery, o)
-	return o
+	var cr ChargeResponse
+	if err != nil || json.Unmarshal(raw, &cr) != nil || cr.Outcome == "" {
+		return "", "unreadable answer " + resp.Status
+	}
+	return cr.Outcome, ""
 }
 
 // ledgerState reads the key linearizably and folds the state to what the

@@ -2,6 +2,7 @@ package canary
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,15 @@ import (
 // hangGuard bounds a test run: a guard against hangs, not a performance
 // threshold.
 const hangGuard = 5 * time.Minute
+
+// TestMain lets the test binary serve as a canary tool process, so the
+// process mode runs without a separate build.
+func TestMain(m *testing.M) {
+	if os.Getenv(ToolProcessEnv) == "1" {
+		os.Exit(ToolProcessMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
 
 func TestNewPlanDeterministic(t *testing.T) {
 	for _, c := range AllClasses {
@@ -43,8 +53,21 @@ func TestParse(t *testing.T) {
 
 // TestGate runs a short gate twice against one real 3-node cluster and
 // checks that it passes with identical digests, and that each broken mode
-// fails it with I1 violations.
+// fails it with I1 violations; once with the tool service in-process and
+// once as real processes killed at the crash point.
 func TestGate(t *testing.T) {
+	for _, mode := range []string{"in-process", "process"} {
+		t.Run(mode, func(t *testing.T) {
+			var tool []string
+			if mode == "process" {
+				tool = []string{os.Args[0]}
+			}
+			testGate(t, tool)
+		})
+	}
+}
+
+func testGate(t *testing.T, toolCommand []string) {
 	if testing.Short() {
 		t.Skip("starts a real cluster")
 	}
@@ -57,7 +80,7 @@ func TestGate(t *testing.T) {
 	defer cl.Close()
 	run := func(id string, broken Broken) *Result {
 		t.Helper()
-		res, err := Run(ctx, Config{Addrs: cl.URLs(), Seed: 1, Episodes: 10, Concurrency: 16, Broken: broken, RunID: id})
+		res, err := Run(ctx, Config{Addrs: cl.URLs(), Seed: 1, Episodes: 10, Concurrency: 16, Broken: broken, RunID: id, ToolCommand: toolCommand})
 		if err != nil {
 			t.Fatalf("run %s: %v", id, err)
 		}

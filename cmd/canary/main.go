@@ -5,7 +5,12 @@
 // or divergent-retry violation occurred and every replay matched.
 //
 //	canary [--episodes 200] [--classes all] [--seeds 1,2,3] [--concurrency 32]
-//	       [--broken fresh-key|no-ledger] [--json FILE]
+//	       [--broken fresh-key|no-ledger] [--tool process|in-process]
+//	       [--addr URL,...] [--json FILE]
+//
+// The agent reaches the tool service over HTTP through a fault-injecting
+// proxy; the tool service runs as a child process by default (a crash is a
+// real SIGKILL of a tool process) or in-process with --tool in-process.
 package main
 
 import (
@@ -44,6 +49,10 @@ type seedReport struct {
 }
 
 func main() {
+	if os.Getenv(canary.ToolProcessEnv) == "1" {
+		// Started by a run as its tool service process.
+		os.Exit(canary.ToolProcessMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -61,12 +70,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	concurrency := fs.Int("concurrency", 32, "episodes run at once")
 	broken := fs.String("broken", "", "break the protocol on purpose: fresh-key or no-ledger")
 	jsonFile := fs.String("json", "", "write a JSON report to this file")
+	tool := fs.String("tool", "process", "where the tool service runs: process (a child process; each crash kills a real process with SIGKILL) or in-process")
 	addr := fs.String("addr", "", "comma-separated HTTP addresses of an existing cluster (default: start a 3-node cluster on loopback)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	cfg := canary.Config{Episodes: *episodes, Concurrency: *concurrency}
 	var err error
+	switch *tool {
+	case "process":
+		self, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(stderr, "canary: cannot find its own executable for --tool process: %v\n", err)
+			return 2
+		}
+		cfg.ToolCommand = []string{self}
+	case "in-process":
+	default:
+		fmt.Fprintf(stderr, "canary: --tool %q: want process or in-process\n", *tool)
+		return 2
+	}
 	if cfg.Broken, err = canary.ParseBroken(*broken); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
@@ -120,8 +143,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.Addrs = cl.URLs()
 		where = fmt.Sprintf("3-node cluster up in %v", time.Since(start).Round(time.Millisecond))
 	}
-	fmt.Fprintf(stdout, "canary: %s; %d episodes x %d classes x %d seeds, each run twice, concurrency %d\n",
-		where, *episodes, len(cfg.Classes), len(seedList), *concurrency)
+	fmt.Fprintf(stdout, "canary: %s; tool service %s; %d episodes x %d classes x %d seeds, each run twice, concurrency %d\n",
+		where, *tool, *episodes, len(cfg.Classes), len(seedList), *concurrency)
 
 	rep := report{Passed: true, Broken: string(cfg.Broken), Episodes: *episodes}
 	totalRuns := 2 * len(seedList)
@@ -211,6 +234,20 @@ func printSeed(w io.Writer, a, b *canary.Result) {
 		fmt.Fprintln(w, "  (match)")
 	} else {
 		fmt.Fprintln(w, "  (REPLAY MISMATCH)")
+		shown := 0
+		for i := range max(len(a.Log), len(b.Log)) {
+			var la, lb string
+			if i < len(a.Log) {
+				la = a.Log[i]
+			}
+			if i < len(b.Log) {
+				lb = b.Log[i]
+			}
+			if la != lb && shown < 5 {
+				shown++
+				fmt.Fprintf(w, "  line %d differs:\n    run 1: %s\n    run 2: %s\n", i+1, la, lb)
+			}
+		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "class\tepisodes\tdeliveries\tacks lost\tduplicates\tcrashes\tdivergent refused\tin_doubt\tviolations\t")
@@ -230,6 +267,10 @@ func printSeed(w io.Writer, a, b *canary.Result) {
 		for _, e := range v.Events {
 			fmt.Fprintf(w, "    %s\n", e)
 		}
-		fmt.Fprintf(w, "  reproduce: go run ./cmd/canary --seeds %d --classes %s --episodes %d\n", v.Seed, v.Class, v.Episode+1)
+		extra := ""
+		if a.Broken != canary.NotBroken {
+			extra = " --broken " + string(a.Broken)
+		}
+		fmt.Fprintf(w, "  reproduce: go run ./cmd/canary --seeds %d --classes %s --episodes %d%s\n", v.Seed, v.Class, v.Episode+1, extra)
 	}
 }

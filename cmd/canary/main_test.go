@@ -10,8 +10,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intentledger/intentd/canary"
 	"github.com/intentledger/intentd/internal/localcluster"
 )
+
+// TestMain lets the test binary serve as the tool process that run starts
+// from its own executable (--tool process, the default).
+func TestMain(m *testing.M) {
+	if os.Getenv(canary.ToolProcessEnv) == "1" {
+		os.Exit(canary.ToolProcessMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
 
 // hangGuard bounds a run: a guard against hangs, not a performance
 // threshold.
@@ -70,7 +80,7 @@ func TestBrokenModesFail(t *testing.T) {
 }
 
 func TestBadUsage(t *testing.T) {
-	for _, args := range [][]string{{"--classes", "nope"}, {"--broken", "nope"}, {"--seeds", "x"}, {"--episodes", "0"}} {
+	for _, args := range [][]string{{"--classes", "nope"}, {"--broken", "nope"}, {"--seeds", "x"}, {"--episodes", "0"}, {"--tool", "nope"}} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
 			t.Fatalf("%v: exit %d, want 2", args, code)

@@ -1,0 +1,208 @@
+package canary
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// proxy is the fault-injecting proxy between the agent and the tool
+// service. It reads the episode and delivery from the request's headers,
+// draws the episode's Plan from (seed, class, episode) and applies it to
+// that delivery:
+//
+//   - lost ACK: forward, let the tool answer, then drop the agent's
+//     connection without a response;
+//   - duplicate: forward the first delivery 1 + Dups times concurrently
+//     and relay the original's answer;
+//   - reorder: answer the agent 504 at once (its timeout) and forward the
+//     held delivery after the seeded delay, so the retry arrives first;
+//   - crash: forward with HeaderCrash set so the tool dies before or after
+//     the effect, then drop the agent's connection (a reset).
+//
+// Everything it does and every answer the tool gives is written to the
+// episode's record in the book.
+type proxy struct {
+	book *book
+	// tool is the tool service's base URL.
+	tool string
+	// crashLane, if set, starts a fresh tool process for one crash
+	// delivery and returns its URL and a function that waits for the
+	// process to die and says how it died. Unset, crash deliveries go to
+	// tool (an in-process crash point).
+	crashLane func(ctx context.Context) (url string, reap func() string, err error)
+	hc        *http.Client
+	// ctx bounds the deliveries the proxy makes on its own (held and
+	// duplicated copies) after the agent's request has ended.
+	ctx context.Context
+	// wg counts those deliveries, so Close can wait for them.
+	wg sync.WaitGroup
+}
+
+func (p *proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxToolBody))
+	if err != nil {
+		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	label, delivery := req.Header.Get(HeaderEpisode), req.Header.Get(HeaderDelivery)
+	seed, class, n, err := parseLabel(label)
+	attempt, aerr := strconv.Atoi(strings.TrimPrefix(delivery, "a"))
+	if err != nil || aerr != nil || !strings.HasPrefix(delivery, "a") {
+		http.Error(w, fmt.Sprintf("canary proxy: bad %s %q or %s %q", HeaderEpisode, label, HeaderDelivery, delivery), http.StatusBadRequest)
+		return
+	}
+	plan := NewPlan(seed, class, n)
+	rec := p.book.get(label)
+	rec.mu.Lock()
+	rec.deliveries++
+	rec.mu.Unlock()
+	plannedLine := func(s string) {
+		rec.mu.Lock()
+		rec.planned = append(rec.planned, s)
+		rec.mu.Unlock()
+	}
+
+	switch {
+	case class == Duplicate && attempt == 0:
+		plannedLine(fmt.Sprintf("%s deliver +%d concurrent copies", delivery, plan.Dups))
+		for d := 1; d <= plan.Dups; d++ {
+			dup := fmt.Sprintf("%s.dup%d", delivery, d)
+			rec.mu.Lock()
+			rec.deliveries++
+			rec.mu.Unlock()
+			rec.add("%s: proxy delivers a copy", dup)
+			p.background(rec, func() { p.forward(p.ctx, rec, label, dup, "", body) })
+		}
+		status, answer := p.forward(req.Context(), rec, label, delivery, "", body)
+		p.relay(w, status, answer)
+	case class == Reorder && attempt == 0:
+		plannedLine(fmt.Sprintf("%s held %v, agent times out", delivery, plan.Delay))
+		rec.add("%s: proxy holds it for %v; the agent times out", delivery, plan.Delay)
+		p.background(rec, func() {
+			t := time.NewTimer(plan.Delay)
+			defer t.Stop()
+			select {
+			case <-t.C: // the seeded delay is the fault itself
+			case <-p.ctx.Done():
+				return
+			}
+			p.forward(p.ctx, rec, label, delivery, "", body)
+		})
+		http.Error(w, "canary proxy: upstream timed out", http.StatusGatewayTimeout)
+	case class == Crash && attempt == 0:
+		where := "before"
+		if plan.CrashAfterEffect {
+			where = "after"
+		}
+		plannedLine(fmt.Sprintf("%s tool crashes after_effect=%t", delivery, plan.CrashAfterEffect))
+		rec.mu.Lock()
+		rec.crashes++
+		rec.mu.Unlock()
+		p.forward(req.Context(), rec, label, delivery, where, body)
+		rec.add("%s: connection reset; the agent gets no answer", delivery)
+		panic(http.ErrAbortHandler)
+	default:
+		status, answer := p.forward(req.Context(), rec, label, delivery, "", body)
+		if attempt < plan.LostAcks {
+			plannedLine(fmt.Sprintf("%s deliver, ack lost", delivery))
+			rec.mu.Lock()
+			rec.acksLost++
+			rec.mu.Unlock()
+			rec.add("%s: proxy drops the answer", delivery)
+			panic(http.ErrAbortHandler)
+		}
+		plannedLine(fmt.Sprintf("%s deliver", delivery))
+		p.relay(w, status, answer)
+	}
+}
+
+// background runs a delivery the agent does not wait for.
+func (p *proxy) background(rec *episodeRecord, f func()) {
+	rec.bg.Add(1)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer rec.bg.Done()
+		f()
+	}()
+}
+
+// forward sends one delivery to the tool (or, for a crash with a crash
+// lane, to a fresh tool process), records the tool's outcome and returns
+// its status and body; status 0 means the tool gave no answer.
+func (p *proxy) forward(ctx context.Context, rec *episodeRecord, label, delivery, crash string, body []byte) (int, []byte) {
+	target, reap := p.tool, func() string { return "" }
+	if crash != "" && p.crashLane != nil {
+		url, r, err := p.crashLane(ctx)
+		if err != nil {
+			rec.add("%s: cannot start a tool process: %v", delivery, err)
+			p.outcome(rec, "error")
+			return 0, nil
+		}
+		target, reap = url, r
+		rec.add("%s: proxy sends it to a fresh tool process", delivery)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"/charge", bytes.NewReader(body))
+	if err != nil {
+		p.outcome(rec, "error")
+		return 0, nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderEpisode, label)
+	req.Header.Set(HeaderDelivery, delivery)
+	if crash != "" {
+		req.Header.Set(HeaderCrash, crash)
+	}
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		if crash != "" {
+			if how := reap(); how != "" {
+				rec.add("%s: %s", delivery, how)
+			}
+			rec.add("%s: the tool died %s the effect", delivery, crash)
+			p.outcome(rec, "crashed")
+		} else {
+			rec.add("%s: tool unreachable: %v", delivery, err)
+			p.outcome(rec, "error")
+		}
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxToolBody))
+	var cr ChargeResponse
+	if err != nil || json.Unmarshal(answer, &cr) != nil || cr.Outcome == "" {
+		cr.Outcome = "error"
+	}
+	if cr.Outcome == "error" {
+		rec.add("%s: tool answers error: %s", delivery, cr.Detail)
+	} else {
+		rec.add("%s: tool answers %s", delivery, cr.Outcome)
+	}
+	p.outcome(rec, cr.Outcome)
+	return resp.StatusCode, answer
+}
+
+func (p *proxy) outcome(rec *episodeRecord, o string) {
+	rec.mu.Lock()
+	rec.outcomes = append(rec.outcomes, o)
+	rec.mu.Unlock()
+}
+
+// relay passes the tool's answer to the agent; no answer becomes a 502.
+func (p *proxy) relay(w http.ResponseWriter, status int, answer []byte) {
+	if status == 0 {
+		http.Error(w, "canary proxy: the tool gave no answer", http.StatusBadGateway)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(answer)
+}
