@@ -99,6 +99,13 @@ func (n *Node) notLeader() error {
 // machine. A linearizable read (leader only) notes the commit index,
 // confirms leadership with a quorum (VerifyLeader), checks the term did not
 // change and waits until the state machine has applied the noted index; a
+// Changed implements ledger.ChangeNotifier: the channel closes when this
+// node's state machine next applies a batch.
+func (n *Node) Changed() <-chan struct{} {
+	_, ch := n.sm.appliedIndex()
+	return ch
+}
+
 // new leader serves none before its term's barrier has applied.
 func (n *Node) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
 	if c == ledger.Stale || n.cfg.Bugs.StaleReads {

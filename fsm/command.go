@@ -65,13 +65,20 @@ type Claim struct {
 	// Fingerprint its fingerprint; both are computed before proposal (see
 	// Fingerprint) so the log carries them and replicas need not agree on
 	// a canonicalizer.
-	Payload        json.RawMessage `json:"payload,omitempty"`
-	Fingerprint    string          `json:"fp"`
-	Policy         string          `json:"policy,omitempty"`
-	LeaseMS        int64           `json:"lease_ms"`
-	DedupeWindowMS int64           `json:"dedupe_ms"`
-	// RequireApproval is set by the policy layer: the first claim records
-	// pending_approval instead of granting.
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	Fingerprint string          `json:"fp"`
+	// Policy names the policy the caller asks for; empty selects one by
+	// the tool (see Ledger.policyFor).
+	Policy string `json:"policy,omitempty"`
+	// LeaseMS is the lease the caller asked for; 0 takes the policy's,
+	// else DefaultLeaseMS.
+	LeaseMS int64 `json:"lease_ms"`
+	// DefaultLeaseMS and DedupeWindowMS are the node's defaults, used
+	// where neither the policy nor the default policy sets a value.
+	DefaultLeaseMS int64 `json:"default_lease_ms,omitempty"`
+	DedupeWindowMS int64 `json:"dedupe_ms"`
+	// RequireApproval forces pending_approval whatever the policy says
+	// (tests and tools that gate by hand).
 	RequireApproval bool `json:"approval,omitempty"`
 }
 
@@ -115,22 +122,26 @@ type Resolve struct {
 	Reason    string          `json:"reason,omitempty"`
 }
 
-// Approve approves a pending intent.
+// Approve records one approval of a pending intent. Fingerprint, when
+// set, binds the approval to the payload the approver saw: it is refused
+// if the intent's fingerprint differs.
 type Approve struct {
 	Header
-	Namespace string `json:"ns"`
-	Key       string `json:"key"`
-	Actor     string `json:"actor"`
-	Reason    string `json:"reason,omitempty"`
+	Namespace   string `json:"ns"`
+	Key         string `json:"key"`
+	Actor       string `json:"actor"`
+	Reason      string `json:"reason,omitempty"`
+	Fingerprint string `json:"fp,omitempty"`
 }
 
-// Reject rejects a pending intent.
+// Reject rejects a pending intent; one rejection is enough.
 type Reject struct {
 	Header
-	Namespace string `json:"ns"`
-	Key       string `json:"key"`
-	Actor     string `json:"actor"`
-	Reason    string `json:"reason,omitempty"`
+	Namespace   string `json:"ns"`
+	Key         string `json:"key"`
+	Actor       string `json:"actor"`
+	Reason      string `json:"reason,omitempty"`
+	Fingerprint string `json:"fp,omitempty"`
 }
 
 // Expire moves declared intents whose lease has passed to in_doubt. The
@@ -179,6 +190,16 @@ func newCommand(t CommandType) Command {
 		return &Expire{}
 	case TypePurge:
 		return &Purge{}
+	case TypePutPolicy:
+		return &PutPolicy{}
+	case TypeDeletePolicy:
+		return &DeletePolicy{}
+	case TypeAddSigningKey:
+		return &AddSigningKey{}
+	case TypeUseToken:
+		return &UseToken{}
+	case TypeSetSettings:
+		return &SetSettings{}
 	}
 	return nil
 }

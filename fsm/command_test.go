@@ -165,7 +165,7 @@ func TestApplyUnknownTypePanics(t *testing.T) {
 	h := newHarness(t)
 	h.run(toState(fsm.StateDeclared))
 	before := h.l.Digest()
-	for _, typ := range []byte{0, 0x0a, 0x40, 0x7f} {
+	for _, typ := range []byte{0, 0x3a, 0x40, 0x7f} {
 		data := []byte{typ, fsm.EncodingVersion, '{', '}'}
 		v := mustPanic(t, func() { h.l.Apply(2, data) })
 		if msg := fmt.Sprint(v); !strings.Contains(msg, "cannot apply log entry 2") || !strings.Contains(msg, "unknown command type") {
@@ -452,8 +452,14 @@ func snapshotOf(t fataler, l *fsm.Ledger) []byte {
 func snapshotIntents(t fataler, snap []byte) []fsm.Intent {
 	t.Helper()
 	lines := bytes.Split(bytes.TrimSuffix(snap, []byte{'\n'}), []byte{'\n'})
-	out := make([]fsm.Intent, 0, len(lines))
-	for _, line := range lines[1 : len(lines)-1] {
+	var hdr struct {
+		Count int `json:"count"`
+	}
+	if err := json.Unmarshal(lines[0], &hdr); err != nil || hdr.Count > len(lines)-2 {
+		t.Fatalf("snapshot header %q: %v", lines[0], err)
+	}
+	out := make([]fsm.Intent, 0, hdr.Count)
+	for _, line := range lines[1 : 1+hdr.Count] {
 		var in fsm.Intent
 		if err := json.Unmarshal(line, &in); err != nil {
 			t.Fatalf("snapshot line %q: %v", line, err)

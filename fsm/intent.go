@@ -92,11 +92,25 @@ type Intent struct {
 	LeaseDeadline int64           `json:"lease_deadline,omitempty"`
 	Result        json.RawMessage `json:"result,omitempty"`
 	Policy        string          `json:"policy,omitempty"`
+	// PolicyVersion is the version of Policy the intent was decided under.
+	PolicyVersion uint64 `json:"policy_version,omitempty"`
 	// DedupeWindowMS is how long a finished record blocks reuse of its key.
 	DedupeWindowMS int64 `json:"dedupe_window_ms"`
-	// RequireApproval and Approvals carry the approval gate's decision.
-	RequireApproval bool  `json:"require_approval,omitempty"`
-	CreatedAt       int64 `json:"created_at"`
+	// RequireApproval, ApprovalsRequired and Approvals carry the approval
+	// gate: the intent waits in pending_approval until ApprovalsRequired
+	// distinct actors (from Approvers, when the policy names them) approve.
+	RequireApproval   bool       `json:"require_approval,omitempty"`
+	ApprovalsRequired int        `json:"approvals_required,omitempty"`
+	Approvers         []string   `json:"approvers,omitempty"`
+	Approvals         []Approval `json:"approvals,omitempty"`
+	// TokenTTLMS is the lifetime of the execution token of a grant, and
+	// TokenUsed the fencing token whose execution token was spent.
+	TokenTTLMS int64  `json:"token_ttl_ms,omitempty"`
+	TokenUsed  uint64 `json:"token_used,omitempty"`
+	// GrantedAt is when the current grant was made: its execution token
+	// is issued at this time.
+	GrantedAt int64 `json:"granted_at,omitempty"`
+	CreatedAt int64 `json:"created_at"`
 	// UpdatedAt is the time of the last state change; the dedupe window
 	// runs from here.
 	UpdatedAt  int64  `json:"updated_at"`
@@ -129,6 +143,13 @@ type AuditEvent struct {
 	FencingToken uint64  `json:"fencing_token,omitempty"`
 	Outcome      Outcome `json:"outcome,omitempty"`
 	Reason       string  `json:"reason,omitempty"`
+}
+
+// Approval is one approver's approval of a pending intent.
+type Approval struct {
+	Actor  string `json:"actor"`
+	At     int64  `json:"at"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Ref names an intent.

@@ -22,6 +22,14 @@ type Ledger struct {
 	counts  map[State]int
 	now     int64  // latest command time applied (never decreases)
 	index   uint64 // latest log index applied
+
+	// The gate's state. Maps and slices are replaced, never changed in
+	// place, so a Clone can share them.
+	policies map[string]*Policy // by name; the default only once set
+	ordered  []*Policy          // non-default policies in matching order
+	keys     []SigningKey       // oldest first
+	settings Settings
+	chains   map[string]*chain // audit logs by namespace
 }
 
 type deadline struct {
@@ -55,6 +63,7 @@ func New() *Ledger {
 		leases:  btree.NewG(btreeDegree, lessDeadline),
 		purges:  btree.NewG(btreeDegree, lessDeadline),
 		counts:  make(map[State]int),
+		chains:  map[string]*chain{},
 	}
 }
 
@@ -69,6 +78,15 @@ func (l *Ledger) Clone() *Ledger {
 		counts:  make(map[State]int, len(l.counts)),
 		now:     l.now,
 		index:   l.index,
+
+		policies: l.policies,
+		ordered:  l.ordered,
+		keys:     l.keys,
+		settings: l.settings,
+		chains:   make(map[string]*chain, len(l.chains)),
+	}
+	for ns, ch := range l.chains {
+		c.chains[ns] = ch.clone()
 	}
 	for k, v := range l.counts {
 		c.counts[k] = v
@@ -203,9 +221,19 @@ func (l *Ledger) ApplyCommand(index uint64, cmd Command) *Result {
 	case *Resolve:
 		r = a.resolve(c)
 	case *Approve:
-		r = a.decide(c.Namespace, c.Key, c.Actor, c.Reason, "approve", StateApproved)
+		r = a.approve(c)
 	case *Reject:
-		r = a.decide(c.Namespace, c.Key, c.Actor, c.Reason, "reject", StateRejected)
+		r = a.reject(c)
+	case *PutPolicy:
+		r = a.putPolicy(c)
+	case *DeletePolicy:
+		r = a.deletePolicy(c)
+	case *AddSigningKey:
+		r = a.addSigningKey(c)
+	case *UseToken:
+		r = a.useToken(c)
+	case *SetSettings:
+		r = a.setSettings(c)
 	case *Expire:
 		r = a.expire(c)
 	case *Purge:

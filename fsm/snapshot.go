@@ -10,13 +10,14 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"sort"
 )
 
 // SnapshotFormat names the snapshot encoding in its header line.
 const SnapshotFormat = "intentd-ledger"
 
 // SnapshotVersion is the version of the snapshot encoding.
-const SnapshotVersion = 1
+const SnapshotVersion = 2
 
 // ErrBadSnapshot is returned by Restore for a snapshot it cannot trust.
 var ErrBadSnapshot = errors.New("bad snapshot")
@@ -27,6 +28,29 @@ type snapshotHeader struct {
 	Index   uint64 `json:"index"`
 	Now     int64  `json:"now"`
 	Count   int    `json:"count"`
+	// The gate's state: policies by name, signing keys oldest first,
+	// settings, and the heads of the audit logs whose Events event lines
+	// follow the intents, namespace by namespace in order.
+	Policies []*Policy    `json:"policies,omitempty"`
+	Keys     []SigningKey `json:"keys,omitempty"`
+	Settings Settings     `json:"settings"`
+	Chains   []ChainHead  `json:"chains,omitempty"`
+	Events   int          `json:"events"`
+}
+
+// snapshotEvent is one audit log event line.
+type snapshotEvent struct {
+	Namespace string `json:"ns"`
+	*ChainEvent
+}
+
+func (l *Ledger) chainNames() []string {
+	names := make([]string, 0, len(l.chains))
+	for ns := range l.chains {
+		names = append(names, ns)
+	}
+	sort.Strings(names)
+	return names
 }
 
 type snapshotTrailer struct {
@@ -42,7 +66,22 @@ func (l *Ledger) WriteSnapshot(w io.Writer) error {
 	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(snapshotHeader{SnapshotFormat, SnapshotVersion, l.index, l.now, l.intents.Len()}); err != nil {
+	hdr := snapshotHeader{Format: SnapshotFormat, Version: SnapshotVersion, Index: l.index, Now: l.now,
+		Count: l.intents.Len(), Keys: l.keys, Settings: l.settings}
+	pnames := make([]string, 0, len(l.policies))
+	for name := range l.policies {
+		pnames = append(pnames, name)
+	}
+	sort.Strings(pnames)
+	for _, name := range pnames {
+		hdr.Policies = append(hdr.Policies, l.policies[name])
+	}
+	for _, ns := range l.chainNames() {
+		c := l.chains[ns]
+		hdr.Chains = append(hdr.Chains, c.head)
+		hdr.Events += c.events.Len()
+	}
+	if err := enc.Encode(hdr); err != nil {
 		return fmt.Errorf("snapshot header: %w", err)
 	}
 	var err error
@@ -52,6 +91,15 @@ func (l *Ledger) WriteSnapshot(w io.Writer) error {
 	})
 	if err != nil {
 		return fmt.Errorf("snapshot intent: %w", err)
+	}
+	for _, ns := range l.chainNames() {
+		l.chains[ns].events.Ascend(func(e *ChainEvent) bool {
+			err = enc.Encode(snapshotEvent{Namespace: ns, ChainEvent: e})
+			return err == nil
+		})
+		if err != nil {
+			return fmt.Errorf("snapshot audit event: %w", err)
+		}
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("snapshot flush: %w", err)
@@ -91,11 +139,37 @@ func Restore(r io.Reader) (*Ledger, error) {
 	if hdr.Format != SnapshotFormat || hdr.Version != SnapshotVersion {
 		return nil, fmt.Errorf("%w: format %q version %d", ErrBadSnapshot, hdr.Format, hdr.Version)
 	}
-	if hdr.Count < 0 {
-		return nil, fmt.Errorf("%w: count %d", ErrBadSnapshot, hdr.Count)
+	if hdr.Count < 0 || hdr.Events < 0 {
+		return nil, fmt.Errorf("%w: count %d, events %d", ErrBadSnapshot, hdr.Count, hdr.Events)
 	}
 	l := New()
 	l.index, l.now = hdr.Index, hdr.Now
+	if err := hdr.Settings.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: settings: %w", ErrBadSnapshot, err)
+	}
+	l.settings = hdr.Settings
+	l.keys = hdr.Keys
+	policies := map[string]*Policy{}
+	for _, p := range hdr.Policies {
+		if p == nil || p.Validate() != nil || policies[p.Name] != nil {
+			return nil, fmt.Errorf("%w: bad or repeated policy", ErrBadSnapshot)
+		}
+		policies[p.Name] = p
+	}
+	if len(policies) > 0 {
+		l.policies = policies
+		l.reorder()
+	}
+	heads := map[string]ChainHead{}
+	for _, h := range hdr.Chains {
+		if _, dup := heads[h.Namespace]; dup {
+			return nil, fmt.Errorf("%w: audit log %q twice", ErrBadSnapshot, h.Namespace)
+		}
+		heads[h.Namespace] = h
+		c := newChain(h.Namespace)
+		c.head = h
+		l.chains[h.Namespace] = c
+	}
 	var prev *Intent
 	for i := 0; i < hdr.Count; i++ {
 		line, err := readLine(br, h)
@@ -114,6 +188,26 @@ func Restore(r io.Reader) (*Ledger, error) {
 		}
 		l.put(nil, in)
 		prev = in
+	}
+	var prevEv *snapshotEvent
+	for i := 0; i < hdr.Events; i++ {
+		line, err := readLine(br, h)
+		if err != nil {
+			return nil, fmt.Errorf("%w: audit event %d: %w", ErrBadSnapshot, i, err)
+		}
+		ev := snapshotEvent{ChainEvent: new(ChainEvent)}
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return nil, fmt.Errorf("%w: audit event %d: %w", ErrBadSnapshot, i, err)
+		}
+		c, ok := l.chains[ev.Namespace]
+		if !ok || ChainEventHash(ev.Body) != ev.Hash {
+			return nil, fmt.Errorf("%w: audit event %d of %q does not belong or does not hash", ErrBadSnapshot, i, ev.Namespace)
+		}
+		if prevEv != nil && prevEv.Namespace == ev.Namespace && prevEv.Seq >= ev.Seq {
+			return nil, fmt.Errorf("%w: audit event %d out of order", ErrBadSnapshot, i)
+		}
+		c.events.ReplaceOrInsert(ev.ChainEvent)
+		prevEv = &ev
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	line, err = readLine(br, nil)

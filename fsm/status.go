@@ -27,6 +27,15 @@ const (
 	StatusExpired         Status = "lease_expired"
 	StatusPurged          Status = "purged"
 	StatusIgnored         Status = "ignored"
+	StatusBlocked         Status = "blocked"
+	StatusUnknownPolicy   Status = "unknown_policy"
+	StatusTooLarge        Status = "too_large"
+	StatusVersionMismatch Status = "version_mismatch"
+	StatusAlreadyApproved Status = "already_approved"
+	StatusNotAnApprover   Status = "not_an_approver"
+	StatusTokenUsed       Status = "token_used"
+	StatusTokenExpired    Status = "token_expired"
+	StatusTokenMismatch   Status = "token_mismatch"
 	StatusMalformed       Status = "malformed_command"
 )
 
@@ -41,6 +50,15 @@ var (
 	ErrInvalidState = errors.New("operation not allowed in the intent's state")
 	ErrNotPending   = errors.New("intent is not pending approval")
 	ErrMalformed    = errors.New("malformed command")
+
+	ErrBlocked         = errors.New("the policy blocks this tool")
+	ErrTooLarge        = errors.New("payload is over the policy's limit")
+	ErrVersionMismatch = errors.New("version does not match")
+	ErrAlreadyApproved = errors.New("this approver already approved")
+	ErrNotAnApprover   = errors.New("actor is not an approver of the policy")
+	ErrTokenUsed       = errors.New("execution token already used")
+	ErrTokenExpired    = errors.New("execution token expired")
+	ErrTokenMismatch   = errors.New("execution token does not match the payload or intent")
 )
 
 var statusErr = map[Status]error{
@@ -53,6 +71,16 @@ var statusErr = map[Status]error{
 	StatusInvalidState: ErrInvalidState,
 	StatusNotPending:   ErrNotPending,
 	StatusMalformed:    ErrMalformed,
+
+	StatusBlocked:         ErrBlocked,
+	StatusUnknownPolicy:   ErrUnknownPolicy,
+	StatusTooLarge:        ErrTooLarge,
+	StatusVersionMismatch: ErrVersionMismatch,
+	StatusAlreadyApproved: ErrAlreadyApproved,
+	StatusNotAnApprover:   ErrNotAnApprover,
+	StatusTokenUsed:       ErrTokenUsed,
+	StatusTokenExpired:    ErrTokenExpired,
+	StatusTokenMismatch:   ErrTokenMismatch,
 }
 
 // Result is what applying one command produced.
@@ -72,6 +100,8 @@ type Result struct {
 	Index uint64
 	// Count is the number of records a sweep command changed.
 	Count int
+	// Policy is the policy a policy command stored or removed.
+	Policy *Policy
 }
 
 // Err returns nil for a success status and a *RefusalError wrapping the

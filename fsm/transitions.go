@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // applier applies one command at one index and time.
@@ -55,6 +56,7 @@ func (a *applier) event(w *Intent, ev AuditEvent) {
 	audit := make([]AuditEvent, len(keep), len(keep)+1)
 	copy(audit, keep)
 	w.Audit = append(audit, ev)
+	a.l.appendChain(w.Namespace, w.Key, ev)
 }
 
 // refuse records a refused attempt on w and answers with status.
@@ -89,40 +91,87 @@ func notFound(ns, key string) *Result {
 	return &Result{Status: StatusNotFound, Detail: fmt.Sprintf("no intent %q in namespace %q", key, ns)}
 }
 
-func (a *applier) grant(w *Intent, c *Claim) {
+// grant makes w a declared grant of c under policy pol.
+func (a *applier) grant(w *Intent, c *Claim, pol *Policy, leaseMS int64) {
 	w.State = StateDeclared
 	w.Owner = c.Owner
 	w.FencingToken = a.index
 	w.Generation++
-	w.LeaseMS = c.LeaseMS
-	w.LeaseDeadline = a.now + c.LeaseMS*1e6
+	w.LeaseMS = leaseMS
+	w.LeaseDeadline = a.now + leaseMS*1e6
 	w.Result = nil
-	w.Policy = c.Policy
-	w.DedupeWindowMS = c.DedupeWindowMS
+	a.decideUnder(w, c, pol)
+	w.GrantedAt = a.now
 	w.UpdatedAt = a.now
 	a.event(w, AuditEvent{Op: "claim", Status: StatusGranted, Owner: c.Owner, Fingerprint: c.Fingerprint,
 		FencingToken: a.index})
 }
 
+// decideUnder records the policy a decision on w is made under.
+func (a *applier) decideUnder(w *Intent, c *Claim, pol *Policy) {
+	w.Policy, w.PolicyVersion = pol.Name, pol.Version
+	w.DedupeWindowMS = a.l.effective(pol, func(p *Policy) int64 { return p.DedupeWindowMS }, c.DedupeWindowMS)
+	w.TokenTTLMS = a.l.effective(pol, func(p *Policy) int64 { return p.TokenTTLMS }, DefaultTokenTTLMS)
+}
+
+// claimGate is what a claim that would start a new grant or approval
+// needs from its policy: the policy, and the lease a grant gets.
+type claimGate struct {
+	pol     *Policy
+	leaseMS int64
+}
+
 func (a *applier) claim(c *Claim) *Result {
 	payload, err := compactJSON(c.Payload)
-	if err != nil || c.LeaseMS <= 0 || c.Owner == "" {
-		return &Result{Status: StatusMalformed, Detail: "claim needs a JSON payload, an owner and a positive lease"}
+	if err != nil || c.LeaseMS < 0 || c.Owner == "" {
+		return &Result{Status: StatusMalformed, Detail: "claim needs a JSON payload, an owner and a lease that is not negative"}
+	}
+	pol, err := a.l.policyFor(c.Policy, c.Tool)
+	if err != nil {
+		return &Result{Status: StatusUnknownPolicy, Detail: err.Error()}
+	}
+	if limit := a.l.effective(pol, func(p *Policy) int64 { return int64(p.MaxPayloadBytes) }, 0); limit > 0 && int64(len(payload)) > limit {
+		return &Result{Status: StatusTooLarge, Detail: fmt.Sprintf("the payload's %d bytes are over policy %s's limit of %d", len(payload), pol.Name, limit)}
+	}
+	leaseMS := c.LeaseMS
+	if leaseMS == 0 {
+		leaseMS = a.l.effective(pol, func(p *Policy) int64 { return p.LeaseMS }, c.DefaultLeaseMS)
+	}
+	if leaseMS <= 0 {
+		return &Result{Status: StatusMalformed, Detail: "claim has no lease and no policy or default sets one"}
+	}
+	blocked := func(orig, w *Intent) *Result {
+		ev := AuditEvent{Op: "claim", Status: StatusBlocked, Owner: c.Owner, Fingerprint: c.Fingerprint,
+			Reason: fmt.Sprintf("policy %s version %d blocks tool %s", pol.Name, pol.Version, c.Tool)}
+		if w == nil {
+			// Nothing to record it on: the namespace's audit log has it.
+			ev.Index, ev.At = a.index, a.now
+			a.l.appendChain(c.Namespace, c.Key, ev)
+			return &Result{Status: StatusBlocked, Detail: ev.Reason}
+		}
+		return a.refuse(orig, w, StatusBlocked, ev, "%s", ev.Reason)
 	}
 	orig, w := a.begin(c.Namespace, c.Key)
 	if w == nil {
+		if pol.Blocked {
+			return blocked(nil, nil)
+		}
 		w = &Intent{
 			Namespace: c.Namespace, Key: c.Key, Tool: c.Tool, Fingerprint: c.Fingerprint, Payload: payload,
-			Policy: c.Policy, DedupeWindowMS: c.DedupeWindowMS, RequireApproval: c.RequireApproval,
 			CreatedAt: a.now, UpdatedAt: a.now,
 		}
-		if c.RequireApproval {
+		if c.RequireApproval || pol.RequireApproval {
 			w.State = StatePendingApproval
-			a.event(w, AuditEvent{Op: "claim", Status: StatusPendingApproval, Owner: c.Owner, Fingerprint: c.Fingerprint})
+			w.RequireApproval = true
+			w.ApprovalsRequired = max(pol.approvalsRequired(), 1)
+			w.Approvers = pol.Approvers
+			a.decideUnder(w, c, pol)
+			a.event(w, AuditEvent{Op: "claim", Status: StatusPendingApproval, Owner: c.Owner, Fingerprint: c.Fingerprint,
+				Reason: fmt.Sprintf("policy %s version %d requires %d approval(s)", pol.Name, pol.Version, w.ApprovalsRequired)})
 			a.save(nil, w)
 			return &Result{Status: StatusPendingApproval, Intent: w}
 		}
-		a.grant(w, c)
+		a.grant(w, c, pol, leaseMS)
 		a.save(nil, w)
 		return &Result{Status: StatusGranted, Intent: w, Created: true}
 	}
@@ -151,7 +200,10 @@ func (a *applier) claim(c *Claim) *Result {
 		a.save(orig, w)
 		return &Result{Status: StatusDuplicate, Intent: w}
 	case StateFailed, StateApproved:
-		a.grant(w, c)
+		if pol.Blocked {
+			return blocked(orig, w)
+		}
+		a.grant(w, c, pol, leaseMS)
 		a.save(orig, w)
 		return &Result{Status: StatusGranted, Intent: w, Created: true}
 	case StateInDoubt:
@@ -299,19 +351,69 @@ func (a *applier) resolve(c *Resolve) *Result {
 	return a.refuse(orig, w, StatusInvalidState, attempt, "only an in_doubt intent can be resolved; it is %s", w.State)
 }
 
-func (a *applier) decide(ns, key, actor, reason, op string, to State) *Result {
-	orig, w := a.begin(ns, key)
+// approve records one approval; the intent moves to approved with the
+// last one required.
+func (a *applier) approve(c *Approve) *Result {
+	orig, w := a.begin(c.Namespace, c.Key)
 	if w == nil {
-		return notFound(ns, key)
+		return notFound(c.Namespace, c.Key)
 	}
-	attempt := AuditEvent{Op: op, Actor: actor, Reason: reason}
-	switch w.State {
-	case StatePendingApproval:
-		return a.transition(orig, w, to, attempt)
-	case to:
-		return a.unchanged(orig, w, StatusOK)
+	attempt := AuditEvent{Op: "approve", Actor: c.Actor, Reason: c.Reason, Fingerprint: c.Fingerprint}
+	if c.Actor == "" {
+		return a.unchangedMalformed(orig, w, "an approval needs an actor")
 	}
-	return a.refuse(orig, w, StatusNotPending, attempt, "the intent is %s, not pending_approval", w.State)
+	approved := slices.ContainsFunc(w.Approvals, func(ap Approval) bool { return ap.Actor == c.Actor })
+	if r := a.checkDecider(orig, w, attempt, c.Fingerprint, approved); r != nil {
+		return r
+	}
+	w.Approvals = append(slices.Clone(w.Approvals), Approval{Actor: c.Actor, At: a.now, Reason: c.Reason})
+	if len(w.Approvals) >= max(w.ApprovalsRequired, 1) {
+		return a.transition(orig, w, StateApproved, attempt)
+	}
+	attempt.Status = StatusOK
+	attempt.Reason = fmt.Sprintf("%d of %d approvals", len(w.Approvals), max(w.ApprovalsRequired, 1))
+	a.event(w, attempt)
+	a.save(orig, w)
+	return &Result{Status: StatusOK, Intent: w}
+}
+
+// reject rejects a pending intent: one rejection is enough.
+func (a *applier) reject(c *Reject) *Result {
+	orig, w := a.begin(c.Namespace, c.Key)
+	if w == nil {
+		return notFound(c.Namespace, c.Key)
+	}
+	attempt := AuditEvent{Op: "reject", Actor: c.Actor, Reason: c.Reason, Fingerprint: c.Fingerprint}
+	if c.Actor == "" {
+		return a.unchangedMalformed(orig, w, "a rejection needs an actor")
+	}
+	if w.State == StateRejected && (c.Fingerprint == "" || c.Fingerprint == w.Fingerprint) {
+		return a.unchanged(orig, w, StatusOK) // a retried rejection
+	}
+	if r := a.checkDecider(orig, w, attempt, c.Fingerprint, false); r != nil {
+		return r
+	}
+	return a.transition(orig, w, StateRejected, attempt)
+}
+
+// checkDecider refuses an approval or rejection that may not be recorded:
+// the intent is not pending, the fingerprint the decider saw is not the
+// intent's, the actor is not one of the policy's approvers, or already
+// approved.
+func (a *applier) checkDecider(orig, w *Intent, attempt AuditEvent, fp string, already bool) *Result {
+	switch {
+	case already && (w.State == StatePendingApproval || w.State == StateApproved):
+		return a.refuse(orig, w, StatusAlreadyApproved, attempt, "%s already approved this intent", attempt.Actor)
+	case w.State != StatePendingApproval:
+		return a.refuse(orig, w, StatusNotPending, attempt, "the intent is %s, not pending_approval", w.State)
+	case fp != "" && fp != w.Fingerprint:
+		r := a.refuse(orig, w, StatusDivergent, attempt, "the decision is for fingerprint %s; the intent has %s", fp, w.Fingerprint)
+		r.Fingerprint = fp
+		return r
+	case len(w.Approvers) > 0 && !slices.Contains(w.Approvers, attempt.Actor):
+		return a.refuse(orig, w, StatusNotAnApprover, attempt, "%s is not one of the policy's approvers", attempt.Actor)
+	}
+	return nil
 }
 
 func (a *applier) expire(c *Expire) *Result {
@@ -338,6 +440,8 @@ func (a *applier) purge(c *Purge) *Result {
 			continue
 		}
 		a.l.put(orig, nil)
+		a.l.appendChain(ref.Namespace, ref.Key, AuditEvent{Index: a.index, At: a.now, Op: "purge", Status: StatusPurged,
+			State: orig.State, Reason: "dedupe window passed"})
 		n++
 	}
 	return &Result{Status: StatusOK, Count: n}

@@ -97,6 +97,15 @@ var sentinels = map[fsm.Status]error{
 	fsm.StatusInvalidState:    fsm.ErrInvalidState,
 	fsm.StatusNotPending:      fsm.ErrNotPending,
 	fsm.StatusMalformed:       fsm.ErrMalformed,
+	fsm.StatusBlocked:         fsm.ErrBlocked,
+	fsm.StatusUnknownPolicy:   fsm.ErrUnknownPolicy,
+	fsm.StatusTooLarge:        fsm.ErrTooLarge,
+	fsm.StatusVersionMismatch: fsm.ErrVersionMismatch,
+	fsm.StatusAlreadyApproved: fsm.ErrAlreadyApproved,
+	fsm.StatusNotAnApprover:   fsm.ErrNotAnApprover,
+	fsm.StatusTokenUsed:       fsm.ErrTokenUsed,
+	fsm.StatusTokenExpired:    fsm.ErrTokenExpired,
+	fsm.StatusTokenMismatch:   fsm.ErrTokenMismatch,
 }
 
 // fataler is what the check helpers need from a *testing.T, *testing.F or
@@ -464,7 +473,9 @@ func transitionCases() []transitionCase {
 				eq(t, "FencingToken", in.FencingToken, uint64(0))
 				eq(t, "Generation", in.Generation, uint64(0))
 				wantEvent(t, lastEvent(t, in), fsm.AuditEvent{Index: 1, At: t0, Op: "claim",
-					Status: fsm.StatusPendingApproval, State: fsm.StatePendingApproval, Owner: "A", Fingerprint: fpA})
+					Status: fsm.StatusPendingApproval, State: fsm.StatePendingApproval, Owner: "A", Fingerprint: fpA,
+					Reason: "policy default version 0 requires 1 approval(s)"})
+				eq(t, "ApprovalsRequired", in.ApprovalsRequired, 1)
 				if got := h.l.DueLeases(t0+10*lease, 10); len(got) != 0 {
 					t.Fatalf("pending intent in the lease index: %v", got)
 				}
@@ -875,11 +886,12 @@ func transitionCases() []transitionCase {
 			},
 		},
 		{
-			name:  "approve/again changes nothing",
-			steps: then(toState(fsm.StateApproved), step{cmd: approve("k"), want: fsm.StatusOK}),
+			name:  "approve/again by the same approver is refused and audited",
+			steps: then(toState(fsm.StateApproved), step{cmd: approve("k"), want: fsm.StatusAlreadyApproved}),
 			state: fsm.StateApproved,
 			check: func(t *testing.T, h *harness, r *fsm.Result) {
-				eq(t, "Version", r.Intent.Version, uint64(2))
+				eq(t, "approvals", len(r.Intent.Approvals), 1)
+				eq(t, "last audit status", lastEvent(t, r.Intent).Status, fsm.StatusAlreadyApproved)
 			},
 		},
 		{

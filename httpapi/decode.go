@@ -50,6 +50,8 @@ type resolveBody struct {
 type decisionBody struct {
 	Actor  string `json:"actor"`
 	Reason string `json:"reason"`
+	// Fingerprint binds the decision to the payload the decider saw.
+	Fingerprint string `json:"fingerprint"`
 }
 
 // decodeBody decodes exactly one JSON object from body into v, refusing

@@ -71,7 +71,15 @@ func (s *Server) forward(c echo.Context, leader string, body []byte, write bool)
 	}
 
 	s.metrics.forwarded.Inc()
-	resp, err := s.fwd.Do(out)
+	client := s.fwd
+	if wait, _, waiting, _ := waitParams(c); waiting && client.Timeout > 0 {
+		// A long-poll is answered after up to wait: give the leader that
+		// long on top of the usual bound.
+		cp := *client
+		cp.Timeout += wait
+		client = &cp
+	}
+	resp, err := client.Do(out)
 	if err != nil {
 		s.log.Warn("httpapi: forwarding to the leader failed", "leader", leader, "method", in.Method,
 			"path", in.URL.Path, "err", err)

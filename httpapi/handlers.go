@@ -58,7 +58,7 @@ func (s *Server) claim(c echo.Context) error {
 		}
 	}
 	r, err := s.svc.Claim(c.Request().Context(), ledger.ClaimRequest{
-		Namespace: namespaceOf(c), Key: req.Key, Tool: req.Tool, Owner: req.Owner, Policy: req.Policy,
+		Namespace: s.namespaceOf(c), Key: req.Key, Tool: req.Tool, Owner: req.Owner, Policy: req.Policy,
 		Payload: req.Payload, Lease: leaseOf(req.LeaseMS),
 	})
 	if err != nil {
@@ -98,7 +98,7 @@ func (s *Server) complete(c echo.Context) error {
 		return s.writeProblem(c, p)
 	}
 	r, err := s.svc.Complete(c.Request().Context(), ledger.CompleteRequest{
-		Namespace: namespaceOf(c), Key: key, Owner: req.Owner, FencingToken: req.FencingToken,
+		Namespace: s.namespaceOf(c), Key: key, Owner: req.Owner, FencingToken: req.FencingToken,
 		Outcome: fsm.Outcome(req.Outcome), Result: req.Result,
 	})
 	if err != nil {
@@ -119,7 +119,7 @@ func (s *Server) renew(c echo.Context) error {
 		return s.writeProblem(c, p)
 	}
 	r, err := s.svc.Renew(c.Request().Context(), ledger.RenewRequest{
-		Namespace: namespaceOf(c), Key: key, Owner: req.Owner, FencingToken: req.FencingToken,
+		Namespace: s.namespaceOf(c), Key: key, Owner: req.Owner, FencingToken: req.FencingToken,
 		Lease: leaseOf(req.LeaseMS),
 	})
 	if err != nil {
@@ -139,7 +139,7 @@ func (s *Server) commit(c echo.Context) error {
 	if p != nil {
 		return s.writeProblem(c, p)
 	}
-	r, err := s.svc.Commit(c.Request().Context(), namespaceOf(c), key, req.Owner)
+	r, err := s.svc.Commit(c.Request().Context(), s.namespaceOf(c), key, req.Owner)
 	if err != nil {
 		return s.fail(c, err, body)
 	}
@@ -158,8 +158,8 @@ func (s *Server) resolve(c echo.Context) error {
 		return s.writeProblem(c, p)
 	}
 	r, err := s.svc.Resolve(c.Request().Context(), ledger.ResolveRequest{
-		Namespace: namespaceOf(c), Key: key, Outcome: fsm.Outcome(req.Outcome), Result: req.Result,
-		Actor: req.Actor, Reason: req.Reason,
+		Namespace: s.namespaceOf(c), Key: key, Outcome: fsm.Outcome(req.Outcome), Result: req.Result,
+		Actor: s.actorOf(c, req.Actor), Reason: req.Reason,
 	})
 	if err != nil {
 		return s.fail(c, err, body)
@@ -180,7 +180,8 @@ func (s *Server) decide(approve bool) echo.HandlerFunc {
 			return s.writeProblem(c, p)
 		}
 		r, err := s.svc.Decide(c.Request().Context(), ledger.Decision{
-			Namespace: namespaceOf(c), Key: key, Actor: req.Actor, Reason: req.Reason, Approve: approve,
+			Namespace: s.namespaceOf(c), Key: key, Actor: s.actorOf(c, req.Actor), Reason: req.Reason, Approve: approve,
+			Fingerprint: req.Fingerprint,
 		})
 		if err != nil {
 			return s.fail(c, err, body)
@@ -218,7 +219,15 @@ func (s *Server) readIntent(c echo.Context) (in *fsm.Intent, answered bool, err 
 	if p != nil {
 		return nil, true, s.writeProblem(c, p)
 	}
-	in, err = s.svc.Get(c.Request().Context(), namespaceOf(c), key, cons)
+	wait, after, waiting, p := waitParams(c)
+	if p != nil {
+		return nil, true, s.writeProblem(c, p)
+	}
+	if waiting {
+		in, err = s.svc.Wait(c.Request().Context(), s.namespaceOf(c), key, after, wait, cons)
+	} else {
+		in, err = s.svc.Get(c.Request().Context(), s.namespaceOf(c), key, cons)
+	}
 	if err != nil {
 		return nil, true, s.fail(c, err, nil)
 	}
@@ -232,7 +241,7 @@ func (s *Server) list(c echo.Context) error {
 		return s.writeProblem(c, p)
 	}
 	req := ledger.ListRequest{
-		Namespace: namespaceOf(c), Prefix: c.QueryParam("prefix"), State: fsm.State(c.QueryParam("state")),
+		Namespace: s.namespaceOf(c), Prefix: c.QueryParam("prefix"), State: fsm.State(c.QueryParam("state")),
 		Cursor: c.QueryParam("cursor"),
 	}
 	if v := c.QueryParam("limit"); v != "" {

@@ -210,6 +210,16 @@ type wireIntent struct {
 	Duplicates    uint64          `json:"duplicates"`
 	Divergent     uint64          `json:"divergent"`
 	Version       uint64          `json:"version"`
+
+	Policy            string `json:"policy"`
+	PolicyVersion     uint64 `json:"policy_version"`
+	ApprovalsRequired int    `json:"approvals_required"`
+	Approvals         []struct {
+		Actor  string `json:"actor"`
+		At     string `json:"at"`
+		Reason string `json:"reason"`
+	} `json:"approvals"`
+	TokenUsed bool `json:"token_used"`
 }
 
 type wireAnswer struct {

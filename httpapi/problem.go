@@ -33,6 +33,9 @@ const (
 	CodeInternal         = "internal"
 	CodeNoRoute          = "no_route"
 	CodeMethodNotAllowed = "method_not_allowed"
+	CodeForbidden        = "forbidden"
+	CodeTokenInvalid     = "token_invalid"
+	CodePolicyNotFound   = "policy_not_found"
 )
 
 // codeGrantedNew is the table entry for a grant that created a new
@@ -69,6 +72,19 @@ var codes = map[string]codeSpec{
 	string(fsm.StatusNotFound):     {status: http.StatusNotFound, title: "No such intent"},
 	string(fsm.StatusInvalidState): {status: http.StatusConflict, title: "The operation is not allowed in the intent's state", intent: true},
 	string(fsm.StatusNotPending):   {status: http.StatusConflict, title: "The intent is not pending approval", intent: true},
+
+	// Refusals by the gate.
+	string(fsm.StatusBlocked):         {status: http.StatusForbidden, title: "The policy blocks this tool"},
+	string(fsm.StatusUnknownPolicy):   {status: http.StatusUnprocessableEntity, title: "The claim names a policy that does not exist"},
+	string(fsm.StatusVersionMismatch): {status: http.StatusConflict, title: "The policy is not at the expected version"},
+	string(fsm.StatusAlreadyApproved): {status: http.StatusConflict, title: "This approver already approved the intent", intent: true},
+	string(fsm.StatusNotAnApprover):   {status: http.StatusForbidden, title: "The actor is not one of the policy's approvers", intent: true},
+	string(fsm.StatusTokenUsed):       {status: http.StatusConflict, title: "The execution token was already used", intent: true},
+	string(fsm.StatusTokenExpired):    {status: http.StatusGone, title: "The execution token expired"},
+	string(fsm.StatusTokenMismatch):   {status: http.StatusUnprocessableEntity, title: "The execution token does not bind this payload or intent", intent: true},
+	CodeTokenInvalid:                  {status: http.StatusUnprocessableEntity, title: "The execution token is forged, malformed or signed by an unknown key"},
+	CodePolicyNotFound:                {status: http.StatusNotFound, title: "No such policy"},
+	CodeForbidden:                     {status: http.StatusForbidden, title: "Forbidden"},
 
 	// Bad input: nothing was written.
 	CodeBadRequest:       {status: http.StatusBadRequest, title: "Bad request"},
@@ -206,6 +222,8 @@ func errorProblem(err error, write bool, now time.Time) (p *problem, internal bo
 		return refusalProblem(&fsm.Result{Status: refusal.Status, Detail: refusal.Detail, Intent: refusal.Intent}, now), false
 	case errors.Is(err, fsm.ErrNotFound):
 		return newProblem(string(fsm.StatusNotFound), err.Error()), false
+	case errors.Is(err, fsm.ErrUnknownPolicy):
+		return newProblem(CodePolicyNotFound, err.Error()), false
 	case errors.As(err, &notLeader) && notLeader.LeaderHTTP != "":
 		return newProblem(CodeNotLeader, err.Error()), false
 	case errors.Is(err, ledger.ErrNotLeader), errors.Is(err, ledger.ErrNoLeader):

@@ -77,21 +77,26 @@ type Config struct {
 	MaxBodyBytes int64
 	// Now is the clock for Retry-After computations; nil means time.Now.
 	Now func() time.Time
+	// Identify says who a request acts as (from its credentials); nil
+	// means auth is off: every request acts in the default namespace, as
+	// the actor its body names, and may read every audit log.
+	Identify func(c echo.Context) (Identity, bool)
 }
 
 // Server is the HTTP API of one node.
 type Server struct {
-	svc     *ledger.Service
-	cluster ClusterInfo
-	tokens  TokenIssuer
-	reg     *prometheus.Registry
-	log     *slog.Logger
-	fwd     *http.Client
-	nodeID  string
-	maxBody int64
-	now     func() time.Time
-	metrics *metrics
-	echo    *echo.Echo
+	svc      *ledger.Service
+	cluster  ClusterInfo
+	tokens   TokenIssuer
+	reg      *prometheus.Registry
+	log      *slog.Logger
+	fwd      *http.Client
+	nodeID   string
+	maxBody  int64
+	now      func() time.Time
+	identify func(c echo.Context) (Identity, bool)
+	metrics  *metrics
+	echo     *echo.Echo
 }
 
 // New returns a Server for cfg. It panics if cfg.Service is nil or the
@@ -102,7 +107,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{
 		svc: cfg.Service, cluster: cfg.Cluster, tokens: cfg.Tokens, reg: cfg.Registry, log: cfg.Logger,
-		fwd: cfg.ForwardClient, nodeID: cfg.NodeID, maxBody: cfg.MaxBodyBytes, now: cfg.Now,
+		fwd: cfg.ForwardClient, nodeID: cfg.NodeID, maxBody: cfg.MaxBodyBytes, now: cfg.Now, identify: cfg.Identify,
 	}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
@@ -151,6 +156,13 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/intents/:key/resolve", s.resolve)
 	e.POST("/v1/intents/:key/approve", s.decide(true))
 	e.POST("/v1/intents/:key/reject", s.decide(false))
+	e.GET("/v1/policies", s.listPolicies)
+	e.GET("/v1/policies/:name", s.getPolicy)
+	e.PUT("/v1/policies/:name", s.putPolicy)
+	e.DELETE("/v1/policies/:name", s.deletePolicy)
+	e.GET("/v1/settings", s.getSettings)
+	e.PUT("/v1/settings", s.putSettings)
+	e.GET("/v1/audit", s.auditLog)
 	e.GET("/v1/cluster", s.clusterStatus)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -318,8 +330,44 @@ func (s *Server) answer(c echo.Context, r *fsm.Result) error {
 	return writeJSON(c, codes[code].status, intentResponse{Status: r.Status, Intent: newIntentView(r.Intent)})
 }
 
-// namespaceOf is the namespace a request acts in. Credentials will name it;
-// until then every request uses the default namespace.
-func namespaceOf(echo.Context) string {
+// Identity is who a request acts as, from its credentials.
+type Identity struct {
+	// Name identifies the caller; it is the actor of approvals,
+	// rejections, resolves and policy changes. Empty when the request is
+	// unauthenticated (auth off): the body's actor is used.
+	Name string
+	// Namespace is the namespace the caller acts in.
+	Namespace string
+	// Admin may read other namespaces' audit logs.
+	Admin bool
+}
+
+// namespaceOf is the namespace a request acts in.
+func (s *Server) namespaceOf(c echo.Context) string {
+	if s.identify != nil {
+		if id, ok := s.identify(c); ok && id.Namespace != "" {
+			return id.Namespace
+		}
+	}
 	return ledger.DefaultNamespace
+}
+
+// actorOf is the actor a request acts as: the authenticated caller, else
+// the actor the body names.
+func (s *Server) actorOf(c echo.Context, bodyActor string) string {
+	if s.identify != nil {
+		if id, ok := s.identify(c); ok && id.Name != "" {
+			return id.Name
+		}
+	}
+	return bodyActor
+}
+
+// isAdmin reports whether the request may act across namespaces.
+func (s *Server) isAdmin(c echo.Context) bool {
+	if s.identify == nil {
+		return true
+	}
+	id, ok := s.identify(c)
+	return !ok || id.Admin
 }

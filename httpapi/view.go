@@ -29,6 +29,20 @@ type intentView struct {
 	Duplicates    uint64          `json:"duplicates"`
 	Divergent     uint64          `json:"divergent"`
 	Version       uint64          `json:"version"`
+	// PolicyVersion is the version of Policy the intent was decided under.
+	PolicyVersion uint64 `json:"policy_version,omitempty"`
+	// ApprovalsRequired and Approvals show the approval gate.
+	ApprovalsRequired int            `json:"approvals_required,omitempty"`
+	Approvals         []approvalView `json:"approvals,omitempty"`
+	// TokenUsed says the current grant's execution token was spent.
+	TokenUsed bool `json:"token_used,omitempty"`
+}
+
+// approvalView is one approval.
+type approvalView struct {
+	Actor  string `json:"actor"`
+	At     string `json:"at"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // formatTime renders Unix nanoseconds as RFC 3339 with nanoseconds, UTC;
@@ -63,7 +77,23 @@ func newIntentView(in *fsm.Intent) *intentView {
 		Duplicates:    in.Duplicates,
 		Divergent:     in.Divergent,
 		Version:       in.Version,
+
+		PolicyVersion:     in.PolicyVersion,
+		ApprovalsRequired: in.ApprovalsRequired,
+		Approvals:         approvals(in.Approvals),
+		TokenUsed:         in.TokenUsed != 0 && in.TokenUsed == in.FencingToken,
 	}
+}
+
+func approvals(as []fsm.Approval) []approvalView {
+	if len(as) == 0 {
+		return nil
+	}
+	out := make([]approvalView, len(as))
+	for i, a := range as {
+		out[i] = approvalView{Actor: a.Actor, At: formatTime(a.At), Reason: a.Reason}
+	}
+	return out
 }
 
 // auditEventView is an fsm.AuditEvent with its time as RFC 3339.

@@ -95,9 +95,11 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 	if len(req.Payload) > s.limits.MaxPayloadBytes {
 		return nil, badField(ErrTooLarge, "payload", "%d bytes is over the limit of %d", len(req.Payload), s.limits.MaxPayloadBytes)
 	}
-	lease, err := s.limits.lease(req.Lease)
-	if err != nil {
-		return nil, err
+	var lease time.Duration
+	if req.Lease != 0 {
+		if lease, err = s.limits.lease(req.Lease); err != nil {
+			return nil, err
+		}
 	}
 	canonical, fp, err := fsm.Fingerprint(req.Tool, req.Payload)
 	if err != nil {
@@ -106,13 +108,22 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 	if len(canonical) > s.limits.MaxPayloadBytes {
 		return nil, badField(ErrTooLarge, "payload", "canonical form of %d bytes is over the limit of %d", len(canonical), s.limits.MaxPayloadBytes)
 	}
+	if req.Policy != "" {
+		// A claim naming a policy that does not exist is bad input: refuse
+		// it without writing to the log. The state machine checks again.
+		var known bool
+		if err := s.r.Read(ctx, Stale, func(l *fsm.Ledger) { known = l.Policy(req.Policy) != nil }); err == nil && !known {
+			return nil, badField(ErrUnprocessable, "policy", "no policy %q", req.Policy)
+		}
+	}
 	var sawAbsent bool
 	if s.checkThenClaim {
 		_ = s.r.Read(ctx, Stale, func(l *fsm.Ledger) { sawAbsent = l.Get(ns, req.Key) == nil })
 	}
 	r, err := s.propose(ctx, &fsm.Claim{
 		Namespace: ns, Key: req.Key, Tool: req.Tool, Owner: req.Owner, Payload: canonical, Fingerprint: fp,
-		Policy: req.Policy, LeaseMS: lease.Milliseconds(), DedupeWindowMS: s.limits.DedupeWindow.Milliseconds(),
+		Policy: req.Policy, LeaseMS: lease.Milliseconds(), DefaultLeaseMS: s.limits.DefaultLease.Milliseconds(),
+		DedupeWindowMS: s.limits.DedupeWindow.Milliseconds(),
 	})
 	if err == nil && sawAbsent && r.Status == fsm.StatusInFlight {
 		// Seeded bug: trust the earlier check over the state machine.
@@ -214,6 +225,9 @@ type Decision struct {
 	Actor     string
 	Reason    string
 	Approve   bool
+	// Fingerprint, when set, binds the decision to the payload the
+	// decider saw: it is refused if the intent's fingerprint differs.
+	Fingerprint string
 }
 
 // Decide proposes an approval or a rejection.
@@ -225,10 +239,13 @@ func (s *Service) Decide(ctx context.Context, d Decision) (*fsm.Result, error) {
 	if err := s.actor(d.Actor, d.Reason); err != nil {
 		return nil, err
 	}
-	if d.Approve {
-		return s.propose(ctx, &fsm.Approve{Namespace: ns, Key: d.Key, Actor: d.Actor, Reason: d.Reason})
+	if d.Fingerprint != "" && !isFingerprint(d.Fingerprint) {
+		return nil, badField(ErrBadRequest, "fingerprint", "must be 64 lowercase hex digits")
 	}
-	return s.propose(ctx, &fsm.Reject{Namespace: ns, Key: d.Key, Actor: d.Actor, Reason: d.Reason})
+	if d.Approve {
+		return s.propose(ctx, &fsm.Approve{Namespace: ns, Key: d.Key, Actor: d.Actor, Reason: d.Reason, Fingerprint: d.Fingerprint})
+	}
+	return s.propose(ctx, &fsm.Reject{Namespace: ns, Key: d.Key, Actor: d.Actor, Reason: d.Reason, Fingerprint: d.Fingerprint})
 }
 
 // Get reads one intent; fsm.ErrNotFound when there is none.
@@ -336,4 +353,18 @@ func (s *Service) actor(actor, reason string) error {
 		return badField(ErrTooLarge, "reason", "%d bytes is over the limit of %d", len(reason), s.limits.MaxReasonBytes)
 	}
 	return nil
+}
+
+// isFingerprint reports whether s looks like a fingerprint: 64 lowercase
+// hex digits.
+func isFingerprint(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -20,11 +20,12 @@ type Memory struct {
 	now      time.Time
 	failing  []error
 	proposed int
+	changed  chan struct{} // closed and replaced at every apply
 }
 
 // NewMemory returns an empty ledger whose clock starts at start.
 func NewMemory(start time.Time) *Memory {
-	return &Memory{l: fsm.New(), now: start}
+	return &Memory{l: fsm.New(), now: start, changed: make(chan struct{})}
 }
 
 // Advance moves the clock forward by d.
@@ -74,7 +75,17 @@ func (m *Memory) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, err
 	}
 	m.index++
 	m.proposed++
-	return m.l.Apply(m.index, data), nil
+	r := m.l.Apply(m.index, data)
+	close(m.changed)
+	m.changed = make(chan struct{})
+	return r, nil
+}
+
+// Changed implements ledger.ChangeNotifier.
+func (m *Memory) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
 }
 
 // Read implements ledger.Replicator.
