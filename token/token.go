@@ -1,113 +1,409 @@
-// Package token mints execution tokens: the proof a granted claimant hands
-// to the tool it calls. For now a token is an HMAC-SHA256 signed,
-// URL-safe string bound to (namespace, key, fingerprint, fencing token,
-// owner, expiry); public-key (Ed25519, JWKS) tokens and verification
-// through the ledger replace it with the gate.
+// Package token mints and checks execution tokens: the proof a granted
+// claimant hands to the tool it calls, bound to (namespace, key,
+// fingerprint, fencing token, owner, expiry).
+//
+// A token is "gex_" followed by a JWS in compact serialization (RFC 7515),
+// signed with Ed25519 (alg "EdDSA", RFC 8037). Its protected header is
+// exactly {"alg":"EdDSA","kid":<key id>,"typ":"gex+jwt"}; its payload is the
+// JSON object {"iss":"intentd","ns","key","fp","fence","owner","iat","exp"}
+// with times in Unix seconds. A tool can check a token offline with the key
+// set the cluster publishes (JWKS, LookupFromJWKS, Verify).
+//
+// The package holds no state and reads no clock: signing keys are values
+// (the ledger replicates them through Raft as an id and a 32-byte seed),
+// and Verify takes the time to check expiry against. Ed25519 signatures are
+// deterministic, so Sign returns the same string for the same key and
+// claims; a grant answered again after a lost reply carries the identical
+// token.
 package token
 
 import (
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
-	"github.com/intentledger/intentd/fsm"
+	jose "github.com/go-jose/go-jose/v4"
 )
 
-// Prefix starts every execution token.
-const Prefix = "gex_"
+const (
+	// Prefix starts every execution token.
+	Prefix = "gex_"
+	// MaxSize is the longest token string, prefix included, that Verify
+	// and Parse look at; anything longer is ErrMalformed without decoding.
+	MaxSize = 8 << 10
+	// Issuer is the "iss" claim of every token.
+	Issuer = "intentd"
+	// Type is the JOSE "typ" header of every token (explicit typing, RFC
+	// 8725 section 3.11), so no other JWT signed by the same key can pass for
+	// an execution token.
+	Type = "gex+jwt"
+	// Algorithm is the only JWS "alg" accepted: Ed25519.
+	Algorithm = string(jose.EdDSA)
+	// maxKeyIDLen bounds a key id.
+	maxKeyIDLen = 64
+	// maxJWKSSize bounds the key set LookupFromJWKS reads.
+	maxJWKSSize = 1 << 20
+)
 
-// Claims are what a token binds.
-type Claims struct {
-	Namespace    string `json:"ns"`
-	Key          string `json:"key"`
-	Fingerprint  string `json:"fp"`
-	FencingToken uint64 `json:"fence"`
-	Owner        string `json:"owner"`
-	Expires      int64  `json:"exp"` // Unix seconds
-}
-
-// Errors returned by Verify.
+// Errors. Verify and Parse wrap them with details; test with errors.Is.
 var (
+	// ErrMalformed: not a token this package could have produced: wrong
+	// prefix, too long, not a compact JWS, bad base64 or JSON, an "alg"
+	// other than EdDSA (including "none" and HMAC), an unexpected header.
 	ErrMalformed = errors.New("malformed execution token")
+	// ErrUnknownKey: the token's "kid" is not in the lookup (never issued,
+	// or retired by a key rotation).
+	ErrUnknownKey = errors.New("execution token signed by an unknown key")
+	// ErrSignature: the signature does not verify under the key its "kid"
+	// names: the token was forged or altered.
 	ErrSignature = errors.New("execution token signature does not verify")
-	ErrExpired   = errors.New("execution token expired")
+	// ErrExpired: the token is authentic but its "exp" has passed. Verify
+	// returns the claims along with it.
+	ErrExpired = errors.New("execution token expired")
+	// ErrInvalidKey: a signing key, public key or key set is unusable (bad
+	// seed length, bad or duplicate key id, not Ed25519).
+	ErrInvalidKey = errors.New("invalid token key")
+	// ErrInvalidClaims: Sign was given claims that cannot make a token.
+	ErrInvalidClaims = errors.New("invalid execution token claims")
 )
 
-// HMACIssuer signs tokens with a shared secret.
-type HMACIssuer struct {
-	secret []byte
-	ttl    time.Duration
-	now    func() time.Time
+// Claims are what a token binds. The JSON names are the token's claim
+// names.
+type Claims struct {
+	// Namespace the intent lives in.
+	Namespace string `json:"ns"`
+	// Key is the intent's idempotency key.
+	Key string `json:"key"`
+	// Fingerprint is the intent's payload fingerprint (hex SHA-256 of the
+	// canonical tool and payload).
+	Fingerprint string `json:"fp"`
+	// FencingToken is the grant's fencing token.
+	FencingToken uint64 `json:"fence"`
+	// Owner is the execution attempt the grant went to.
+	Owner string `json:"owner"`
+	// IssuedAt is when the grant was made, Unix seconds (the grant
+	// command's time, so every replica signs the same token).
+	IssuedAt int64 `json:"iat"`
+	// Expires is the first Unix second at which the token is no longer
+	// valid.
+	Expires int64 `json:"exp"`
 }
 
-// NewHMACIssuer returns an issuer; an empty secret gets a random one
-// (tokens then verify only on this process). ttl 0 means 15 minutes.
-func NewHMACIssuer(secret []byte, ttl time.Duration) (*HMACIssuer, error) {
-	if len(secret) == 0 {
-		secret = make([]byte, 32)
-		if _, err := rand.Read(secret); err != nil {
-			return nil, fmt.Errorf("token secret: %w", err)
+// wireClaims is the token payload: the claims and the issuer.
+type wireClaims struct {
+	Issuer string `json:"iss"`
+	Claims
+}
+
+func (c Claims) validate() error {
+	switch {
+	case c.Namespace == "":
+		return fmt.Errorf("%w: empty namespace", ErrInvalidClaims)
+	case c.Key == "":
+		return fmt.Errorf("%w: empty key", ErrInvalidClaims)
+	case c.Fingerprint == "":
+		return fmt.Errorf("%w: empty fingerprint", ErrInvalidClaims)
+	case c.Owner == "":
+		return fmt.Errorf("%w: empty owner", ErrInvalidClaims)
+	case c.IssuedAt < 0:
+		return fmt.Errorf("%w: negative issue time %d", ErrInvalidClaims, c.IssuedAt)
+	case c.Expires <= c.IssuedAt:
+		return fmt.Errorf("%w: expiry %d is not after issue time %d", ErrInvalidClaims, c.Expires, c.IssuedAt)
+	}
+	return nil
+}
+
+// SigningKey is one token signing key as the ledger replicates it: an id,
+// published as the JWS "kid", and the 32-byte Ed25519 seed (RFC 8032) the
+// private key is derived from. The seed is a secret: String and GoString
+// redact it, but the field itself is plain bytes.
+type SigningKey struct {
+	// ID names the key in token headers and in the key set.
+	ID string
+	// Seed is the ed25519.SeedSize-byte private seed.
+	Seed []byte
+}
+
+// NewSigningKey makes a key with the given id and a seed read from rand
+// (crypto/rand.Reader in production). The id is 1 to 64 characters of
+// ASCII letters, digits and ". _ : -", starting with a letter or digit.
+func NewSigningKey(rand io.Reader, id string) (SigningKey, error) {
+	if err := checkKeyID(id); err != nil {
+		return SigningKey{}, err
+	}
+	seed := make([]byte, ed25519.SeedSize)
+	if _, err := io.ReadFull(rand, seed); err != nil {
+		return SigningKey{}, fmt.Errorf("token signing key seed: %w", err)
+	}
+	return SigningKey{ID: id, Seed: seed}, nil
+}
+
+// PublicKey returns the key's Ed25519 public key, or ErrInvalidKey if the
+// id or seed is unusable.
+func (k SigningKey) PublicKey() (ed25519.PublicKey, error) {
+	priv, err := k.private()
+	if err != nil {
+		return nil, err
+	}
+	return priv.Public().(ed25519.PublicKey), nil
+}
+
+// String names the key without its seed, so a key that reaches a log does
+// not leak.
+func (k SigningKey) String() string {
+	return fmt.Sprintf("token.SigningKey{ID: %q, Seed: <redacted>}", k.ID)
+}
+
+// GoString is String, for %#v.
+func (k SigningKey) GoString() string { return k.String() }
+
+func (k SigningKey) private() (ed25519.PrivateKey, error) {
+	if err := checkKeyID(k.ID); err != nil {
+		return nil, err
+	}
+	if len(k.Seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("%w: key %q: seed has %d bytes, want %d", ErrInvalidKey, k.ID, len(k.Seed), ed25519.SeedSize)
+	}
+	return ed25519.NewKeyFromSeed(k.Seed), nil
+}
+
+func checkKeyID(id string) error {
+	if id == "" || len(id) > maxKeyIDLen {
+		return fmt.Errorf("%w: key id %q must have 1 to %d characters", ErrInvalidKey, id, maxKeyIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		b := id[i]
+		alnum := b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+		if !alnum && (i == 0 || (b != '.' && b != '_' && b != ':' && b != '-')) {
+			return fmt.Errorf("%w: key id %q: only letters, digits and . _ : - (not first) are allowed", ErrInvalidKey, id)
 		}
 	}
-	if ttl <= 0 {
-		ttl = 15 * time.Minute
-	}
-	return &HMACIssuer{secret: secret, ttl: ttl, now: time.Now}, nil
+	return nil
 }
 
-// Issue mints a token for a granted intent.
-func (i *HMACIssuer) Issue(in *fsm.Intent) (string, error) {
-	c := Claims{Namespace: in.Namespace, Key: in.Key, Fingerprint: in.Fingerprint, FencingToken: in.FencingToken,
-		Owner: in.Owner, Expires: i.now().Add(i.ttl).Unix()}
-	body, err := json.Marshal(c)
+// Sign returns the token for c signed with k. It is deterministic: the same
+// key and claims always give the same string. The claims must name a
+// namespace, key, fingerprint and owner, and expire after they are issued.
+func Sign(k SigningKey, c Claims) (string, error) {
+	priv, err := k.private()
+	if err != nil {
+		return "", err
+	}
+	if err := c.validate(); err != nil {
+		return "", err
+	}
+	payload, err := json.Marshal(wireClaims{Issuer: Issuer, Claims: c})
 	if err != nil {
 		return "", fmt.Errorf("token claims: %w", err)
 	}
-	enc := base64.RawURLEncoding
-	payload := enc.EncodeToString(body)
-	return Prefix + payload + "." + enc.EncodeToString(i.sign(payload)), nil
+	signer, err := jose.NewSigner(
+		jose.SigningKey{Algorithm: jose.EdDSA, Key: jose.JSONWebKey{Key: priv, KeyID: k.ID}},
+		(&jose.SignerOptions{}).WithType(Type),
+	)
+	if err != nil {
+		return "", fmt.Errorf("token signer: %w", err)
+	}
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		return "", fmt.Errorf("token sign: %w", err)
+	}
+	compact, err := jws.CompactSerialize()
+	if err != nil {
+		return "", fmt.Errorf("token serialize: %w", err)
+	}
+	s := Prefix + compact
+	if len(s) > MaxSize {
+		return "", fmt.Errorf("%w: token of %d bytes exceeds %d", ErrInvalidClaims, len(s), MaxSize)
+	}
+	return s, nil
 }
 
-func (i *HMACIssuer) sign(payload string) []byte {
-	m := hmac.New(sha256.New, i.secret)
-	m.Write([]byte(payload))
-	return m.Sum(nil)
+// Verify checks s and returns its claims. lookup maps a key id to its
+// public key (see KeyLookup and LookupFromJWKS); a nil lookup knows no key.
+// now is the verifier's clock: the token is expired from its "exp" second
+// on. There is no leeway; pass a later or earlier now to allow for skew.
+//
+// The errors, in the order they are checked: ErrMalformed, ErrUnknownKey,
+// ErrSignature, ErrExpired. With ErrExpired the authentic claims are
+// returned too, for the caller's audit; with every other error the claims
+// are zero. Verify checks authenticity and expiry only: that the token
+// matches the intent and payload at hand, and single use, are the caller's.
+func Verify(s string, lookup func(kid string) (ed25519.PublicKey, bool), now time.Time) (Claims, error) {
+	jws, kid, err := parse(s)
+	if err != nil {
+		return Claims{}, err
+	}
+	var pub ed25519.PublicKey
+	ok := false
+	if lookup != nil {
+		pub, ok = lookup(kid)
+	}
+	if !ok {
+		return Claims{}, fmt.Errorf("%w: kid %q", ErrUnknownKey, kid)
+	}
+	if len(pub) != ed25519.PublicKeySize {
+		return Claims{}, fmt.Errorf("%w: lookup returned %d bytes for kid %q", ErrInvalidKey, len(pub), kid)
+	}
+	payload, err := jws.Verify(pub)
+	if err != nil {
+		return Claims{}, fmt.Errorf("%w: kid %q: %w", ErrSignature, kid, err)
+	}
+	c, err := decodeClaims(payload)
+	if err != nil {
+		return Claims{}, err
+	}
+	if now.Unix() >= c.Expires {
+		return c, fmt.Errorf("%w: at %d, expiry %d", ErrExpired, now.Unix(), c.Expires)
+	}
+	return c, nil
 }
 
-// Verify checks a token's signature and expiry and returns its claims.
-func (i *HMACIssuer) Verify(tok string) (*Claims, error) {
-	rest, ok := strings.CutPrefix(tok, Prefix)
-	if !ok {
-		return nil, ErrMalformed
-	}
-	payload, sig, ok := strings.Cut(rest, ".")
-	if !ok {
-		return nil, ErrMalformed
-	}
-	enc := base64.RawURLEncoding
-	gotSig, err := enc.DecodeString(sig)
+// Parse decodes s WITHOUT VERIFYING IT: the kid and claims it returns are
+// whatever the presenter wrote, possibly forged. Use it only to describe a
+// token Verify refused (audit, logs), never to decide anything. It applies
+// the same structural checks as Verify and fails with ErrMalformed.
+func Parse(s string) (kid string, c Claims, err error) {
+	jws, kid, err := parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return "", Claims{}, err
 	}
-	if !hmac.Equal(gotSig, i.sign(payload)) {
-		return nil, ErrSignature
-	}
-	body, err := enc.DecodeString(payload)
+	c, err = decodeClaims(jws.UnsafePayloadWithoutVerification())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return "", Claims{}, err
 	}
-	var c Claims
-	if err := json.Unmarshal(body, &c); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	return kid, c, nil
+}
+
+// header is the protected header of a token.
+type header struct {
+	Alg string `json:"alg"`
+	Kid string `json:"kid"`
+	Typ string `json:"typ"`
+}
+
+// parse checks the structure of s and returns the parsed JWS and its kid.
+//
+// It insists on the one canonical spelling Sign produces, so no token has
+// two accepted spellings: only base64url characters and two dots (Go's
+// decoder would skip CR and LF), strict base64 without padding or stray
+// trailing bits, and a header with exactly alg, kid and typ.
+func parse(s string) (*jose.JSONWebSignature, string, error) {
+	if len(s) > MaxSize {
+		return nil, "", fmt.Errorf("%w: %d bytes exceeds %d", ErrMalformed, len(s), MaxSize)
 	}
-	if i.now().Unix() >= c.Expires {
-		return nil, ErrExpired
+	compact, ok := strings.CutPrefix(s, Prefix)
+	if !ok {
+		return nil, "", fmt.Errorf("%w: missing %q prefix", ErrMalformed, Prefix)
 	}
-	return &c, nil
+	for i := 0; i < len(compact); i++ {
+		b := compact[i]
+		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '-' || b == '_' || b == '.') {
+			return nil, "", fmt.Errorf("%w: byte %#x at %d is not base64url", ErrMalformed, b, len(Prefix)+i)
+		}
+	}
+	parts := strings.Split(compact, ".")
+	if len(parts) != 3 {
+		return nil, "", fmt.Errorf("%w: %d parts, want 3 (header.payload.signature)", ErrMalformed, len(parts))
+	}
+	strict := base64.RawURLEncoding.Strict()
+	var decoded [3][]byte
+	for i, p := range parts {
+		if p == "" {
+			return nil, "", fmt.Errorf("%w: part %d is empty", ErrMalformed, i+1)
+		}
+		b, err := strict.DecodeString(p)
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: part %d is not canonical base64url: %v", ErrMalformed, i+1, err)
+		}
+		decoded[i] = b
+	}
+	h, err := decodeHeader(decoded[0])
+	if err != nil {
+		return nil, "", err
+	}
+	if len(decoded[2]) != ed25519.SignatureSize {
+		return nil, "", fmt.Errorf("%w: signature has %d bytes, want %d", ErrMalformed, len(decoded[2]), ed25519.SignatureSize)
+	}
+	jws, err := jose.ParseSignedCompact(compact, []jose.SignatureAlgorithm{jose.EdDSA})
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	if len(jws.Signatures) != 1 || jws.Signatures[0].Header.KeyID != h.Kid {
+		return nil, "", fmt.Errorf("%w: header does not parse consistently", ErrMalformed)
+	}
+	return jws, h.Kid, nil
+}
+
+// decodeHeader checks a protected header: exactly alg EdDSA, a kid and typ
+// gex+jwt. "none", HMAC and every other algorithm are refused here, before
+// any key is looked at, as are jwk, jku, x5u, crit, b64 and anything else
+// Sign never writes.
+func decodeHeader(data []byte) (header, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return header{}, fmt.Errorf("%w: header: %w", ErrMalformed, err)
+	}
+	for name := range fields {
+		if name != "alg" && name != "kid" && name != "typ" {
+			return header{}, fmt.Errorf("%w: unexpected header parameter %q", ErrMalformed, name)
+		}
+	}
+	var h header
+	if err := json.Unmarshal(data, &h); err != nil {
+		return header{}, fmt.Errorf("%w: header: %w", ErrMalformed, err)
+	}
+	if h.Alg != Algorithm {
+		return header{}, fmt.Errorf("%w: alg %q, only %q is accepted", ErrMalformed, h.Alg, Algorithm)
+	}
+	if h.Typ != Type {
+		return header{}, fmt.Errorf("%w: typ %q, want %q", ErrMalformed, h.Typ, Type)
+	}
+	if err := checkKeyID(h.Kid); err != nil {
+		return header{}, fmt.Errorf("%w: kid: %v", ErrMalformed, err) // not ErrInvalidKey
+	}
+	return h, nil
+}
+
+// decodeClaims decodes and sanity-checks a payload.
+func decodeClaims(payload []byte) (Claims, error) {
+	var w wireClaims
+	if err := json.Unmarshal(payload, &w); err != nil {
+		return Claims{}, fmt.Errorf("%w: claims: %w", ErrMalformed, err)
+	}
+	if w.Issuer != Issuer {
+		return Claims{}, fmt.Errorf("%w: iss %q, want %q", ErrMalformed, w.Issuer, Issuer)
+	}
+	if err := w.Claims.validate(); err != nil {
+		return Claims{}, fmt.Errorf("%w: %v", ErrMalformed, err) // not ErrInvalidClaims
+	}
+	return w.Claims, nil
+}
+
+// KeyLookup returns a lookup for Verify over keys, for the ledger (its
+// replicated keys) and for tests. Ids must be unique.
+func KeyLookup(keys []SigningKey) (func(kid string) (ed25519.PublicKey, bool), error) {
+	m := make(map[string]ed25519.PublicKey, len(keys))
+	for _, k := range keys {
+		pub, err := k.PublicKey()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := m[k.ID]; dup {
+			return nil, fmt.Errorf("%w: duplicate key id %q", ErrInvalidKey, k.ID)
+		}
+		m[k.ID] = pub
+	}
+	return mapLookup(m), nil
+}
+
+func mapLookup(m map[string]ed25519.PublicKey) func(kid string) (ed25519.PublicKey, bool) {
+	return func(kid string) (ed25519.PublicKey, bool) {
+		pub, ok := m[kid]
+		return pub, ok
+	}
 }
