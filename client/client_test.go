@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
@@ -29,12 +28,6 @@ func (readyCluster) Status() ledger.ClusterStatus {
 		Nodes: []ledger.NodeStatus{{ID: "n1", RaftAddr: "127.0.0.1:7001", HTTPAddr: "127.0.0.1:8101", Suffrage: "voter", Gossip: "alive", Leader: true}}}
 }
 
-type execTokens struct{}
-
-func (execTokens) Issue(in *fsm.Intent) (string, error) {
-	return fmt.Sprintf("gex_%d", in.FencingToken), nil
-}
-
 // node is an API server over an in-memory ledger.
 type node struct {
 	mem  *ledgertest.Memory
@@ -46,7 +39,7 @@ func newNode(t *testing.T) *node {
 	t.Helper()
 	n := &node{mem: ledgertest.NewMemory(epoch)}
 	api := httpapi.New(httpapi.Config{
-		Service: ledger.New(n.mem, ledger.Limits{}), Cluster: readyCluster{}, Tokens: execTokens{}, NodeID: "n1", Now: n.mem.Now,
+		Service: ledger.New(n.mem, ledger.Limits{}), Cluster: readyCluster{}, NodeID: "n1", Now: n.mem.Now,
 	})
 	h := api.Handler()
 	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

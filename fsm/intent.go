@@ -108,9 +108,12 @@ type Intent struct {
 	TokenTTLMS int64  `json:"token_ttl_ms,omitempty"`
 	TokenUsed  uint64 `json:"token_used,omitempty"`
 	// GrantedAt is when the current grant was made: its execution token
-	// is issued at this time.
-	GrantedAt int64 `json:"granted_at,omitempty"`
-	CreatedAt int64 `json:"created_at"`
+	// is issued at this time, signed by the key TokenKey names (the
+	// newest signing key at the grant), so a grant answered twice carries
+	// the same token even across a key rotation.
+	GrantedAt int64  `json:"granted_at,omitempty"`
+	TokenKey  string `json:"token_key,omitempty"`
+	CreatedAt int64  `json:"created_at"`
 	// UpdatedAt is the time of the last state change; the dedupe window
 	// runs from here.
 	UpdatedAt  int64  `json:"updated_at"`

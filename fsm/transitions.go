@@ -102,6 +102,10 @@ func (a *applier) grant(w *Intent, c *Claim, pol *Policy, leaseMS int64) {
 	w.Result = nil
 	a.decideUnder(w, c, pol)
 	w.GrantedAt = a.now
+	w.TokenKey = ""
+	if n := len(a.l.keys); n > 0 {
+		w.TokenKey = a.l.keys[n-1].ID
+	}
 	w.UpdatedAt = a.now
 	a.event(w, AuditEvent{Op: "claim", Status: StatusGranted, Owner: c.Owner, Fingerprint: c.Fingerprint,
 		FencingToken: a.index})

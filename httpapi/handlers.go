@@ -72,16 +72,14 @@ func (s *Server) claim(c echo.Context) error {
 	resp := claimResponse{Status: r.Status, Intent: newIntentView(r.Intent)}
 	if r.Status == fsm.StatusGranted && r.Intent != nil {
 		resp.FencingToken = r.Intent.FencingToken
-		if s.tokens != nil {
-			tok, err := s.tokens.Issue(r.Intent)
-			if err != nil {
-				s.log.Error("httpapi: issuing an execution token", "key", r.Intent.Key, "err", err)
-				return s.writeProblem(c, newProblem(CodeUnavailable,
-					"the claim was granted but its execution token could not be issued; "+
-						"retry the same claim with the same owner to receive the grant and a token"))
-			}
-			resp.ExecutionToken = tok
+		tok, err := s.svc.IssueToken(c.Request().Context(), r.Intent)
+		if err != nil {
+			s.log.Error("httpapi: issuing an execution token", "key", r.Intent.Key, "err", err)
+			return s.writeProblem(c, newProblem(CodeUnavailable,
+				"the claim was granted but its execution token could not be issued; "+
+					"retry the same claim with the same owner to receive the grant and a token"))
 		}
+		resp.ExecutionToken = tok
 	}
 	return writeJSON(c, codes[code].status, resp)
 }

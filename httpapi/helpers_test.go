@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
+	"github.com/intentledger/intentd/token"
 )
 
 // epoch is the in-memory ledger's starting clock.
@@ -42,26 +45,25 @@ func (f *fakeCluster) setReady(ready bool) {
 	f.mu.Unlock()
 }
 
-// fakeTokens issues readable execution tokens, or fails when err is set.
-type fakeTokens struct {
-	mu  sync.Mutex
-	err error
+// flakyReads is the in-memory ledger with reads that fail while fail is
+// set (proposals still work).
+type flakyReads struct {
+	*ledgertest.Memory
+	fail atomic.Bool
 }
 
-func (f *fakeTokens) Issue(in *fsm.Intent) (string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return "", f.err
+func (f *flakyReads) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
+	if f.fail.Load() {
+		return errors.New("reads are failing")
 	}
-	return fmt.Sprintf("gex_%d", in.FencingToken), nil
+	return f.Memory.Read(ctx, c, fn)
 }
 
 // testEnv is one API node over an in-memory ledger.
 type testEnv struct {
 	mem     *ledgertest.Memory
 	cluster *fakeCluster
-	tokens  *fakeTokens
+	reads   *flakyReads
 	reg     *prometheus.Registry
 	api     *Server
 	srv     *httptest.Server
@@ -75,7 +77,10 @@ type envOption func(*Config)
 func newEnv(t testing.TB, opts ...envOption) *testEnv {
 	t.Helper()
 	mem := ledgertest.NewMemory(epoch)
-	return newEnvOver(t, mem, mem, opts...)
+	fr := &flakyReads{Memory: mem}
+	e := newEnvOver(t, mem, fr, opts...)
+	e.reads = fr
+	return e
 }
 
 // newEnvOver serves a Service over r; mem is the ledger behind it (for
@@ -86,17 +91,19 @@ func newEnvOver(t testing.TB, mem *ledgertest.Memory, r ledger.Replicator, opts 
 		mem: mem,
 		cluster: &fakeCluster{st: ledger.ClusterStatus{NodeID: "n1", State: "leader", LeaderID: "n1", Ready: true,
 			Nodes: []ledger.NodeStatus{{ID: "n1", RaftAddr: "127.0.0.1:7001", HTTPAddr: "127.0.0.1:8101", Suffrage: "voter", Gossip: "alive", Leader: true}}}},
-		tokens:      &fakeTokens{},
 		reg:         prometheus.NewRegistry(),
 		forwardedBy: make(chan string, 100),
 	}
 	cfg := Config{
-		Service: ledger.New(r, ledger.Limits{}), Cluster: e.cluster, Tokens: e.tokens, Registry: e.reg,
+		Service: ledger.New(r, ledger.Limits{}), Cluster: e.cluster, Registry: e.reg,
 		NodeID: "n1", Now: mem.Now,
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	// The cluster's first signing key, as the first grant would add it,
+	// so tests count only their own writes.
+	mem.Seed(&fsm.AddSigningKey{Key: fsm.SigningKey{ID: "test-key", Seed: bytes.Repeat([]byte{1}, 32)}})
 	e.api = New(cfg)
 	h := e.api.Handler()
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -312,3 +319,22 @@ func withNodeID(id string) envOption { return func(c *Config) { c.NodeID = id } 
 
 // hostPort is the host:port a test server listens on.
 func (e *testEnv) hostPort() string { return e.srv.Listener.Addr().String() }
+
+// verifyOffline checks an execution token against the node's JWKS, the way
+// a tool does without asking the ledger, and returns its claims.
+func (e *testEnv) verifyOffline(t testing.TB, tok string) token.Claims {
+	t.Helper()
+	r := e.do(t, http.MethodGet, "/v1/keys", nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("GET /v1/keys = %s", r)
+	}
+	lookup, err := token.LookupFromJWKS(r.body)
+	if err != nil {
+		t.Fatalf("JWKS %s: %v", r.body, err)
+	}
+	claims, err := token.Verify(tok, lookup, e.mem.Now())
+	if err != nil {
+		t.Fatalf("token %q does not verify offline: %v", tok, err)
+	}
+	return claims
+}

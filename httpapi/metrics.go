@@ -12,6 +12,8 @@ type metrics struct {
 	duration  *prometheus.HistogramVec
 	claims    *prometheus.CounterVec
 	forwarded prometheus.Counter
+	// tokenVerifies counts execution token verifications by status.
+	tokenVerifies *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -28,6 +30,10 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		claims: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "intentd_claims_total",
 			Help: "Claims answered by the ledger, by status (granted, duplicate, in_flight, divergent ...).",
+		}, []string{"status"})),
+		tokenVerifies: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "intentd_token_verifications_total",
+			Help: "Execution token verifications answered by the ledger, by status (ok, token_used, token_expired ...).",
 		}, []string{"status"})),
 		forwarded: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "intentd_http_forwarded_total",

@@ -222,6 +222,8 @@ func errorProblem(err error, write bool, now time.Time) (p *problem, internal bo
 		return refusalProblem(&fsm.Result{Status: refusal.Status, Detail: refusal.Detail, Intent: refusal.Intent}, now), false
 	case errors.Is(err, fsm.ErrNotFound):
 		return newProblem(string(fsm.StatusNotFound), err.Error()), false
+	case errors.Is(err, ledger.ErrTokenInvalid):
+		return newProblem(CodeTokenInvalid, err.Error()), false
 	case errors.Is(err, fsm.ErrUnknownPolicy):
 		return newProblem(CodePolicyNotFound, err.Error()), false
 	case errors.As(err, &notLeader) && notLeader.LeaderHTTP != "":

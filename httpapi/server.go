@@ -49,11 +49,6 @@ type ClusterInfo interface {
 	Status() ledger.ClusterStatus
 }
 
-// TokenIssuer signs the execution token handed out with a grant.
-type TokenIssuer interface {
-	Issue(in *fsm.Intent) (string, error)
-}
-
 // Config configures a Server. Service is required; other zero fields take
 // defaults.
 type Config struct {
@@ -61,8 +56,6 @@ type Config struct {
 	Service *ledger.Service
 	// Cluster feeds GET /v1/cluster and /readyz; nil reports not ready.
 	Cluster ClusterInfo
-	// Tokens issues execution tokens for grants; nil grants carry none.
-	Tokens TokenIssuer
 	// Registry receives the API's metrics and is served on /metrics; nil
 	// uses a fresh registry.
 	Registry *prometheus.Registry
@@ -87,7 +80,6 @@ type Config struct {
 type Server struct {
 	svc      *ledger.Service
 	cluster  ClusterInfo
-	tokens   TokenIssuer
 	reg      *prometheus.Registry
 	log      *slog.Logger
 	fwd      *http.Client
@@ -106,7 +98,7 @@ func New(cfg Config) *Server {
 		panic("httpapi: Config.Service is required")
 	}
 	s := &Server{
-		svc: cfg.Service, cluster: cfg.Cluster, tokens: cfg.Tokens, reg: cfg.Registry, log: cfg.Logger,
+		svc: cfg.Service, cluster: cfg.Cluster, reg: cfg.Registry, log: cfg.Logger,
 		fwd: cfg.ForwardClient, nodeID: cfg.NodeID, maxBody: cfg.MaxBodyBytes, now: cfg.Now, identify: cfg.Identify,
 	}
 	if s.reg == nil {
@@ -163,6 +155,9 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/v1/settings", s.getSettings)
 	e.PUT("/v1/settings", s.putSettings)
 	e.GET("/v1/audit", s.auditLog)
+	e.GET("/v1/keys", s.jwks)
+	e.POST("/v1/keys/rotate", s.rotateKey)
+	e.POST("/v1/tokens/verify", s.verifyToken)
 	e.GET("/v1/cluster", s.clusterStatus)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)

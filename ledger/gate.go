@@ -158,4 +158,3 @@ func (s *Service) Wait(ctx context.Context, namespace, key string, afterVersion 
 		}
 	}
 }
-

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/intentledger/intentd/fsm"
@@ -39,6 +40,8 @@ const DefaultNamespace = "default"
 type Service struct {
 	r      Replicator
 	limits Limits
+	// keyMu keeps concurrent first grants from each adding a signing key.
+	keyMu sync.Mutex
 	// checkThenClaim is a seeded bug for the fault suite (see
 	// SeedCheckThenClaimBug).
 	checkThenClaim bool

@@ -16,7 +16,6 @@ import (
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
-	"github.com/intentledger/intentd/token"
 )
 
 // Epoch is where the clock of a Memory starts.
@@ -66,14 +65,10 @@ func NewMemory(tb testing.TB, opts ...MemoryOption) *Memory {
 		o(&cfg)
 	}
 	m := &Memory{Ledger: ledgertest.NewMemory(Epoch), counts: map[string]int{}, changed: make(chan struct{})}
-	tokens, err := token.NewHMACIssuer([]byte("clienttest"), 0)
-	if err != nil {
-		tb.Fatalf("clienttest: token issuer: %v", err)
-	}
 	m.server = httptest.NewUnstartedServer(nil)
 	addr := m.server.Listener.Addr().String()
 	api := httpapi.New(httpapi.Config{
-		Service: ledger.New(m.Ledger, cfg.limits), Cluster: selfLeader{addr: addr}, Tokens: tokens,
+		Service: ledger.New(m.Ledger, cfg.limits), Cluster: selfLeader{addr: addr},
 		NodeID: "mem", Now: m.Ledger.Now,
 	})
 	m.api = api.Handler()

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
@@ -31,12 +30,6 @@ func (fakeCluster) Status() ledger.ClusterStatus {
 		}}
 }
 
-type fakeTokens struct{}
-
-func (fakeTokens) Issue(in *fsm.Intent) (string, error) {
-	return fmt.Sprintf("gex_%d", in.FencingToken), nil
-}
-
 type env struct {
 	mem  *ledgertest.Memory
 	addr string
@@ -46,7 +39,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	mem := ledgertest.NewMemory(epoch)
 	api := httpapi.New(httpapi.Config{Service: ledger.New(mem, ledger.Limits{}), Cluster: fakeCluster{},
-		Tokens: fakeTokens{}, NodeID: "n1", Now: mem.Now})
+		NodeID: "n1", Now: mem.Now})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	return &env{mem: mem, addr: srv.URL}

@@ -49,7 +49,6 @@ func (tn *testNodes) start(id string, expect int, join ...string) *Main {
 	cfg.ID, cfg.DataDir = id, filepath.Join(tn.dir, id)
 	cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Join, cfg.BootstrapExpect = join, expect
-	cfg.TokenSecret = "test"
 	cfg.TestHooks = true
 	cfg.Logger = quietLogger()
 	cfg.Raft = cluster.RaftTuning{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,

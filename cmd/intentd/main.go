@@ -106,7 +106,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.Uint64Var(&c.Raft.SnapshotThreshold, "snapshot-threshold", c.Raft.SnapshotThreshold, "log entries between snapshots")
 	fs.Uint64Var(&c.Raft.TrailingLogs, "trailing-logs", c.Raft.TrailingLogs, "log entries kept after a snapshot")
 	fs.DurationVar(&c.Raft.SnapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot (jittered up to twice)")
-	fs.StringVar(&c.TokenSecret, "token-secret", "", "secret that signs execution tokens (default: random per process)")
+	fs.StringVar(&c.TokenSecret, "token-secret", "", "deprecated and ignored: execution tokens are signed with Ed25519 keys the cluster replicates")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on graceful shutdown")

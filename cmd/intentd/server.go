@@ -18,7 +18,6 @@ import (
 	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/ledger"
-	"github.com/intentledger/intentd/token"
 )
 
 // Config is everything a node needs; flags fill it in run.
@@ -124,14 +123,8 @@ func (m *Main) Start(ctx context.Context) error {
 		return err
 	}
 	m.node = node
-	tokens, err := token.NewHMACIssuer([]byte(m.cfg.TokenSecret), 0)
-	if err != nil {
-		_ = node.Kill()
-		_ = ln.Close()
-		return err
-	}
-	if m.cfg.TokenSecret == "" {
-		m.log.Warn("no --token-secret: execution tokens are signed with a random per-process key")
+	if m.cfg.TokenSecret != "" {
+		m.log.Warn("--token-secret is ignored: execution tokens are signed with Ed25519 keys replicated through Raft (see POST /v1/keys/rotate)")
 	}
 	m.registry = prometheus.NewRegistry()
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -146,7 +139,6 @@ func (m *Main) Start(ctx context.Context) error {
 	api := httpapi.New(httpapi.Config{
 		Service:      svc,
 		Cluster:      node,
-		Tokens:       tokens,
 		Registry:     m.registry,
 		Logger:       m.log,
 		NodeID:       m.cfg.ID,

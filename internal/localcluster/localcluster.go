@@ -21,7 +21,6 @@ import (
 	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/ledger"
-	"github.com/intentledger/intentd/token"
 )
 
 // Cluster is a real intentd cluster of in-process nodes: Raft with
@@ -121,14 +120,8 @@ func (c *Cluster) start(id string, expect int, join ...string) (*Node, error) {
 		_ = ln.Close()
 		return nil, fmt.Errorf("localcluster: start node %s: %w", id, err)
 	}
-	tokens, err := token.NewHMACIssuer([]byte("localcluster"), 0)
-	if err != nil {
-		_ = rn.Kill()
-		_ = ln.Close()
-		return nil, fmt.Errorf("localcluster: token issuer: %w", err)
-	}
 	api := httpapi.New(httpapi.Config{
-		Service: ledger.New(rn, ledger.Limits{}), Cluster: rn, Tokens: tokens, Logger: log, NodeID: id,
+		Service: ledger.New(rn, ledger.Limits{}), Cluster: rn, Logger: log, NodeID: id,
 	})
 	n := &Node{ID: id, URL: "http://" + ln.Addr().String(), Raft: rn, served: make(chan error, 1),
 		srv: &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 5 * time.Second}}
