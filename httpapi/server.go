@@ -77,6 +77,12 @@ type Config struct {
 	MaxBodyBytes int64
 	// Now is the clock for Retry-After computations; nil means time.Now.
 	Now func() time.Time
+	// Snapshots serves /v1/admin/snapshot (backup and restore); nil
+	// answers not_configured.
+	Snapshots ledger.Snapshotter
+	// MaxSnapshotBytes bounds an uploaded snapshot; 0 means
+	// DefaultMaxSnapshotBytes.
+	MaxSnapshotBytes int64
 }
 
 // Server is the HTTP API of one node.
@@ -92,6 +98,9 @@ type Server struct {
 	now     func() time.Time
 	metrics *metrics
 	echo    *echo.Echo
+	// snaps and maxSnapshot serve the admin endpoints (admin.go).
+	snaps       ledger.Snapshotter
+	maxSnapshot int64
 }
 
 // New returns a Server for cfg. It panics if cfg.Service is nil or the
@@ -127,6 +136,10 @@ func New(cfg Config) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.snaps, s.maxSnapshot = cfg.Snapshots, cfg.MaxSnapshotBytes
+	if s.maxSnapshot <= 0 {
+		s.maxSnapshot = DefaultMaxSnapshotBytes
+	}
 	s.metrics = newMetrics(s.reg)
 	s.echo = s.routes()
 	return s
@@ -155,6 +168,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
+	s.adminRoutes(e)
 	return e
 }
 
