@@ -186,9 +186,9 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			s.handleError(err, c)
 		}
-		method := c.Request().Method
-		s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(c.Response().Status)).Inc()
-		s.metrics.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+		method, code := c.Request().Method, strconv.Itoa(c.Response().Status)
+		s.metrics.requests.WithLabelValues(route, method, code).Inc()
+		s.metrics.duration.WithLabelValues(route, method, code).Observe(time.Since(start).Seconds())
 		return nil
 	}
 }
