@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -245,6 +247,20 @@ func TestMetricsExportOperationalSeries(t *testing.T) {
 	} {
 		if !strings.Contains(text, series) {
 			t.Errorf("/metrics lacks %s", series)
+		}
+	}
+	// Every intentd series the Grafana dashboard queries is exported.
+	dash, err := os.ReadFile("../../deploy/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`intentd_[a-z_]+`).FindAllString(string(dash), -1)
+	if len(names) < 10 {
+		t.Fatalf("the dashboard queries only %d intentd series", len(names))
+	}
+	for _, name := range names {
+		if !strings.Contains(text, "\n"+name) {
+			t.Errorf("the dashboard queries %s, which /metrics does not export", name)
 		}
 	}
 }
