@@ -21,8 +21,8 @@ build: deps
 run: build
 	./scripts/run-local.sh
 
-## test: vet, gofmt check, unit + integration tests with -race, then the short fault profile
-test: test-go canary jepsen-short
+## test: vet, gofmt check, unit + integration tests with -race, canary, the compose test, then the short fault profile
+test: test-go canary compose-test jepsen-short
 
 test-go: deps verify
 	$(GO) test $(TEST_FLAGS) $(PKGS)
@@ -76,3 +76,34 @@ fmt:
 
 clean:
 	rm -rf $(BIN)
+
+## ---- operations: container image, compose cluster, dev certificates ----
+.PHONY: image up down compose-test certs
+IMAGE ?= intentd:local
+COMPOSE ?= docker-compose
+
+## image: static binary built on the host (no registry), then a FROM scratch image
+image: deps
+	@mkdir -p $(BIN)/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/image/intentd ./cmd/intentd
+	docker build -t $(IMAGE) .
+
+## up: a 3-container cluster (docker-compose.yml), HTTP on 127.0.0.1:8101-8103
+up: image
+	INTENTD_IMAGE=$(IMAGE) $(COMPOSE) up -d
+	@echo "intentd: containers n1 n2 n3 starting; try: bin/intentctl cluster (after make build)"
+
+## down: stop the compose cluster and delete its volumes
+down:
+	INTENTD_IMAGE=$(IMAGE) $(COMPOSE) down -v --remove-orphans
+
+## compose-test: kill and restart a containerized leader (skipped without a Docker engine)
+compose-test:
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory image; fi
+	INTENTD_IMAGE=$(IMAGE) ./scripts/compose-test.sh
+
+## certs: a development CA, node certificates n1-n3 and a client certificate in CERTS_DIR
+CERTS_DIR ?= certs
+CERTS_NODES ?= n1,n2,n3
+certs: deps
+	$(GO) run ./cmd/intentctl certs --dir $(CERTS_DIR) --nodes $(CERTS_NODES)

@@ -82,6 +82,12 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	defer s.mu.Unlock()
 	s.l = l
 	s.applied = l.AppliedIndex()
+	if ir, ok := rc.(*indexedReader); ok && ir.index > s.applied {
+		// The state reflects the log up to the snapshot's Raft index, which
+		// is past the last command in it when a restored backup or no-ops
+		// follow that command (see snapshots.go).
+		s.applied = ir.index
+	}
 	close(s.changed)
 	s.changed = make(chan struct{})
 	return nil

@@ -152,6 +152,9 @@ func (n *Node) startGossip(hasState bool) error {
 	// A node that comes back on another address (a new container IP) may
 	// reclaim its name once its old incarnation is known dead.
 	mc.DeadNodeReclaimTime = 10 * time.Second
+	if len(n.cfg.GossipKey) > 0 {
+		mc.SecretKey = n.cfg.GossipKey // GossipVerifyIncoming/Outgoing stay on
+	}
 	mc.Delegate = n.gossip
 	mc.Events = n.gossip
 	mc.Logger = newStdLogger(n.log, "memberlist")

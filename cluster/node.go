@@ -7,10 +7,10 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -72,6 +72,12 @@ type Config struct {
 	// Bugs seeds known bugs for the fault suite's positive controls. Never
 	// set outside tests.
 	Bugs Bugs
+	// RaftTLS, when set, runs Raft over mutual TLS (see transport.go); it
+	// must require and verify client certificates. nil is plaintext.
+	RaftTLS *tls.Config
+	// GossipKey, when set, encrypts and authenticates gossip with this
+	// AES key (16, 24 or 32 bytes); members without it cannot join.
+	GossipKey []byte
 }
 
 // Bugs are deliberate defects the fault suite must catch (its positive
@@ -158,6 +164,7 @@ type Node struct {
 	raft   *raft.Raft
 	store  *raftboltdb.BoltStore
 	trans  *raft.NetworkTransport
+	snaps  raft.SnapshotStore
 	sm     *stateMachine
 	ml     *memberlist.Memberlist
 	gossip *gossip
@@ -200,19 +207,14 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: open raft.db: %w", err)
 	}
 	n.store = store
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.Raft.SnapshotRetain, newHCLog(n.log, "snapshots"))
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.Raft.SnapshotRetain, newHCLog(n.log, "snapshots"))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
-	var advertise net.Addr
-	if cfg.RaftAdvertise != "" {
-		if advertise, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
-			return nil, fmt.Errorf("cluster: raft advertise address: %w", err)
-		}
-	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 3, 10*time.Second, newHCLog(n.log, "raft-net"))
+	n.snaps = &indexedSnapshots{SnapshotStore: fileSnaps}
+	trans, err := n.newTransport()
 	if err != nil {
-		return nil, fmt.Errorf("cluster: raft transport: %w", err)
+		return nil, err
 	}
 	n.trans = trans
 
@@ -232,11 +234,14 @@ func New(cfg Config) (*Node, error) {
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("cluster: raft config: %w", err)
 	}
-	hasState, err := raft.HasExistingState(store, store, snaps)
+	if err := n.recoverPeers(rc, store, n.snaps, trans); err != nil {
+		return nil, err
+	}
+	hasState, err := raft.HasExistingState(store, store, n.snaps)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: inspect raft state: %w", err)
 	}
-	r, err := raft.NewRaft(rc, n.sm, store, store, snaps, trans)
+	r, err := raft.NewRaft(rc, n.sm, store, store, n.snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}

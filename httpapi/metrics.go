@@ -24,9 +24,9 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}, []string{"route", "method", "code"})),
 		duration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "intentd_http_request_duration_seconds",
-			Help:    "Time to answer an HTTP request, by route template and method.",
+			Help:    "Time to answer an HTTP request, by route template, method and status code.",
 			Buckets: prometheus.DefBuckets,
-		}, []string{"route", "method"})),
+		}, []string{"route", "method", "code"})),
 		claims: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "intentd_claims_total",
 			Help: "Claims answered by the ledger, by status (granted, duplicate, in_flight, divergent ...).",

@@ -101,6 +101,11 @@ var codes = map[string]codeSpec{
 	CodeUnavailable:    {status: http.StatusServiceUnavailable, title: "The request could not be served right now; retry", retryAfter: time.Second},
 	CodeNotReady:       {status: http.StatusServiceUnavailable, title: "The node is not ready", retryAfter: time.Second},
 	CodeInternal:       {status: http.StatusInternalServerError, title: "Internal error"},
+
+	// Operator endpoints (admin.go).
+	CodeBadSnapshot:   {status: http.StatusUnprocessableEntity, title: "The snapshot failed its checks; nothing was restored"},
+	CodeNotEmpty:      {status: http.StatusConflict, title: "The ledger is not empty; nothing was restored"},
+	CodeNotConfigured: {status: http.StatusNotImplemented, title: "This node does not serve this endpoint"},
 }
 
 // successCode returns the table code of a success status and whether the

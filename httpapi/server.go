@@ -74,6 +74,12 @@ type Config struct {
 	// means auth is off: every request acts in the default namespace, as
 	// the actor its body names, and may read every audit log.
 	Identify func(c echo.Context) (Identity, bool)
+	// Snapshots serves /v1/admin/snapshot (backup and restore); nil
+	// answers not_configured.
+	Snapshots ledger.Snapshotter
+	// MaxSnapshotBytes bounds an uploaded snapshot; 0 means
+	// DefaultMaxSnapshotBytes.
+	MaxSnapshotBytes int64
 }
 
 // Server is the HTTP API of one node.
@@ -89,6 +95,9 @@ type Server struct {
 	identify func(c echo.Context) (Identity, bool)
 	metrics  *metrics
 	echo     *echo.Echo
+	// snaps and maxSnapshot serve the admin endpoints (admin.go).
+	snaps       ledger.Snapshotter
+	maxSnapshot int64
 }
 
 // New returns a Server for cfg. It panics if cfg.Service is nil or the
@@ -123,6 +132,10 @@ func New(cfg Config) *Server {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	s.snaps, s.maxSnapshot = cfg.Snapshots, cfg.MaxSnapshotBytes
+	if s.maxSnapshot <= 0 {
+		s.maxSnapshot = DefaultMaxSnapshotBytes
 	}
 	s.metrics = newMetrics(s.reg)
 	s.echo = s.routes()
@@ -162,6 +175,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
+	s.adminRoutes(e)
 	return e
 }
 
@@ -179,9 +193,9 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			s.handleError(err, c)
 		}
-		method := c.Request().Method
-		s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(c.Response().Status)).Inc()
-		s.metrics.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+		method, code := c.Request().Method, strconv.Itoa(c.Response().Status)
+		s.metrics.requests.WithLabelValues(route, method, code).Inc()
+		s.metrics.duration.WithLabelValues(route, method, code).Observe(time.Since(start).Seconds())
 		return nil
 	}
 }

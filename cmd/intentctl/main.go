@@ -75,6 +75,14 @@ Commands:
         the cluster's nodes, roles, leader, term, commit and applied index
   health
         liveness and readiness of every address
+  snapshot save FILE
+        stream a consistent snapshot of the whole ledger into FILE (verified
+        against its SHA-256 trailer before FILE is written)
+  snapshot restore FILE [--force]
+        replace the ledger of a fresh cluster with FILE (--force: also a
+        ledger that holds intents, destroying them)
+  certs [--dir certs] [--nodes n1,n2,n3] [--hosts h,...]
+        write a development CA, node and client certificates
   help
         this text
 
@@ -84,6 +92,9 @@ Global flags (before or after the command):
   --output FORMAT  table or json (default table); json prints the API's JSON
   --timeout D      give up after D (default 10s)
   --retries N      retries of a call the cluster could not answer (default 4)
+  --ca FILE        PEM CA that signs the nodes' HTTPS certificates (env INTENTCTL_CA)
+  --cert, --key    PEM client certificate and key, for nodes that require one
+                   (env INTENTCTL_CERT, INTENTCTL_KEY)
 
 Exit codes:
   0  success: granted, duplicate, ok, pending_approval
@@ -114,6 +125,8 @@ type globals struct {
 	output  string
 	timeout time.Duration
 	retries int
+	// TLS (ops.go): CA bundle, client certificate and key.
+	ca, cert, key string
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -121,6 +134,9 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.output, "output", g.output, "table or json")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up after this long")
 	fs.IntVar(&g.retries, "retries", g.retries, "retries of a call the cluster could not answer")
+	fs.StringVar(&g.ca, "ca", g.ca, "PEM CA of the nodes' certificates")
+	fs.StringVar(&g.cert, "cert", g.cert, "PEM client certificate")
+	fs.StringVar(&g.key, "key", g.key, "PEM client key")
 }
 
 // cli is one invocation.
@@ -140,6 +156,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		c.addr = env
 	}
 	c.output, c.timeout, c.retries = "table", 10*time.Second, client.DefaultRetries
+	c.ca, c.cert, c.key = os.Getenv("INTENTCTL_CA"), os.Getenv("INTENTCTL_CERT"), os.Getenv("INTENTCTL_KEY")
 
 	fs := flag.NewFlagSet("intentctl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -193,6 +210,10 @@ func command(name string) (func(context.Context, *cli, []string) error, bool) {
 		return cmdCluster, true
 	case "health":
 		return cmdHealth, true
+	case "snapshot":
+		return cmdSnapshot, true
+	case "certs":
+		return cmdCerts, true
 	case "help":
 		return cmdHelp, true
 	}
@@ -248,7 +269,11 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, positional ...string) ([]st
 
 // client returns a client for --addr.
 func (c *cli) client() (*client.Client, error) {
-	cl, err := client.New(strings.Split(c.addr, ","), client.WithRetries(c.retries))
+	hc, err := c.httpClient()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.New(strings.Split(c.addr, ","), client.WithRetries(c.retries), client.WithHTTPClient(hc))
 	if err != nil {
 		return nil, usagef("--addr: %v", err)
 	}

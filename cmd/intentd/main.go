@@ -34,6 +34,9 @@ func main() {
 // run parses flags and the environment, runs a node until ctx ends, then
 // shuts it down gracefully. It returns the process exit code.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "healthcheck" {
+		return runHealthcheck(ctx, args[1:], getenv, stderr)
+	}
 	cfg, err := parseConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -110,6 +113,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on graceful shutdown")
+	registerSecurityFlags(fs, &c.Security)
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "TESTING ONLY: serve /debug/digest and /debug/clock-offset for the fault suite")
 	fs.StringVar(&c.TestBug, "test-bug", "", "TESTING ONLY (needs --test-hooks): seed a known bug: "+strings.Join(testBugs, ", "))
 
@@ -155,6 +159,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		if !slices.Contains(testBugs, c.TestBug) {
 			return c, fmt.Errorf("--test-bug %q: want one of %s", c.TestBug, strings.Join(testBugs, ", "))
 		}
+	}
+	if err := c.Security.validate(); err != nil {
+		return c, err
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 30 * time.Second

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +41,8 @@ type Config struct {
 	LogLevel         string
 	LogFormat        string
 	ShutdownTimeout  time.Duration
+	// Security is TLS and gossip encryption (security.go).
+	Security SecurityConfig
 	// TestHooks serves the fault suite's debug endpoints; TestBug seeds one
 	// of testBugs. Neither is for production.
 	TestHooks bool
@@ -93,6 +97,10 @@ func NewMain(cfg Config) *Main {
 
 // Start binds the HTTP listener, starts the cluster node and serves the API.
 func (m *Main) Start(ctx context.Context) error {
+	sec, err := m.cfg.Security.load()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", m.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on --http-addr: %w", err)
@@ -102,12 +110,16 @@ func (m *Main) Start(ctx context.Context) error {
 	if advertise == "" {
 		advertise = ln.Addr().String()
 	}
+	if sec.http != nil && !strings.Contains(advertise, "://") {
+		advertise = "https://" + advertise // followers forward with this scheme
+	}
 	cc := cluster.Config{
 		ID: m.cfg.ID, DataDir: m.cfg.DataDir,
 		RaftAddr: m.cfg.RaftAddr, RaftAdvertise: m.cfg.RaftAdvertise,
 		GossipAddr: m.cfg.GossipAddr, GossipAdvertise: m.cfg.GossipAdvertise,
 		HTTPAddr: advertise, Join: m.cfg.Join, BootstrapExpect: m.cfg.BootstrapExpect,
 		LeaveOnShutdown: m.cfg.LeaveOnTerminate, Logger: m.cfg.Logger, Raft: m.cfg.Raft,
+		RaftTLS: sec.peer, GossipKey: sec.gossipKey,
 		Clock: func() time.Time { return time.Now().Add(time.Duration(m.clockOffset.Load())) },
 		Bugs: cluster.Bugs{
 			StaleReads:              m.cfg.TestBug == bugStaleReads,
@@ -129,7 +141,7 @@ func (m *Main) Start(ctx context.Context) error {
 	m.registry = prometheus.NewRegistry()
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registry.MustRegister(newClusterCollector(node))
-	svc := ledger.New(node, m.cfg.Limits)
+	svc := ledger.New(m.instrument(node), m.cfg.Limits)
 	if m.cfg.TestBug == bugCheckThenClaim {
 		svc.SeedCheckThenClaimBug()
 	}
@@ -137,12 +149,14 @@ func (m *Main) Start(ctx context.Context) error {
 		m.log.Warn("SEEDED BUG ACTIVE: this node is deliberately incorrect (fault-suite positive control)", "bug", m.cfg.TestBug)
 	}
 	api := httpapi.New(httpapi.Config{
-		Service:      svc,
-		Cluster:      node,
-		Registry:     m.registry,
-		Logger:       m.log,
-		NodeID:       m.cfg.ID,
-		MaxBodyBytes: int64(2*max(m.cfg.Limits.MaxPayloadBytes, m.cfg.Limits.MaxResultBytes) + 16<<10),
+		Service:       svc,
+		Cluster:       node,
+		Registry:      m.registry,
+		ForwardClient: sec.forward,
+		Snapshots:     node,
+		Logger:        m.log,
+		NodeID:        m.cfg.ID,
+		MaxBodyBytes:  int64(2*max(m.cfg.Limits.MaxPayloadBytes, m.cfg.Limits.MaxResultBytes) + 16<<10),
 	})
 	handler := api.Handler()
 	if m.cfg.TestHooks {
@@ -158,9 +172,12 @@ func (m *Main) Start(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
+	if sec.http != nil {
+		ln = tls.NewListener(ln, sec.http)
+	}
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.srv.Serve(ln) }()
-	m.log.Info("serving", "http", ln.Addr().String(), "raft", node.RaftAddr(), "gossip", node.GossipAddr(),
+	m.log.Info("serving", "http", advertise, "tls", sec.http != nil, "gossip_encrypted", sec.gossipKey != nil, "raft", node.RaftAddr(), "gossip", node.GossipAddr(),
 		"data_dir", m.cfg.DataDir)
 	return nil
 }

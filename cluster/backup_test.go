@@ -1,0 +1,155 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger"
+)
+
+// fill claims count keys and completes every other one, returning the
+// highest fencing token granted.
+func fill(t *testing.T, tc *testCluster, prefix string, count int) uint64 {
+	t.Helper()
+	ctx := ctxT(t)
+	var maxToken uint64
+	for i := 0; i < count; i++ {
+		key := fmt.Sprintf("%s-%d", prefix, i)
+		r := tc.propose(ctx, claim(key, "o1"))
+		if r.Status != fsm.StatusGranted {
+			t.Fatalf("claim %s: %+v", key, r)
+		}
+		maxToken = max(maxToken, r.Intent.FencingToken)
+		if i%2 == 0 {
+			c := tc.propose(ctx, &fsm.Complete{Namespace: "default", Key: key, Owner: "o1",
+				FencingToken: r.Intent.FencingToken, Outcome: fsm.OutcomeExecuted, Result: []byte(`{"ok":true}`)})
+			if c.Status != fsm.StatusOK {
+				t.Fatalf("complete %s: %+v", key, c)
+			}
+		}
+	}
+	return maxToken
+}
+
+func TestSnapshotRestoresIntoAFreshClusterWithTheSameDigest(t *testing.T) {
+	src := newTestCluster(t, nil)
+	src.startN(3)
+	maxToken := fill(t, src, "backup", 40)
+	ctx := ctxT(t)
+
+	var snap bytes.Buffer
+	info, err := src.leader().WriteSnapshot(ctx, &snap)
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	digest, _ := src.leader().Digest()
+	if info.Digest != digest || info.Intents != 40 || info.Bytes != int64(snap.Len()) {
+		t.Fatalf("snapshot info %+v, leader digest %s, %d bytes", info, digest, snap.Len())
+	}
+	for id, n := range src.nodes {
+		if n.IsLeader() {
+			continue
+		}
+		var nl *ledger.NotLeaderError
+		if _, err := n.TakeSnapshot(ctx); !errors.As(err, &nl) {
+			t.Fatalf("follower %s took a snapshot: %v", id, err)
+		}
+	}
+
+	dst := newTestCluster(t, nil)
+	dst.startN(3)
+	leader := dst.leader()
+	for id, n := range dst.nodes {
+		if n == leader {
+			continue
+		}
+		var nl *ledger.NotLeaderError
+		if _, err := n.Restore(ctx, snap.Bytes(), false); !errors.As(err, &nl) {
+			t.Fatalf("follower %s restored: %v", id, err)
+		}
+	}
+	corrupt := bytes.Replace(snap.Bytes(), []byte(`"o1"`), []byte(`"o2"`), 1)
+	if _, err := leader.Restore(ctx, corrupt, false); !errors.Is(err, fsm.ErrBadSnapshot) {
+		t.Fatalf("corrupt snapshot: %v", err)
+	}
+	got, err := leader.Restore(ctx, snap.Bytes(), false)
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if got != info {
+		t.Fatalf("restore answered %+v, want %+v", got, info)
+	}
+	waitFor(t, 30*time.Second, "every replica of the new cluster to hold the snapshot's digest", func() bool {
+		for _, n := range dst.nodes {
+			if d, _ := n.Digest(); d != info.Digest {
+				return false
+			}
+		}
+		return true
+	})
+	// Reads answer as on the source cluster.
+	var in *fsm.Intent
+	if err := dst.leader().Read(ctx, ledger.Linearizable, func(l *fsm.Ledger) { in = l.Get("default", "backup-0") }); err != nil || in == nil || in.State != fsm.StateExecuted {
+		t.Fatalf("read after restore: %+v, %v", in, err)
+	}
+	if _, err := dst.leader().Restore(ctx, snap.Bytes(), false); !errors.Is(err, ledger.ErrNotEmpty) {
+		t.Fatalf("second restore without force: %v", err)
+	}
+	// New grants are fenced above every token of the restored ledger.
+	r := dst.propose(ctx, claim("after-restore", "o9"))
+	if r.Status != fsm.StatusGranted || r.Intent.FencingToken <= maxToken {
+		t.Fatalf("first grant after restore has token %d, the snapshot's highest is %d", r.Intent.FencingToken, maxToken)
+	}
+	waitFor(t, 30*time.Second, "every node ready after the restore", func() bool {
+		for _, n := range dst.nodes {
+			if !n.Status().Ready {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestPeersJSONRecoversALostQuorum(t *testing.T) {
+	tc := newTestCluster(t, nil)
+	tc.startN(3)
+	fill(t, tc, "quorum", 10)
+	survivor := tc.leader()
+	digest, _ := survivor.Digest()
+	id, raftAddr, gossipAddr := survivor.ID(), survivor.RaftAddr(), survivor.GossipAddr()
+	for _, n := range tc.nodes {
+		_ = n.Kill() // two are lost for good; the survivor stops too
+	}
+	peers := fmt.Sprintf(`[{"id":%q,"address":%q,"non_voter":false}]`, id, raftAddr)
+	path := filepath.Join(tc.dir, id, PeersFile)
+	if err := os.WriteFile(path, []byte(peers), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	delete(tc.nodes, id)
+	for k := range tc.nodes {
+		delete(tc.nodes, k)
+	}
+	n := tc.startAt(id, raftAddr, gossipAddr, 0)
+	leader := tc.leader()
+	if leader != n {
+		t.Fatalf("leader %s, want the recovered %s", leader.ID(), id)
+	}
+	if d, _ := n.Digest(); d != digest {
+		t.Fatalf("recovered digest %s, want %s", d, digest)
+	}
+	if v := voters(n); len(v) != 1 || !v[id] {
+		t.Fatalf("voters after recovery: %v", v)
+	}
+	if _, err := os.Stat(path + ".applied"); err != nil {
+		t.Fatalf("the recovery file was not set aside: %v", err)
+	}
+	if r := tc.propose(ctxT(t), claim("after-recovery", "o2")); r.Status != fsm.StatusGranted {
+		t.Fatalf("write after recovery: %+v", r)
+	}
+}

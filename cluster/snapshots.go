@@ -1,0 +1,143 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger"
+)
+
+// SnapshotInfo describes a ledger snapshot (backup).
+type SnapshotInfo = ledger.SnapshotInfo
+
+// indexedSnapshots wraps raft's snapshot store so that the state machine
+// learns the Raft index of every snapshot it restores (raft's FSM.Restore
+// is not told). The index is needed because the ledger's own applied index
+// (the last command in the snapshot) can lie below the snapshot's Raft
+// index: no-ops and configuration entries follow it, and a restored backup
+// is installed at an index past the new cluster's log.
+type indexedSnapshots struct {
+	raft.SnapshotStore
+}
+
+// Open implements raft.SnapshotStore.
+func (s *indexedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	meta, rc, err := s.SnapshotStore.Open(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return meta, &indexedReader{ReadCloser: rc, index: meta.Index}, nil
+}
+
+// indexedReader is a snapshot being restored and its Raft index.
+type indexedReader struct {
+	io.ReadCloser
+	index uint64
+}
+
+// Snapshot is a consistent, immutable view of the ledger taken by
+// TakeSnapshot, to be written out with Write.
+type Snapshot struct{ l *fsm.Ledger }
+
+// TakeSnapshot takes a consistent view of the ledger: it is read
+// linearizably on the leader (a follower answers ledger.NotLeaderError), so
+// it holds every write acknowledged before the call. The clone costs O(1)
+// and writes go on while it is written out.
+func (n *Node) TakeSnapshot(ctx context.Context) (ledger.Snapshot, error) {
+	var l *fsm.Ledger
+	if err := n.Read(ctx, ledger.Linearizable, func(cur *fsm.Ledger) { l = cur.Clone() }); err != nil {
+		return nil, err
+	}
+	return &Snapshot{l: l}, nil
+}
+
+// Index is the log index of the last command the snapshot reflects.
+func (s *Snapshot) Index() uint64 { return s.l.AppliedIndex() }
+
+// Intents is the number of intents in the snapshot.
+func (s *Snapshot) Intents() int { return s.l.Len() }
+
+// Write writes the snapshot in the state machine's deterministic encoding
+// (JSON lines with a SHA-256 trailer, which fsm.Restore verifies).
+func (s *Snapshot) Write(w io.Writer) (SnapshotInfo, error) {
+	h := sha256.New()
+	cw := &countingWriter{w: io.MultiWriter(w, h)}
+	if err := s.l.WriteSnapshot(cw); err != nil {
+		return SnapshotInfo{}, fmt.Errorf("cluster: write snapshot: %w", err)
+	}
+	return SnapshotInfo{Index: s.Index(), Intents: s.Intents(), Digest: hex.EncodeToString(h.Sum(nil)), Bytes: cw.n}, nil
+}
+
+// WriteSnapshot takes a snapshot (see TakeSnapshot) and writes it to w.
+func (n *Node) WriteSnapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) {
+	s, err := n.TakeSnapshot(ctx)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	return s.Write(w)
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	k, err := c.w.Write(p)
+	c.n += int64(k)
+	return k, err
+}
+
+// Restore replaces the ledger of the whole cluster with a snapshot written
+// by WriteSnapshot. It runs on the leader (a follower answers
+// ledger.NotLeaderError) through raft's user restore: the snapshot is
+// checked first (format, order, SHA-256 trailer), installed at a Raft index
+// past both the current log and the snapshot's own index, and followers
+// install it from the leader. New commands therefore get log indexes, and
+// so fencing tokens, above every token in the snapshot. Unless force is
+// set, a ledger that holds intents is refused with ledger.ErrNotEmpty.
+func (n *Node) Restore(ctx context.Context, data []byte, force bool) (SnapshotInfo, error) {
+	if n.stopping.Load() {
+		return SnapshotInfo{}, ledger.ErrShuttingDown
+	}
+	if n.raft.State() != raft.Leader {
+		return SnapshotInfo{}, n.notLeader()
+	}
+	l, err := fsm.Restore(bytes.NewReader(data))
+	if err != nil {
+		return SnapshotInfo{}, fmt.Errorf("cluster: %w", err)
+	}
+	info := SnapshotInfo{Index: l.AppliedIndex(), Intents: l.Len(), Digest: l.Digest(), Bytes: int64(len(data))}
+	if !force {
+		var cur int
+		if err := n.Read(ctx, ledger.Linearizable, func(x *fsm.Ledger) { cur = x.Len() }); err != nil {
+			return SnapshotInfo{}, err
+		}
+		if cur > 0 {
+			return SnapshotInfo{}, fmt.Errorf("cluster: %w (it holds %d intents)", ledger.ErrNotEmpty, cur)
+		}
+	}
+	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: l.AppliedIndex(), Size: int64(len(data))}
+	done := make(chan error, 1)
+	go func() { done <- n.raft.Restore(meta, bytes.NewReader(data), n.cfg.ApplyTimeout) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return SnapshotInfo{}, fmt.Errorf("%w: %w while restoring", ledger.ErrOutcomeUnknown, ctx.Err())
+	}
+	if err != nil {
+		return SnapshotInfo{}, n.mapApplyError(err)
+	}
+	n.log.Warn("ledger replaced by a restored snapshot", "snapshot_index", info.Index, "intents", info.Intents,
+		"digest", info.Digest)
+	return info, nil
+}
+
+var _ ledger.Snapshotter = (*Node)(nil)

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/httpapi"
+	"github.com/intentledger/intentd/internal/tlsutil"
+	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/ledger/ledgertest"
+)
+
+// fakeSnaps serves snapshots of an in-memory fsm.Ledger.
+type fakeSnaps struct {
+	mu       sync.Mutex
+	l        *fsm.Ledger
+	restored []byte
+}
+
+type fakeSnap struct{ l *fsm.Ledger }
+
+func (s fakeSnap) Index() uint64 { return s.l.AppliedIndex() }
+func (s fakeSnap) Intents() int  { return s.l.Len() }
+func (s fakeSnap) Write(w io.Writer) (ledger.SnapshotInfo, error) {
+	return ledger.SnapshotInfo{Index: s.Index(), Intents: s.Intents(), Digest: s.l.Digest()}, s.l.WriteSnapshot(w)
+}
+
+func (f *fakeSnaps) TakeSnapshot(context.Context) (ledger.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fakeSnap{f.l.Clone()}, nil
+}
+
+func (f *fakeSnaps) Restore(_ context.Context, data []byte, force bool) (ledger.SnapshotInfo, error) {
+	l, err := fsm.Restore(bytes.NewReader(data))
+	if err != nil {
+		return ledger.SnapshotInfo{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.l.Len() > 0 && !force {
+		return ledger.SnapshotInfo{}, ledger.ErrNotEmpty
+	}
+	f.l, f.restored = l, data
+	return ledger.SnapshotInfo{Index: l.AppliedIndex(), Intents: l.Len(), Digest: l.Digest(), Bytes: int64(len(data))}, nil
+}
+
+func ledgerWithClaims(t *testing.T, keys ...string) *fsm.Ledger {
+	t.Helper()
+	l := fsm.New()
+	for i, k := range keys {
+		payload, fp, err := fsm.Fingerprint("t", []byte(`{"k":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := fsm.Encode(epoch.UnixNano(), &fsm.Claim{Namespace: "default", Key: k, Tool: "t", Owner: "o",
+			Payload: payload, Fingerprint: fp, LeaseMS: 60_000, DedupeWindowMS: 60_000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := l.Apply(uint64(i+1), data); r.Status != fsm.StatusGranted {
+			t.Fatalf("claim %s: %+v", k, r)
+		}
+	}
+	return l
+}
+
+func snapEnv(t *testing.T, snaps *fakeSnaps) string {
+	t.Helper()
+	mem := ledgertest.NewMemory(epoch)
+	api := httpapi.New(httpapi.Config{Service: ledger.New(mem, ledger.Limits{}), Cluster: fakeCluster{},
+		NodeID: "n1", Now: mem.Now, Snapshots: snaps})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestSnapshotSaveVerifiesAndRestoreRefusesBadFiles(t *testing.T) {
+	src := &fakeSnaps{l: ledgerWithClaims(t, "a", "b", "c")}
+	addr := snapEnv(t, src)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "backup.snap")
+	r := runCLI(t, "--addr", addr, "--retries", "0", "snapshot", "save", file)
+	expect(t, r, exitOK, "saved "+file, "3 intents", "sha256 "+src.l.Digest(), "(verified)")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*")); len(left) > 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+
+	dst := &fakeSnaps{l: fsm.New()}
+	daddr := snapEnv(t, dst)
+	bad := filepath.Join(dir, "bad.snap")
+	if err := os.WriteFile(bad, bytes.Replace(data, []byte(`"a"`), []byte(`"z"`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"corrupt file (checked before sending)", []string{"snapshot", "restore", bad}, exitUsage},
+		{"missing file", []string{"snapshot", "restore", filepath.Join(dir, "nope")}, exitUsage},
+		{"no subcommand", []string{"snapshot"}, exitUsage},
+		{"good file", []string{"snapshot", "restore", file}, exitOK},
+		{"again: the ledger is not empty", []string{"snapshot", "restore", file}, exitError},
+		{"again with --force", []string{"snapshot", "restore", "--force", file}, exitOK},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runCLI(t, append([]string{"--addr", daddr, "--retries", "0"}, tt.args...)...)
+			if r.code != tt.code {
+				t.Fatalf("want exit %d, got %s", tt.code, r)
+			}
+		})
+	}
+	if !bytes.Equal(dst.restored, data) {
+		t.Fatal("the cluster did not receive the file byte for byte")
+	}
+}
+
+func TestCertsAndTLSFlags(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	r := runCLI(t, "certs", "--dir", dir, "--nodes", "a,b", "--hosts", "example.internal")
+	expect(t, r, exitOK, "development PKI", "ca.pem", "a.pem", "client.pem")
+	if r := runCLI(t, "certs", "--dir", dir); r.code == exitOK {
+		t.Fatalf("a second run replaced the CA: %s", r)
+	}
+	// An HTTPS node that requires client certificates from that CA.
+	conf, err := tlsutil.ServerConfig(filepath.Join(dir, "a.pem"), filepath.Join(dir, "a-key.pem"), filepath.Join(dir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := ledgertest.NewMemory(epoch)
+	api := httpapi.New(httpapi.Config{Service: ledger.New(mem, ledger.Limits{}), Cluster: fakeCluster{}, NodeID: "n1", Now: mem.Now})
+	srv := httptest.NewUnstartedServer(api.Handler())
+	srv.TLS = conf
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	ca, cert, key := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+	}{
+		{"CA and client certificate", []string{"--ca", ca, "--cert", cert, "--key", key}, nil, exitOK},
+		{"from the environment", nil, map[string]string{"INTENTCTL_CA": ca, "INTENTCTL_CERT": cert, "INTENTCTL_KEY": key}, exitOK},
+		{"no client certificate", []string{"--ca", ca}, nil, exitUnavailable},
+		{"no CA", []string{"--cert", cert, "--key", key}, nil, exitUnavailable},
+		{"key without certificate", []string{"--ca", ca, "--key", key}, nil, exitUsage},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			args := append([]string{"--addr", srv.URL, "--retries", "0"}, tt.args...)
+			r := runCLI(t, append(args, "cluster")...)
+			if r.code != tt.code {
+				t.Fatalf("want exit %d, got %s", tt.code, r)
+			}
+		})
+	}
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/intentledger/intentd/cluster"
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger"
+)
+
+// timedReplicator measures how long proposals take to commit and apply.
+type timedReplicator struct {
+	ledger.Replicator
+	apply *prometheus.HistogramVec
+}
+
+// Propose implements ledger.Replicator.
+func (t timedReplicator) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+	start := time.Now()
+	r, err := t.Replicator.Propose(ctx, cmd)
+	t.apply.WithLabelValues(applyOutcome(err)).Observe(time.Since(start).Seconds())
+	return r, err
+}
+
+// applyOutcome names a proposal's outcome for the apply histogram.
+func applyOutcome(err error) string {
+	var nl *ledger.NotLeaderError
+	switch {
+	case err == nil:
+		return "applied"
+	case errors.As(err, &nl), errors.Is(err, ledger.ErrNotLeader):
+		return "not_leader"
+	case errors.Is(err, ledger.ErrOutcomeUnknown):
+		return "unknown"
+	case errors.Is(err, ledger.ErrNoLeader), errors.Is(err, ledger.ErrShuttingDown):
+		return "unavailable"
+	}
+	return "error"
+}
+
+// instrument registers the node's operational metrics and returns the
+// replicator the ledger service should use (proposals timed).
+func (m *Main) instrument(node *cluster.Node) ledger.Replicator {
+	apply := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "intentd_raft_apply_duration_seconds",
+		Help:    "Time from proposing a command on this node to the state machine's answer, by outcome (applied, not_leader, unknown, unavailable, error).",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"outcome"})
+	m.registry.MustRegister(apply, newOpsCollector(node))
+	return timedReplicator{Replicator: node, apply: apply}
+}
+
+// opsCollector exports Raft, snapshot and gossip numbers on every scrape.
+type opsCollector struct {
+	node                                                *cluster.Node
+	state, lastIndex, snapIndex, snapBytes, snapsOnDisk *prometheus.Desc
+	gossip                                              *prometheus.Desc
+}
+
+func newOpsCollector(n *cluster.Node) *opsCollector {
+	return &opsCollector{
+		node:        n,
+		state:       prometheus.NewDesc("intentd_raft_state", "1 for this node's Raft state (leader, follower, candidate, shutdown), 0 for the others.", []string{"state"}, nil),
+		lastIndex:   prometheus.NewDesc("intentd_raft_last_index", "Index of the last entry in the local Raft log.", nil, nil),
+		snapIndex:   prometheus.NewDesc("intentd_raft_last_snapshot_index", "Raft index of the newest snapshot on disk (0: none).", nil, nil),
+		snapBytes:   prometheus.NewDesc("intentd_raft_snapshot_size_bytes", "Size of the newest snapshot on disk.", nil, nil),
+		snapsOnDisk: prometheus.NewDesc("intentd_raft_snapshots", "Snapshots retained on disk.", nil, nil),
+		gossip:      prometheus.NewDesc("intentd_gossip_members", "Members memberlist knows alive (this node included).", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *opsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.state, c.lastIndex, c.snapIndex, c.snapBytes, c.snapsOnDisk, c.gossip} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *opsCollector) Collect(ch chan<- prometheus.Metric) {
+	cur := c.node.Status().State
+	for _, s := range []string{"leader", "follower", "candidate", "shutdown"} {
+		v := 0.0
+		if s == cur {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, v, s)
+	}
+	st := c.node.Stats()
+	ch <- prometheus.MustNewConstMetric(c.lastIndex, prometheus.GaugeValue, float64(st.LastLogIndex))
+	ch <- prometheus.MustNewConstMetric(c.snapIndex, prometheus.GaugeValue, float64(st.LastSnapshotIndex))
+	ch <- prometheus.MustNewConstMetric(c.snapBytes, prometheus.GaugeValue, float64(st.LastSnapshotBytes))
+	ch <- prometheus.MustNewConstMetric(c.snapsOnDisk, prometheus.GaugeValue, float64(st.Snapshots))
+	ch <- prometheus.MustNewConstMetric(c.gossip, prometheus.GaugeValue, float64(st.GossipMembers))
+}
