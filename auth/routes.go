@@ -55,5 +55,10 @@ func DefaultRoutes() map[string]Role {
 		"GET /v1/intents/:key/audit": RoleReader,
 
 		"POST /v1/tokens/verify": RoleTool,
+
+		"GET /v1/audit":          RoleReader,
+		"GET /v1/policies":       RoleReader,
+		"GET /v1/policies/:name": RoleReader,
+		"GET /v1/settings":       RoleReader,
 	}
 }

@@ -93,6 +93,9 @@ type Client struct {
 	mu               sync.Mutex
 	discovering      chan struct{} // closed when the running discovery ends
 
+	// apiKey, when set, is sent as a bearer token with every request.
+	apiKey string
+
 	// Do.
 	maxWait       time.Duration
 	reportTimeout time.Duration
@@ -232,6 +235,15 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.apiKey != "" {
+		hc := *c.hc
+		base := hc.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		hc.Transport = &bearerTransport{key: c.apiKey, base: base}
+		c.hc = &hc
 	}
 	c.rt.Store(&route{addrs: dedupe(c.seeds), at: c.now()})
 	return c, nil

@@ -51,6 +51,19 @@ var (
 	// must be resolved after checking the tool's side. The ledger never
 	// answers with it.
 	ErrEffectUnknown = errors.New("whether the effect happened is unknown")
+
+	// ErrBlocked: the policy that selects the tool blocks it.
+	ErrBlocked = errors.New("the policy blocks this tool")
+	// ErrTokenUsed: the execution token was already verified once.
+	ErrTokenUsed = errors.New("execution token already used")
+	// ErrTokenExpired: the execution token's lifetime passed.
+	ErrTokenExpired = errors.New("execution token expired")
+	// ErrTokenInvalid: the execution token is forged, malformed, signed by
+	// an unknown key, or does not bind the payload or the current grant.
+	ErrTokenInvalid = errors.New("execution token is not valid")
+	// ErrUnauthorized: no valid API key, or its roles do not allow the
+	// call.
+	ErrUnauthorized = errors.New("not authorized")
 )
 
 // sentinelCodes maps each sentinel to the problem codes it stands for.
@@ -61,9 +74,14 @@ var sentinelCodes = map[error][]string{
 	ErrFenced:          {"fenced"},
 	ErrRejected:        {"rejected"},
 	ErrPendingApproval: {"pending_approval"},
-	ErrNotFound:        {"not_found"},
-	ErrInvalidState:    {"invalid_state", "not_pending_approval"},
-	ErrBadRequest:      {"bad_request", "too_large", "unprocessable"},
+	ErrNotFound:        {"not_found", "policy_not_found"},
+	ErrInvalidState:    {"invalid_state", "not_pending_approval", "already_approved", "version_mismatch"},
+	ErrBadRequest:      {"bad_request", "too_large", "unprocessable", "unknown_policy"},
+	ErrBlocked:         {"blocked"},
+	ErrTokenUsed:       {"token_used"},
+	ErrTokenExpired:    {"token_expired"},
+	ErrTokenInvalid:    {"token_invalid", "token_mismatch"},
+	ErrUnauthorized:    {"unauthenticated", "forbidden", "not_an_approver"},
 	ErrOutcomeUnknown:  {"outcome_unknown"},
 	ErrNoLeader:        {"no_leader", "not_leader"},
 	ErrUnavailable:     {"unavailable", "shutting_down", "not_ready"},

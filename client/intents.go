@@ -129,18 +129,19 @@ func (c *Client) Resolve(ctx context.Context, req ResolveRequest) (*IntentRespon
 }
 
 type decisionWire struct {
-	Actor  string `json:"actor"`
-	Reason string `json:"reason,omitempty"`
+	Actor       string `json:"actor,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // Approve approves a pending intent.
 func (c *Client) Approve(ctx context.Context, req DecisionRequest) (*IntentResponse, error) {
-	return c.intentCall(ctx, req.Key, "approve", decisionWire{Actor: req.Actor, Reason: req.Reason})
+	return c.intentCall(ctx, req.Key, "approve", decisionWire{Actor: req.Actor, Reason: req.Reason, Fingerprint: req.Fingerprint})
 }
 
 // Reject rejects a pending intent.
 func (c *Client) Reject(ctx context.Context, req DecisionRequest) (*IntentResponse, error) {
-	return c.intentCall(ctx, req.Key, "reject", decisionWire{Actor: req.Actor, Reason: req.Reason})
+	return c.intentCall(ctx, req.Key, "reject", decisionWire{Actor: req.Actor, Reason: req.Reason, Fingerprint: req.Fingerprint})
 }
 
 func (c *Client) intentCall(ctx context.Context, key, action string, body any) (*IntentResponse, error) {

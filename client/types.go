@@ -59,7 +59,14 @@ type Intent struct {
 	Payload      json.RawMessage `json:"payload,omitempty"`
 	Result       json.RawMessage `json:"result,omitempty"`
 	Policy       string          `json:"policy,omitempty"`
-	LeaseMS      int64           `json:"lease_ms,omitempty"`
+	// PolicyVersion is the version of Policy the intent was decided under.
+	PolicyVersion uint64 `json:"policy_version,omitempty"`
+	// ApprovalsRequired and Approvals show the approval gate.
+	ApprovalsRequired int        `json:"approvals_required,omitempty"`
+	Approvals         []Approval `json:"approvals,omitempty"`
+	// TokenUsed says the current grant's execution token was spent.
+	TokenUsed bool  `json:"token_used,omitempty"`
+	LeaseMS   int64 `json:"lease_ms,omitempty"`
 	// LeaseDeadline is zero when the intent holds no lease.
 	LeaseDeadline time.Time `json:"lease_deadline,omitzero"`
 	CreatedAt     time.Time `json:"created_at"`
@@ -140,6 +147,10 @@ type DecisionRequest struct {
 	Key    string
 	Actor  string
 	Reason string
+	// Fingerprint, when set, binds the decision to the payload the
+	// decider saw: the ledger refuses it (divergent) if the intent's
+	// fingerprint differs.
+	Fingerprint string
 }
 
 // IntentResponse is the answer of a successful call about one intent.

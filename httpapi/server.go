@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/ledger"
 )
@@ -70,9 +71,12 @@ type Config struct {
 	MaxBodyBytes int64
 	// Now is the clock for Retry-After computations; nil means time.Now.
 	Now func() time.Time
-	// Identify says who a request acts as (from its credentials); nil
-	// means auth is off: every request acts in the default namespace, as
-	// the actor its body names, and may read every audit log.
+	// Auth holds the API keys every request but the public ones must
+	// present; nil (or a disabled keyset) means auth is off: every request
+	// acts in the default namespace, as the actor its body names, and may
+	// read every audit log.
+	Auth *auth.Keyset
+	// Identify says who a request acts as; nil derives it from Auth.
 	Identify func(c echo.Context) (Identity, bool)
 	// Snapshots serves /v1/admin/snapshot (backup and restore); nil
 	// answers not_configured.
@@ -95,6 +99,8 @@ type Server struct {
 	identify func(c echo.Context) (Identity, bool)
 	metrics  *metrics
 	echo     *echo.Echo
+	// keys authenticates requests; nil when auth is off.
+	keys *auth.Keyset
 	// snaps and maxSnapshot serve the admin endpoints (admin.go).
 	snaps       ledger.Snapshotter
 	maxSnapshot int64
@@ -127,6 +133,12 @@ func New(cfg Config) *Server {
 	if s.nodeID == "" {
 		s.nodeID = "unknown"
 	}
+	if cfg.Auth != nil && !cfg.Auth.IsDisabled() {
+		s.keys = cfg.Auth
+		if s.identify == nil {
+			s.identify = identifyPrincipal
+		}
+	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
@@ -150,6 +162,9 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.observe)
+	if s.keys != nil {
+		e.Use(auth.Middleware(s.keys, auth.ByRoute(auth.DefaultRoutes())))
+	}
 
 	e.POST("/v1/intents", s.claim)
 	e.GET("/v1/intents", s.list)
@@ -349,6 +364,16 @@ type Identity struct {
 	Namespace string
 	// Admin may read other namespaces' audit logs.
 	Admin bool
+}
+
+// identifyPrincipal is the Identity of the request's authenticated API
+// key.
+func identifyPrincipal(c echo.Context) (Identity, bool) {
+	p, ok := auth.PrincipalFrom(c)
+	if !ok {
+		return Identity{}, false
+	}
+	return Identity{Name: p.Name, Namespace: p.Namespace, Admin: p.Has(auth.RoleAdmin)}, true
 }
 
 // namespaceOf is the namespace a request acts in.

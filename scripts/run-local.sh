@@ -29,7 +29,7 @@ trap 'exit 0' INT TERM
 for i in $(seq 1 $NODES); do
   args=(--id "n$i" --data-dir "$DATA/n$i"
         --http-addr "127.0.0.1:810$i" --raft-addr "127.0.0.1:820$i" --gossip-addr "127.0.0.1:830$i"
-        --bootstrap-expect $NODES)
+        --bootstrap-expect $NODES --auth=off)
   [ "$i" -gt 1 ] && args+=(--join 127.0.0.1:8301)
   "$BIN/intentd" "${args[@]}" >"$DATA/n$i.log" 2>&1 &
   pids+=($!)

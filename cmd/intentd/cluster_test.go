@@ -50,6 +50,7 @@ func (tn *testNodes) start(id string, expect int, join ...string) *Main {
 	cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Join, cfg.BootstrapExpect = join, expect
 	cfg.TestHooks = true
+	cfg.Auth = AuthOff
 	cfg.Logger = quietLogger()
 	cfg.Raft = cluster.RaftTuning{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
 		LeaderLeaseTimeout: 500 * time.Millisecond}

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/intentledger/intentd/auth"
 )
 
 func main() {
@@ -109,11 +111,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.Uint64Var(&c.Raft.SnapshotThreshold, "snapshot-threshold", c.Raft.SnapshotThreshold, "log entries between snapshots")
 	fs.Uint64Var(&c.Raft.TrailingLogs, "trailing-logs", c.Raft.TrailingLogs, "log entries kept after a snapshot")
 	fs.DurationVar(&c.Raft.SnapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot (jittered up to twice)")
-	fs.StringVar(&c.TokenSecret, "token-secret", "", "deprecated and ignored: execution tokens are signed with Ed25519 keys the cluster replicates")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on graceful shutdown")
 	registerSecurityFlags(fs, &c.Security)
+	fs.StringVar(&c.Auth, "auth", c.Auth, "required: every API call but /healthz, /readyz, /metrics and /v1/keys needs an API key; off: DEVELOPMENT ONLY, no authentication")
+	fs.StringVar(&c.APIKeysFile, "api-keys-file", "", "JSON file of API keys (name, namespace, roles, sha256); also "+auth.EnvVar)
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "TESTING ONLY: serve /debug/digest and /debug/clock-offset for the fault suite")
 	fs.StringVar(&c.TestBug, "test-bug", "", "TESTING ONLY (needs --test-hooks): seed a known bug: "+strings.Join(testBugs, ", "))
 
@@ -129,6 +132,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if envErr != nil {
 		return c, envErr
 	}
+	c.APIKeys = getenv(auth.EnvVar)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -159,6 +163,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		if !slices.Contains(testBugs, c.TestBug) {
 			return c, fmt.Errorf("--test-bug %q: want one of %s", c.TestBug, strings.Join(testBugs, ", "))
 		}
+	}
+	if c.Auth != AuthRequired && c.Auth != AuthOff {
+		return c, fmt.Errorf("--auth must be %s or %s, not %q", AuthRequired, AuthOff, c.Auth)
 	}
 	if err := c.Security.validate(); err != nil {
 		return c, err

@@ -31,7 +31,7 @@ func (tn *testNodes) startCfg(id string, expect int, addrs [3]string, tune func(
 	cfg.ID, cfg.DataDir = id, filepath.Join(tn.dir, id)
 	cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr = addrs[0], addrs[1], addrs[2]
 	cfg.Join, cfg.BootstrapExpect = join, expect
-	cfg.TokenSecret = "test"
+	cfg.Auth = AuthOff
 	cfg.TestHooks = true
 	cfg.Logger = quietLogger()
 	cfg.Raft = cluster.RaftTuning{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,

@@ -71,7 +71,7 @@ func startProc(t *testing.T, bin, dir, id string, p *proc, args ...string) *proc
 	p.log = &bytes.Buffer{}
 	all := append([]string{"--id", id, "--data-dir", filepath.Join(dir, id), "--http-addr", p.http,
 		"--raft-addr", p.raft, "--gossip-addr", p.gossip,
-		"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms"}, args...)
+		"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms", "--auth=off"}, args...)
 	p.cmd = exec.Command(bin, all...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {

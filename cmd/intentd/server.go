@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/ledger"
@@ -37,12 +38,18 @@ type Config struct {
 	LeaveOnTerminate bool
 	Limits           ledger.Limits
 	Raft             cluster.RaftTuning
-	TokenSecret      string
 	LogLevel         string
 	LogFormat        string
 	ShutdownTimeout  time.Duration
 	// Security is TLS and gossip encryption (security.go).
 	Security SecurityConfig
+	// Auth is "required" (every API call but the public ones needs an API
+	// key from APIKeysFile or APIKeys, the INTENTD_API_KEYS value) or
+	// "off" (development only: anyone who reaches the port may do
+	// anything).
+	Auth        string
+	APIKeysFile string
+	APIKeys     string
 	// TestHooks serves the fault suite's debug endpoints; TestBug seeds one
 	// of testBugs. Neither is for production.
 	TestHooks bool
@@ -69,7 +76,32 @@ func DefaultConfig() Config {
 		LogLevel:         "info",
 		LogFormat:        "text",
 		ShutdownTimeout:  30 * time.Second,
+		Auth:             AuthRequired,
 	}
+}
+
+// The values of Config.Auth.
+const (
+	AuthRequired = "required"
+	AuthOff      = "off"
+)
+
+// loadKeys returns the API keys the node enforces, nil when auth is off.
+func (c Config) loadKeys(log *slog.Logger) (*auth.Keyset, error) {
+	if c.Auth == AuthOff {
+		log.Warn("AUTH IS OFF (--auth=off): every API call is accepted from anyone who reaches the HTTP port, " +
+			"in the default namespace, with every role. Development only: never expose this node.")
+		return nil, nil
+	}
+	ks, err := auth.Load(c.APIKeysFile, c.APIKeys)
+	if errors.Is(err, auth.ErrNoKeys) {
+		return nil, fmt.Errorf("no API keys: give --api-keys-file FILE or %s (intentctl apikey new makes one), or --auth=off for development", auth.EnvVar)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("API keys: %w", err)
+	}
+	log.Info("API keys loaded", "keys", ks.Len(), "names", strings.Join(ks.Names(), ","))
+	return ks, nil
 }
 
 // Main is one running node: cluster member plus HTTP API. Tests run it
@@ -135,9 +167,6 @@ func (m *Main) Start(ctx context.Context) error {
 		return err
 	}
 	m.node = node
-	if m.cfg.TokenSecret != "" {
-		m.log.Warn("--token-secret is ignored: execution tokens are signed with Ed25519 keys replicated through Raft (see POST /v1/keys/rotate)")
-	}
 	m.registry = prometheus.NewRegistry()
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registry.MustRegister(newClusterCollector(node))
@@ -148,7 +177,14 @@ func (m *Main) Start(ctx context.Context) error {
 	if m.cfg.TestBug != "" {
 		m.log.Warn("SEEDED BUG ACTIVE: this node is deliberately incorrect (fault-suite positive control)", "bug", m.cfg.TestBug)
 	}
+	keys, err := m.cfg.loadKeys(m.log)
+	if err != nil {
+		_ = node.Kill()
+		_ = ln.Close()
+		return err
+	}
 	api := httpapi.New(httpapi.Config{
+		Auth:          keys,
 		Service:       svc,
 		Cluster:       node,
 		Registry:      m.registry,

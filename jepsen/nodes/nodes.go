@@ -106,7 +106,7 @@ func (p *proc) exited() bool {
 // until each one's GET /readyz answers 200. Node i's flags are --id n<i>
 // --data-dir <Dir>/data/n<i> --http-addr IP:8100 --raft-addr IP:8200
 // --gossip-addr IP:8300 --bootstrap-expect N --join <node 1>:8300 (for
-// i > 1) --token-secret jepsen --log-format json, then the raft timeouts and
+// i > 1) --auth=off --log-format json, then the raft timeouts and
 // ExtraArgs. On failure every started process is killed and the error
 // names the node and the tail of its log.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
@@ -221,7 +221,7 @@ func (c *Cluster) args(i int, join []string) []string {
 		a = append(a, "--join", strings.Join(join, ","))
 	}
 	a = append(a,
-		"--token-secret", "jepsen",
+		"--auth=off",
 		"--log-format", "json",
 		"--raft-heartbeat-timeout", beat,
 		"--raft-election-timeout", beat,
