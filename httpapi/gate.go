@@ -105,6 +105,9 @@ func (s *Server) deletePolicy(c echo.Context) error {
 }
 
 func (s *Server) answerPolicy(c echo.Context, r *fsm.Result) error {
+	if r.Status == fsm.StatusUnknownPolicy {
+		return s.writeProblem(c, newProblem(CodePolicyNotFound, r.Detail))
+	}
 	if r.Status != fsm.StatusOK {
 		return s.writeProblem(c, refusalProblem(r, s.now()))
 	}
