@@ -133,6 +133,23 @@ func post(addr, path string, body any) (answer, error) {
 	return answer{resp.StatusCode, out}, nil
 }
 
+func put(addr, path string, body any) (answer, error) {
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequest(http.MethodPut, "http://"+addr+path, bytes.NewReader(b))
+	if err != nil {
+		return answer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return answer{resp.StatusCode, out}, nil
+}
+
 func get(addr, path string) (answer, error) {
 	resp, err := http.Get("http://" + addr + path)
 	if err != nil {

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/intentledger/intentd/auth"
+)
+
+// postUntilDefinite retries a write (the same request: safe, every command
+// is idempotent) while the answer is 503 or the connection fails, rotating
+// nodes.
+func postUntilDefinite(t *testing.T, addrs []string, path string, body any) answer {
+	t.Helper()
+	for attempt := 0; attempt < 200; attempt++ {
+		a, err := post(addrs[attempt%len(addrs)], path, body)
+		if err == nil && a.code != http.StatusServiceUnavailable {
+			return a
+		}
+		time.Sleep(50 * time.Millisecond) // client backoff between retries
+	}
+	t.Fatalf("POST %s: no definite answer", path)
+	return answer{}
+}
+
+// TestGateSurvivesFailover: a policy, an approval and a spent execution
+// token recorded under one leader are honoured by the next: the approved
+// intent is granted without approving again, its token verifies once on
+// the new leader's side, and a token verified before the failover is
+// refused on another node after it.
+func TestGateSurvivesFailover(t *testing.T) {
+	tn := newTestNodes(t)
+	tn.startN(3)
+	leader := tn.leader()
+	var others []string
+	for _, m := range tn.mains {
+		if m != leader {
+			others = append(others, m.HTTPAddr())
+		}
+	}
+	if a := putUntilDefinite(t, others, "/v1/policies/charges", map[string]any{
+		"tools": []string{"test.*"}, "require_approval": true, "approvals_required": 2}); a.code != http.StatusOK {
+		t.Fatalf("put policy: %v", a)
+	}
+	claim := func(key string) answer {
+		return postUntilDefinite(t, others, "/v1/intents", map[string]any{
+			"key": key, "tool": "test.tool", "owner": "agent-1", "payload": map[string]any{"key": key}})
+	}
+	approve := func(key, actor string) answer {
+		return postUntilDefinite(t, others, "/v1/intents/"+key+"/approve", map[string]any{"actor": actor})
+	}
+
+	// Before the failover: "approved" gets both approvals, "half" one;
+	// "spent" is approved, granted and its token verified.
+	for _, k := range []string{"approved", "half", "spent"} {
+		if a := claim(k); a.code != http.StatusAccepted {
+			t.Fatalf("claim %s: %v", k, a)
+		}
+	}
+	approve("approved", "alice")
+	approve("approved", "bob")
+	approve("half", "alice")
+	approve("spent", "alice")
+	approve("spent", "bob")
+	g := claim("spent")
+	if g.code != http.StatusCreated {
+		t.Fatalf("claim spent after approval: %v", g)
+	}
+	tok := g.body["execution_token"].(string)
+	if v := postUntilDefinite(t, others, "/v1/tokens/verify", map[string]any{"execution_token": tok}); v.code != http.StatusOK {
+		t.Fatalf("first verify: %v", v)
+	}
+
+	leader.Kill()
+	delete(tn.mains, leader.cfg.ID)
+	waitFor(t, 30*time.Second, "a new leader", func() bool { return tn.leader() != nil })
+	tn.waitReady()
+
+	// The approvals hold: granted at once; the half-approved one still
+	// waits, and its first approver still counts once.
+	ga := claim("approved")
+	if ga.code != http.StatusCreated {
+		t.Fatalf("approved intent after failover: %v", ga)
+	}
+	if a := claim("half"); a.code != http.StatusAccepted {
+		t.Fatalf("half-approved intent after failover: %v", a)
+	}
+	if a := approve("half", "alice"); a.code != http.StatusConflict || a.body["code"] != "already_approved" {
+		t.Fatalf("alice approving again after failover: %v", a)
+	}
+	if a := approve("half", "bob"); a.code != http.StatusOK || intentOf(a.body)["state"] != "approved" {
+		t.Fatalf("second approval after failover: %v", a)
+	}
+	// The token spent before the failover is refused on every node.
+	for _, addr := range others {
+		if v := postUntilDefinite(t, []string{addr}, "/v1/tokens/verify", map[string]any{"execution_token": tok}); v.code != http.StatusConflict || v.body["code"] != "token_used" {
+			t.Fatalf("verify on %s after failover: %v", addr, v)
+		}
+	}
+	// The new grant's token (signed with the replicated key) verifies
+	// once.
+	tok2 := ga.body["execution_token"].(string)
+	if v := postUntilDefinite(t, others, "/v1/tokens/verify", map[string]any{"execution_token": tok2}); v.code != http.StatusOK {
+		t.Fatalf("verify a token granted after failover: %v", v)
+	}
+	if v := postUntilDefinite(t, others, "/v1/tokens/verify", map[string]any{"execution_token": tok2}); v.code != http.StatusConflict {
+		t.Fatalf("second verify of it: %v", v)
+	}
+}
+
+// putUntilDefinite is postUntilDefinite for PUT.
+func putUntilDefinite(t *testing.T, addrs []string, path string, body any) answer {
+	t.Helper()
+	for attempt := 0; attempt < 200; attempt++ {
+		a, err := put(addrs[attempt%len(addrs)], path, body)
+		if err == nil && a.code != http.StatusServiceUnavailable {
+			return a
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("PUT %s: no definite answer", path)
+	return answer{}
+}
+
+// TestAuthRequiredByDefault: a node refuses to start without API keys
+// unless told --auth=off, and with keys it refuses unauthenticated calls
+// and serves authenticated ones.
+func TestAuthRequiredByDefault(t *testing.T) {
+	if _, err := parseConfig([]string{"--auth", "maybe"}, func(string) string { return "" }, io.Discard); err == nil {
+		t.Fatal("--auth maybe accepted")
+	}
+	c, err := parseConfig(nil, func(k string) string {
+		if k == auth.EnvVar {
+			return "agents:payments:agent:" + auth.HashKey("ik_test-key-with-enough-entropy-0123456789")
+		}
+		return ""
+	}, io.Discard)
+	if err != nil || c.Auth != AuthRequired || c.APIKeys == "" {
+		t.Fatalf("defaults: %+v %v", c, err)
+	}
+
+	start := func(apiKeys string) (*Main, error) {
+		cfg := DefaultConfig()
+		cfg.ID, cfg.DataDir = "solo", t.TempDir()
+		cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+		cfg.BootstrapExpect = 1
+		cfg.APIKeys = apiKeys
+		cfg.Logger = quietLogger()
+		m := NewMain(cfg)
+		return m, m.Start(context.Background())
+	}
+	if m, err := start(""); err == nil || !strings.Contains(err.Error(), "no API keys") {
+		m.Kill()
+		t.Fatalf("start without keys: %v, want a refusal naming the fix", err)
+	}
+	key := "ik_test-key-with-enough-entropy-0123456789"
+	m, err := start("agents:payments:agent:" + auth.HashKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Kill()
+	body := map[string]any{"key": "k", "tool": "t", "owner": "o", "payload": map[string]any{}}
+	if a, err := post(m.HTTPAddr(), "/v1/intents", body); err != nil || a.code != http.StatusUnauthorized {
+		t.Fatalf("claim without a key: %v %v", a, err)
+	}
+	waitFor(t, 30*time.Second, "an authenticated grant", func() bool {
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest(http.MethodPost, "http://"+m.HTTPAddr()+"/v1/intents", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode == http.StatusCreated && intentOf(out)["namespace"] == "payments"
+	})
+}
