@@ -19,6 +19,9 @@ command -v docker >/dev/null 2>&1 || skip "no docker command"
 command -v docker-compose >/dev/null 2>&1 || skip "no docker-compose command"
 docker info >/dev/null 2>&1 || skip "no Docker engine answers 'docker info'"
 command -v curl >/dev/null 2>&1 || skip "no curl"
+# The compose file's public development key (admin of "default").
+API_KEY=${INTENTD_COMPOSE_API_KEY:-ik_lOGWgFB6_lgK-reUS8ivnQ15JF3NB2eMG-3A5thxClA}
+acurl() { curl -H "Authorization: Bearer $API_KEY" "$@"; }
 
 IMAGE=${INTENTD_IMAGE:-intentd:local}
 docker image inspect "$IMAGE" >/dev/null 2>&1 || { echo "compose-test: image $IMAGE missing: run make image" >&2; exit 1; }
@@ -80,7 +83,7 @@ json_field() { sed -n "s/.*\"$1\":\"\\([^\"]*\\)\".*/\\1/p"; }
 leader_seen_by() {
   local u; u=$(url_of "$1") || return 1
   curl -fsS --max-time 2 "$u/readyz" >/dev/null 2>&1 || return 1
-  curl -fsS --max-time 2 "$u/v1/cluster" | json_field leader_id
+  acurl -fsS --max-time 2 "$u/v1/cluster" | json_field leader_id
 }
 all_ready_same_leader() {
   local want="" got n
@@ -101,14 +104,17 @@ log "leader is $LEADER"
 
 KEY="compose:charge-$$"
 N1=$(url_of n1)
-claim=$(curl -sS --max-time 10 -w '\n%{http_code}' -XPOST "$N1/v1/intents" -H 'content-type: application/json' \
+claim=$(acurl -sS --max-time 10 -w '\n%{http_code}' -XPOST "$N1/v1/intents" -H 'content-type: application/json' \
   -d "{\"key\":\"$KEY\",\"tool\":\"stripe.charge\",\"owner\":\"compose-test/1\",\"payload\":{\"amount\":1299}}")
 code=$(echo "$claim" | tail -n1)
 [ "$code" = 201 ] || fail "claim through n1: HTTP $code: $(echo "$claim" | head -n1)"
 log "claimed $KEY through n1 (201 granted)"
+anon=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "$N1/v1/intents/$KEY")
+[ "$anon" = 401 ] || fail "a read without an API key answered HTTP $anon, want 401"
+log "a read without an API key is refused (401)"
 
 N3=$(url_of n3)
-read3=$(curl -fsS --max-time 10 "$N3/v1/intents/$KEY") || fail "linearizable read through n3"
+read3=$(acurl -fsS --max-time 10 "$N3/v1/intents/$KEY") || fail "linearizable read through n3"
 echo "$read3" | grep -q '"state":"declared"' || fail "read through n3: $read3"
 echo "$read3" | grep -q '"owner":"compose-test/1"' || fail "read through n3 names another owner: $read3"
 log "read $KEY through n3 (declared, owner compose-test/1)"
@@ -126,10 +132,10 @@ log "new leader is $LEADER"
 
 for n in "${survivors[@]}"; do
   u=$(url_of "$n")
-  got=$(curl -fsS --max-time 10 "$u/v1/intents/$KEY") || fail "read $KEY through $n after the kill"
+  got=$(acurl -fsS --max-time 10 "$u/v1/intents/$KEY") || fail "read $KEY through $n after the kill"
   echo "$got" | grep -q '"owner":"compose-test/1"' || fail "claim lost after the leader died: $got"
 done
-other=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' -XPOST "$(url_of "${survivors[0]}")/v1/intents" \
+other=$(acurl -sS --max-time 10 -o /dev/null -w '%{http_code}' -XPOST "$(url_of "${survivors[0]}")/v1/intents" \
   -H 'content-type: application/json' \
   -d "{\"key\":\"$KEY\",\"tool\":\"stripe.charge\",\"owner\":\"compose-test/2\",\"payload\":{\"amount\":1299}}")
 [ "$other" = 409 ] || fail "a second owner got HTTP $other, want 409 in_flight"
@@ -142,10 +148,10 @@ wait_for 30 "the published port of $victim" lookup_ports "$victim"
 rejoined() {
   all_ready_same_leader n1 n2 n3 || return 1
   local u; u=$(url_of "$victim") || return 1
-  curl -fsS --max-time 2 "$u/v1/intents/$KEY?consistency=stale" | grep -q '"owner":"compose-test/1"'
+  acurl -fsS --max-time 2 "$u/v1/intents/$KEY?consistency=stale" | grep -q '"owner":"compose-test/1"'
 }
 wait_for 60 "$victim to rejoin and catch up" rejoined
-st=$(curl -fsS --max-time 5 "$(url_of "$victim")/v1/cluster")
+st=$(acurl -fsS --max-time 5 "$(url_of "$victim")/v1/cluster")
 echo "$st" | grep -q '"state":"follower"\|"state":"leader"' || fail "$victim after restart: $st"
 voters=$(echo "$st" | grep -o '"suffrage":"voter"' | wc -l)
 [ "$voters" = 3 ] || fail "want 3 voters after the restart, got $voters: $st"
