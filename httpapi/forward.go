@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -66,6 +67,12 @@ func (s *Server) forward(c echo.Context, leader string, body []byte, write bool)
 	dropHopHeaders(out.Header)
 	out.Header.Del("Content-Length")
 	out.Header.Set(HeaderForwardedBy, s.nodeID)
+	if !forwarded(in) {
+		// The original client's address, for the leader's per-client limit.
+		if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
+			out.Header.Set("X-Forwarded-For", ip)
+		}
+	}
 	if body == nil {
 		out.Body, out.ContentLength = http.NoBody, 0
 	}

@@ -57,6 +57,12 @@ func (s *Server) claim(c echo.Context) error {
 			return s.writeProblem(c, p)
 		}
 	}
+	if req.Key != "" && !forwarded(c.Request()) {
+		// The key travels in the body: the per-key limit is checked here.
+		if ok, wait := s.keyLimits.take(s.namespaceOf(c) + "\x00" + req.Key); !ok {
+			return s.limited(c, "key", wait)
+		}
+	}
 	r, err := s.svc.Claim(c.Request().Context(), ledger.ClaimRequest{
 		Namespace: s.namespaceOf(c), Key: req.Key, Tool: req.Tool, Owner: req.Owner, Policy: req.Policy,
 		Payload: req.Payload, Lease: leaseOf(req.LeaseMS),

@@ -14,6 +14,8 @@ type metrics struct {
 	forwarded prometheus.Counter
 	// tokenVerifies counts execution token verifications by status.
 	tokenVerifies *prometheus.CounterVec
+	// rateLimited counts 429 answers by limit (client or key).
+	rateLimited *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -31,6 +33,10 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "intentd_claims_total",
 			Help: "Claims answered by the ledger, by status (granted, duplicate, in_flight, divergent ...).",
 		}, []string{"status"})),
+		rateLimited: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "intentd_http_rate_limited_total",
+			Help: "Requests answered 429 rate_limited, by the limit that was hit (client or key).",
+		}, []string{"limit"})),
 		tokenVerifies: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "intentd_token_verifications_total",
 			Help: "Execution token verifications answered by the ledger, by status (ok, token_used, token_expired ...).",

@@ -36,6 +36,7 @@ const (
 	CodeForbidden        = "forbidden"
 	CodeTokenInvalid     = "token_invalid"
 	CodePolicyNotFound   = "policy_not_found"
+	CodeRateLimited      = "rate_limited"
 )
 
 // codeGrantedNew is the table entry for a grant that created a new
@@ -85,6 +86,7 @@ var codes = map[string]codeSpec{
 	CodeTokenInvalid:                  {status: http.StatusUnprocessableEntity, title: "The execution token is forged, malformed or signed by an unknown key"},
 	CodePolicyNotFound:                {status: http.StatusNotFound, title: "No such policy"},
 	CodeForbidden:                     {status: http.StatusForbidden, title: "Forbidden"},
+	CodeRateLimited:                   {status: http.StatusTooManyRequests, title: "Too many requests: slow down and retry after Retry-After", retryAfter: time.Second},
 
 	// Bad input: nothing was written.
 	CodeBadRequest:       {status: http.StatusBadRequest, title: "Bad request"},

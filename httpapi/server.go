@@ -76,6 +76,9 @@ type Config struct {
 	// acts in the default namespace, as the actor its body names, and may
 	// read every audit log.
 	Auth *auth.Keyset
+	// RateLimits bound requests per client and per intent key (429); nil
+	// means DefaultRateLimits, a zero RateLimits turns them off.
+	RateLimits *RateLimits
 	// Identify says who a request acts as; nil derives it from Auth.
 	Identify func(c echo.Context) (Identity, bool)
 	// Snapshots serves /v1/admin/snapshot (backup and restore); nil
@@ -101,6 +104,8 @@ type Server struct {
 	echo     *echo.Echo
 	// keys authenticates requests; nil when auth is off.
 	keys *auth.Keyset
+	// clientLimits and keyLimits are the rate limits (nil: off).
+	clientLimits, keyLimits *limiterSet
 	// snaps and maxSnapshot serve the admin endpoints (admin.go).
 	snaps       ledger.Snapshotter
 	maxSnapshot int64
@@ -133,6 +138,12 @@ func New(cfg Config) *Server {
 	if s.nodeID == "" {
 		s.nodeID = "unknown"
 	}
+	limits := DefaultRateLimits
+	if cfg.RateLimits != nil {
+		limits = *cfg.RateLimits
+	}
+	s.clientLimits = newLimiterSet(limits.PerClient, limits.ClientBurst, time.Now)
+	s.keyLimits = newLimiterSet(limits.PerKey, limits.KeyBurst, time.Now)
 	if cfg.Auth != nil && !cfg.Auth.IsDisabled() {
 		s.keys = cfg.Auth
 		if s.identify == nil {
@@ -165,6 +176,7 @@ func (s *Server) routes() *echo.Echo {
 	if s.keys != nil {
 		e.Use(auth.Middleware(s.keys, auth.ByRoute(auth.DefaultRoutes())))
 	}
+	e.Use(s.rateLimit)
 
 	e.POST("/v1/intents", s.claim)
 	e.GET("/v1/intents", s.list)

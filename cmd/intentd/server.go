@@ -50,6 +50,8 @@ type Config struct {
 	Auth        string
 	APIKeysFile string
 	APIKeys     string
+	// RateLimits bound requests per client and per intent key.
+	RateLimits httpapi.RateLimits
 	// TestHooks serves the fault suite's debug endpoints; TestBug seeds one
 	// of testBugs. Neither is for production.
 	TestHooks bool
@@ -77,6 +79,7 @@ func DefaultConfig() Config {
 		LogFormat:        "text",
 		ShutdownTimeout:  30 * time.Second,
 		Auth:             AuthRequired,
+		RateLimits:       httpapi.DefaultRateLimits,
 	}
 }
 
@@ -185,6 +188,7 @@ func (m *Main) Start(ctx context.Context) error {
 	}
 	api := httpapi.New(httpapi.Config{
 		Auth:          keys,
+		RateLimits:    &m.cfg.RateLimits,
 		Service:       svc,
 		Cluster:       node,
 		Registry:      m.registry,
@@ -203,7 +207,7 @@ func (m *Main) Start(ctx context.Context) error {
 		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
+		WriteTimeout:      ledger.MaxWait + 30*time.Second, // a long-poll answers after up to MaxWait
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
