@@ -29,7 +29,7 @@ type RateLimits struct {
 }
 
 // DefaultRateLimits are generous: they stop runaway loops, not traffic.
-var DefaultRateLimits = RateLimits{PerClient: 2000, ClientBurst: 4000, PerKey: 100, KeyBurst: 200}
+var DefaultRateLimits = RateLimits{PerClient: 20000, ClientBurst: 40000, PerKey: 100, KeyBurst: 200}
 
 // maxLimiters bounds how many buckets one limiter set keeps; past it the
 // idle ones are dropped first, then the oldest.
