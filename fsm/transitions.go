@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // applier applies one command at one index and time.
@@ -375,7 +376,7 @@ func (a *applier) approve(c *Approve) *Result {
 		return a.transition(orig, w, StateApproved, attempt)
 	}
 	attempt.Status = StatusOK
-	attempt.Reason = fmt.Sprintf("%d of %d approvals", len(w.Approvals), max(w.ApprovalsRequired, 1))
+	attempt.Reason = strings.TrimSpace(fmt.Sprintf("%s [%d of %d approvals]", c.Reason, len(w.Approvals), max(w.ApprovalsRequired, 1)))
 	a.event(w, attempt)
 	a.save(orig, w)
 	return &Result{Status: StatusOK, Intent: w}
