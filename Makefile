@@ -54,7 +54,7 @@ test-integration: deps
 ## fuzz: run every fuzz target for FUZZTIME each (default 30s)
 FUZZTIME ?= 30s
 fuzz: deps
-	@for pkg in ./fsm ./httpapi ./token; do \
+	@for pkg in ./fsm ./httpapi ./token ./auth; do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
