@@ -40,6 +40,15 @@ func outcomeArg(v string) (client.Outcome, error) {
 	}
 }
 
+// requiredActor requires --actor unless an API key names the caller: with
+// auth on, the server takes the actor from the key.
+func (c *cli) requiredActor(actor string) error {
+	if c.apiKey != "" {
+		return nil
+	}
+	return required("actor", actor)
+}
+
 func required(name, v string) error {
 	if v == "" {
 		return usagef("--%s is required", name)
@@ -169,7 +178,7 @@ func cmdResolve(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("resolve")
 	outcome := fs.String("outcome", "", "executed or failed")
 	result := fs.String("result", "", "the effect's result: JSON or @file")
-	actor := fs.String("actor", "", "who checked the tool's side")
+	actor := fs.String("actor", "", "who checked the tool's side (with --api-key: the key's name)")
 	reason := fs.String("reason", "", "what the check found")
 	pos, err := c.parse(fs, args, "KEY")
 	if err != nil {
@@ -179,7 +188,7 @@ func cmdResolve(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := required("actor", *actor); err != nil {
+	if err := c.requiredActor(*actor); err != nil {
 		return err
 	}
 	if err := required("reason", *reason); err != nil {
@@ -201,16 +210,17 @@ func cmdDecide(approve bool) func(context.Context, *cli, []string) error {
 	}
 	return func(ctx context.Context, c *cli, args []string) error {
 		fs := c.flags(name)
-		actor := fs.String("actor", "", "who decides")
+		actor := fs.String("actor", "", "who decides (with --api-key: the key's name)")
 		reason := fs.String("reason", "", "why")
+		fingerprint := fs.String("fingerprint", "", "the fingerprint of the payload reviewed")
 		pos, err := c.parse(fs, args, "KEY")
 		if err != nil {
 			return err
 		}
-		if err := required("actor", *actor); err != nil {
+		if err := c.requiredActor(*actor); err != nil {
 			return err
 		}
-		req := client.DecisionRequest{Key: pos[0], Actor: *actor, Reason: *reason}
+		req := client.DecisionRequest{Key: pos[0], Actor: *actor, Reason: *reason, Fingerprint: *fingerprint}
 		return c.intentCall(ctx, func(ctx context.Context, cl *client.Client) (*client.IntentResponse, error) {
 			if approve {
 				return cl.Approve(ctx, req)

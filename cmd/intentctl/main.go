@@ -1,8 +1,10 @@
 // Command intentctl is the command line client of an intentd cluster: it
 // claims, completes and resolves intents, reads them and their audit
-// trails, and shows the cluster's status. It speaks only the HTTP API,
-// through the client package. Run "intentctl help" for usage and exit
-// codes.
+// trails, and shows the cluster's status; it manages the gate (policies,
+// approvals, execution tokens and their keys, the hash-chained audit log,
+// settings) and makes API keys. It speaks only the HTTP API, through the
+// client package (settings directly: the client has no call for them yet).
+// Run "intentctl help" for usage and exit codes.
 package main
 
 import (
@@ -11,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -29,16 +32,19 @@ func main() {
 
 // Exit codes; "intentctl help" documents them.
 const (
-	exitOK          = 0 // granted, duplicate, ok, pending_approval
-	exitError       = 1 // any other error
-	exitUsage       = 2 // usage or bad input (400, 413, 422 except divergent)
-	exitInFlight    = 3
-	exitDivergent   = 4
-	exitInDoubt     = 5
-	exitFenced      = 6
-	exitNotFound    = 7
-	exitUnavailable = 8 // 503, network errors, outcome unknown
-	exitRefused     = 9 // rejected or invalid state
+	exitOK           = 0 // granted, duplicate, ok, pending_approval
+	exitError        = 1 // any other error
+	exitUsage        = 2 // usage or bad input (400, 413, 422 except divergent)
+	exitInFlight     = 3
+	exitDivergent    = 4
+	exitInDoubt      = 5
+	exitFenced       = 6
+	exitNotFound     = 7
+	exitUnavailable  = 8  // 503, network errors, outcome unknown
+	exitRefused      = 9  // rejected, blocked or invalid state
+	exitUnauthorized = 10 // 401, 403 forbidden, not an approver
+	exitTokenRefused = 11 // execution token used, expired or invalid
+	exitChainBroken  = 12 // audit log hash chain does not verify
 )
 
 // defaultAddr is used when neither --addr nor INTENTCTL_ADDR is set.
@@ -62,15 +68,63 @@ Commands:
         acknowledge an executed intent's result
   resolve KEY --outcome executed|failed --actor A --reason R [--result JSON|@file]
         settle an in_doubt intent after checking the tool's side
-  approve KEY --actor A [--reason R]
-  reject KEY --actor A [--reason R]
-        decide a pending intent
+  approve KEY --actor A [--reason R] [--fingerprint FP]
+  reject KEY --actor A [--reason R] [--fingerprint FP]
+        decide a pending intent. --fingerprint binds the decision to the
+        payload you reviewed: a different payload is refused (exit 4). With
+        --api-key the server takes the actor from the key and --actor is
+        optional (likewise for resolve)
+  approvals [--limit N] [--cursor C]
+        the intents waiting for approval: key, tool, approvals n/N,
+        fingerprint (short; "get KEY" shows it whole), creation time
+  wait KEY [--after-version V] [--wait 30s]
+        long-poll: print the intent as soon as its version is above V (it
+        changed, or appeared), or after --wait (at most 60s) as it is
   get KEY [--stale]
         read one intent (linearizable; --stale reads the answering node)
   list [--state S] [--prefix P] [--limit N] [--cursor C] [--stale]
         list intents in key order, a page at a time
   audit KEY
         every recorded attempt on KEY
+  policy put NAME [--tools 'payments.*,refunds.*'] [--priority N]
+        [--dedupe-window 24h] [--lease 30s] [--token-ttl 15m]
+        [--require-approval] [--approvals N] [--approvers a,b,c] [--blocked]
+        [--max-payload-bytes N] [--expect-version V]
+  policy put NAME --file policy.json [--expect-version V]
+        create or replace (whole) the policy NAME (admin); --approvals and
+        --approvers imply --require-approval; --expect-version makes it a
+        compare-and-set (exit 9 if the policy changed meanwhile)
+  policy get NAME
+  policy list
+        the policies: the default first, then in matching order
+  policy delete NAME
+  token verify TOKEN [--payload JSON|@file]
+        the tool side's check of an execution token (role tool): signed,
+        unexpired, bound to the payload and the current grant, unused. A
+        valid token is spent: a second verify fails (exit 11)
+  keys
+        the execution-token signing keys (JWKS; --output json prints it raw)
+  keys rotate
+        sign new execution tokens with a new key (admin)
+  audit-log [--since N] [--limit N] [--namespace NS]
+        a page of the namespace's hash-chained audit log (--output json is
+        compact: each event's bytes are the ones its hash covers)
+  audit-log export [--since N] [--namespace NS] > FILE.jsonl
+        the whole log as JSON lines: {"head":...}, then one event per line,
+        up to the head read first (--since N: a partial export, its first
+        line also holds "since")
+  audit-log verify [--file FILE.jsonl] [--since N] [--namespace NS]
+        recompute the hash chain, live or from an export; exit 12 and the
+        first break (its seq) if it does not verify
+  settings
+  settings set --audit-retention N
+        cluster-wide settings (set: admin); retention is how many audit
+        events each namespace keeps (0: the default)
+  apikey new --name N [--namespace NS] --roles agent,approver [--env]
+        make an API key (offline): prints the plaintext key once, and the
+        entry for the server's keys file (--env: the INTENTD_API_KEYS form
+        name:namespace:role+role:sha256 instead). Roles: agent, tool,
+        approver, reader, admin
   cluster
         the cluster's nodes, roles, leader, term, commit and applied index
   health
@@ -95,6 +149,9 @@ Global flags (before or after the command):
   --ca FILE        PEM CA that signs the nodes' HTTPS certificates (env INTENTCTL_CA)
   --cert, --key    PEM client certificate and key, for nodes that require one
                    (env INTENTCTL_CERT, INTENTCTL_KEY)
+  --api-key KEY    API key for clusters that run with --auth=required
+                   (env INTENTCTL_API_KEY; prefer the environment: a flag
+                   shows in the process list)
 
 Exit codes:
   0  success: granted, duplicate, ok, pending_approval
@@ -107,7 +164,14 @@ Exit codes:
   7  not found
   8  unavailable or outcome unknown (HTTP 503, network error, timeout):
      retry the same command
-  9  rejected, or invalid in the intent's state
+  9  rejected, blocked by policy, or invalid in the intent's (or the
+     policy's) state
+  10 not authorized: no or wrong API key (401), or its roles or namespace
+     do not allow the call (403)
+  11 token refused: the execution token was already used, expired, or is
+     not valid (forged, unknown key, other payload or grant); do not act.
+     A malformed token is bad input (2)
+  12 audit chain broken: the audit log's hash chain does not verify
 `
 
 // usageError is a mistake on the command line.
@@ -127,6 +191,8 @@ type globals struct {
 	retries int
 	// TLS (ops.go): CA bundle, client certificate and key.
 	ca, cert, key string
+	// apiKey is sent as a bearer token (gate.go).
+	apiKey string
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -137,6 +203,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.ca, "ca", g.ca, "PEM CA of the nodes' certificates")
 	fs.StringVar(&g.cert, "cert", g.cert, "PEM client certificate")
 	fs.StringVar(&g.key, "key", g.key, "PEM client key")
+	fs.StringVar(&g.apiKey, "api-key", g.apiKey, "API key")
 }
 
 // cli is one invocation.
@@ -157,6 +224,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	c.output, c.timeout, c.retries = "table", 10*time.Second, client.DefaultRetries
 	c.ca, c.cert, c.key = os.Getenv("INTENTCTL_CA"), os.Getenv("INTENTCTL_CERT"), os.Getenv("INTENTCTL_KEY")
+	c.apiKey = os.Getenv("INTENTCTL_API_KEY")
 
 	fs := flag.NewFlagSet("intentctl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -206,6 +274,22 @@ func command(name string) (func(context.Context, *cli, []string) error, bool) {
 		return cmdList, true
 	case "audit":
 		return cmdAudit, true
+	case "approvals":
+		return cmdApprovals, true
+	case "wait":
+		return cmdWait, true
+	case "policy":
+		return cmdPolicy, true
+	case "token":
+		return cmdToken, true
+	case "keys":
+		return cmdKeys, true
+	case "audit-log":
+		return cmdAuditLog, true
+	case "settings":
+		return cmdSettings, true
+	case "apikey":
+		return cmdAPIKey, true
 	case "cluster":
 		return cmdCluster, true
 	case "health":
@@ -269,11 +353,27 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, positional ...string) ([]st
 
 // client returns a client for --addr.
 func (c *cli) client() (*client.Client, error) {
+	return c.clientTimeout(0)
+}
+
+// clientTimeout returns a client for --addr whose HTTP requests may take
+// up to httpTimeout (0: the client package's default), for long polls.
+func (c *cli) clientTimeout(httpTimeout time.Duration) (*client.Client, error) {
 	hc, err := c.httpClient()
 	if err != nil {
 		return nil, err
 	}
-	cl, err := client.New(strings.Split(c.addr, ","), client.WithRetries(c.retries), client.WithHTTPClient(hc))
+	if httpTimeout > 0 {
+		if hc == nil {
+			hc = &http.Client{}
+		}
+		hc.Timeout = httpTimeout
+	}
+	opts := []client.Option{client.WithRetries(c.retries), client.WithHTTPClient(hc)}
+	if c.apiKey != "" {
+		opts = append(opts, client.WithAPIKey(c.apiKey))
+	}
+	cl, err := client.New(strings.Split(c.addr, ","), opts...)
 	if err != nil {
 		return nil, usagef("--addr: %v", err)
 	}
@@ -344,12 +444,20 @@ func exitCode(err error) int {
 		return exitFenced
 	case errors.Is(err, client.ErrNotFound):
 		return exitNotFound
-	case errors.Is(err, client.ErrRejected), errors.Is(err, client.ErrInvalidState):
+	case errors.Is(err, client.ErrRejected), errors.Is(err, client.ErrBlocked), errors.Is(err, client.ErrInvalidState):
 		return exitRefused
 	case errors.Is(err, client.ErrBadRequest):
 		return exitUsage
+	case errors.Is(err, client.ErrUnauthorized):
+		return exitUnauthorized
+	case errors.Is(err, client.ErrTokenUsed), errors.Is(err, client.ErrTokenExpired), errors.Is(err, client.ErrTokenInvalid):
+		return exitTokenRefused
+	case errors.Is(err, client.ErrChainBroken):
+		return exitChainBroken
 	case errors.As(err, &p) && p.Status == 503:
 		return exitUnavailable
+	case errors.As(err, &p) && (p.Status == 401 || p.Status == 403):
+		return exitUnauthorized
 	}
 	return exitError
 }
