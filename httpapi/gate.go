@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -310,6 +311,13 @@ func (s *Server) verifyToken(c echo.Context) error {
 		Namespace: s.namespaceOf(c), Token: req.ExecutionToken, Payload: req.Payload, Fingerprint: req.Fingerprint,
 		Actor: s.actorOf(c, ""),
 	})
+	if errors.Is(err, ledger.ErrTokenInvalid) {
+		// A forged or foreign token never reaches the log (its claims
+		// cannot be trusted): it is counted and logged here.
+		s.metrics.tokenVerifies.WithLabelValues(CodeTokenInvalid).Inc()
+		s.log.Warn("httpapi: execution token refused", "namespace", s.namespaceOf(c), "actor", s.actorOf(c, ""),
+			"remote", c.Request().RemoteAddr, "err", err)
+	}
 	if err != nil {
 		return s.fail(c, err, body)
 	}
