@@ -141,7 +141,7 @@ func TestGateWalkthrough(t *testing.T) {
 		http.StatusUnprocessableEntity, string(fsm.StatusTokenMismatch))
 	forged := g.ExecutionToken[:len(g.ExecutionToken)-4] + "AAAA"
 	problemOf(t, verify(map[string]any{"execution_token": forged}), http.StatusUnprocessableEntity, CodeTokenInvalid)
-	problemOf(t, verify(map[string]any{"execution_token": "gex_garbage"}), http.StatusBadRequest, CodeBadRequest)
+	problemOf(t, verify(map[string]any{"execution_token": "gex_garbage"}), http.StatusUnprocessableEntity, CodeTokenInvalid)
 	problemOf(t, verify(map[string]any{"execution_token": ""}), http.StatusBadRequest, CodeBadRequest)
 	ok := verify(map[string]any{"execution_token": g.ExecutionToken, "payload": claim.Payload})
 	if ok.status != http.StatusOK || !strings.Contains(string(ok.body), `"valid":true`) {

@@ -172,8 +172,6 @@ func (s *Service) VerifyToken(ctx context.Context, req VerifyRequest) (*fsm.Resu
 	case errors.Is(err, token.ErrExpired):
 		// Genuine but late: the state machine refuses it and audits the
 		// attempt, at the leader's time.
-	case errors.Is(err, token.ErrMalformed):
-		return nil, claims, badField(ErrBadRequest, "execution_token", "%v", err)
 	case err != nil:
 		return nil, claims, fmt.Errorf("%w: %w", ErrTokenInvalid, err)
 	}

@@ -169,8 +169,8 @@ Exit codes:
   10 not authorized: no or wrong API key (401), or its roles or namespace
      do not allow the call (403)
   11 token refused: the execution token was already used, expired, or is
-     not valid (forged, unknown key, other payload or grant); do not act.
-     A malformed token is bad input (2)
+     not valid (malformed, forged, unknown key, other payload or grant);
+     do not act
   12 audit chain broken: the audit log's hash chain does not verify
 `
 
