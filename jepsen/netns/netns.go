@@ -646,6 +646,7 @@ func notFound(err error) bool {
 	}
 	o := ce.output
 	return strings.Contains(o, "No such file") || strings.Contains(o, "Cannot find device") ||
+		strings.Contains(o, "No such device") ||
 		strings.Contains(o, "does not exist") || strings.Contains(o, "Invalid argument")
 }
 
