@@ -425,8 +425,10 @@ func TestContextDeadlineRespected(t *testing.T) {
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel2()
 	_, err = c.Get(ctx2, "k", client.GetOptions{})
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, client.ErrNoLeader) {
-		t.Errorf("err = %v, want DeadlineExceeded after no_leader", err)
+	// On a loaded machine the deadline may fall inside the first round
+	// trip, before any no_leader answer: then the call is unavailable.
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, client.ErrNoLeader) && !errors.Is(err, client.ErrUnavailable) {
+		t.Errorf("err = %v, want DeadlineExceeded after no_leader (or unavailable)", err)
 	}
 }
 
