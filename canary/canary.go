@@ -143,7 +143,7 @@ type Config struct {
 	// Broken breaks the agent or the tool on purpose.
 	Broken Broken
 	// Lease is the lease of a grant whose delivery the plan crashes
-	// (default 300 ms): how soon the dead tool's key turns in_doubt. Other
+	// (default 1 s): how soon the dead tool's key turns in_doubt. Other
 	// grants get 10 s, so a slow machine never turns a live holder's key
 	// in_doubt (safe, but the replay would differ).
 	Lease time.Duration
@@ -285,7 +285,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Concurrency = 32
 	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = 300 * time.Millisecond
+		cfg.Lease = time.Second
 	}
 	cl, err := newLedgerClient(cfg.Addrs)
 	if err != nil {

@@ -38,7 +38,7 @@ func ToolProcessMain(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	ledger := fs.String("ledger", "", "comma-separated ledger node URLs")
 	provider := fs.String("provider", "", "provider base URL")
 	lease := fs.Duration("lease", 10*time.Second, "lease of a grant")
-	crashLease := fs.Duration("crash-lease", 300*time.Millisecond, "lease of a grant for a delivery that crashes")
+	crashLease := fs.Duration("crash-lease", time.Second, "lease of a grant for a delivery that crashes")
 	noLedger := fs.Bool("no-ledger", false, "run effects without the ledger (broken on purpose)")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -43,7 +43,7 @@ type ToolConfig struct {
 	// turn a live holder's key in_doubt: safe, yet the replay would differ.
 	Lease time.Duration
 	// CrashLease is the lease of a grant for a delivery the plan crashes
-	// (default 300 ms): how soon the dead tool's key turns in_doubt.
+	// (default 1 s): how soon the dead tool's key turns in_doubt.
 	CrashLease time.Duration
 	// Die, if set, is called at a crash point and does not return: a tool
 	// process kills itself there. Unset, the tool crashes in-process: it
@@ -73,7 +73,7 @@ func NewToolService(cfg ToolConfig) http.Handler {
 		cfg.Lease = 10 * time.Second
 	}
 	if cfg.CrashLease <= 0 {
-		cfg.CrashLease = 300 * time.Millisecond
+		cfg.CrashLease = time.Second
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /charge", func(w http.ResponseWriter, req *http.Request) {
