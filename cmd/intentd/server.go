@@ -40,6 +40,8 @@ type Config struct {
 	LogLevel         string
 	LogFormat        string
 	ShutdownTimeout  time.Duration
+	// PprofAddr, when set, serves /debug/pprof/ on its own listener.
+	PprofAddr string
 	// TestHooks serves the fault suite's debug endpoints; TestBug seeds one
 	// of testBugs. Neither is for production.
 	TestHooks bool
@@ -79,6 +81,7 @@ type Main struct {
 	node     *cluster.Node
 	registry *prometheus.Registry
 	served   chan error
+	debug    *debugServer // pprof, when --pprof is set
 	// clockOffset skews this node's clock (nanoseconds); set only through
 	// the test hooks.
 	clockOffset atomic.Int64
@@ -166,6 +169,13 @@ func (m *Main) Start(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
+	if m.cfg.PprofAddr != "" {
+		if m.debug, err = startDebugServer(m.cfg.PprofAddr, m.log); err != nil {
+			_ = node.Kill()
+			_ = ln.Close()
+			return err
+		}
+	}
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.srv.Serve(ln) }()
 	m.log.Info("serving", "http", ln.Addr().String(), "raft", node.RaftAddr(), "gossip", node.GossipAddr(),
@@ -193,6 +203,11 @@ func (m *Main) Shutdown(ctx context.Context) error {
 	if err := <-m.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, fmt.Errorf("http serve: %w", err))
 	}
+	if m.debug != nil {
+		if err := m.debug.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -202,4 +217,7 @@ func (m *Main) Kill() {
 	_ = m.srv.Close()
 	_ = m.node.Kill()
 	<-m.served
+	if m.debug != nil {
+		_ = m.debug.close()
+	}
 }
