@@ -19,6 +19,8 @@ type report struct {
 	CPUs         int           `json:"cpus"`
 	EtcdVersion  string        `json:"etcd_version"`
 	Fsync        fsyncRates    `json:"fsync"`
+	FsyncEnd     fsyncRates    `json:"fsync_end"`
+	RTTMicros    float64       `json:"loopback_rtt_us"`
 	Load1Start   float64       `json:"load1_start"`
 	Load1End     float64       `json:"load1_end"`
 	Warmup       string        `json:"warmup"`
@@ -66,6 +68,11 @@ func compare(ctx context.Context, cfg config, stderr io.Writer) (*report, error)
 		return nil, err
 	}
 	rep.Fsync = fr
+	rtt, err := loopbackRTT()
+	if err != nil {
+		return nil, err
+	}
+	rep.RTTMicros = float64(rtt) / float64(time.Microsecond)
 	fmt.Fprintf(stderr, "bench-compare: fdatasync/s overwrite %.0f, append %.0f, preallocated append %.0f; %d levels, about %s plus cluster starts\n",
 		fr.Overwrite, fr.Append, fr.Prealloc, cfg.levels(), cfg.planned().Round(time.Second))
 
@@ -136,7 +143,15 @@ func compare(ctx context.Context, cfg config, stderr io.Writer) (*report, error)
 						if fe == "intentd" && cfg.profile == fmt.Sprintf("%s:%d", mode, n) {
 							stopProfile = captureProfile(ctx, cl.pprof, cfg, fmt.Sprintf("intentd-%s-%d-rep%d", mode, n, r), stderr)
 						}
+						fsyncRate := 0.0
+						if n == 1 {
+							if fsyncRate, err = fsyncLoop(cfg.workDir, time.Second, "prealloc"); err != nil {
+								cl.stop(true)
+								return nil, err
+							}
+						}
 						res := runLevel(ctx, drivers[fe], spec, progress)
+						res.FsyncPerSec = fsyncRate
 						if stopProfile != nil {
 							stopProfile()
 						}
@@ -151,6 +166,9 @@ func compare(ctx context.Context, cfg config, stderr io.Writer) (*report, error)
 		}
 	}
 	rep.Load1End = loadAvg()
+	if rep.FsyncEnd, err = measureFsync(cfg.workDir, time.Second); err != nil {
+		return nil, err
+	}
 	rep.Elapsed = time.Since(began).Round(time.Second).String()
 	return rep, nil
 }

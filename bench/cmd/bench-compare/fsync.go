@@ -2,23 +2,28 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 )
 
 // fsyncRates is the machine's durable-write rate on the data directory's
-// filesystem: write 4 KiB then fdatasync, in a loop, single-threaded.
+// filesystem: a write then fdatasync, in a loop, single-threaded.
 type fsyncRates struct {
-	// Overwrite rewrites the same block: the device's flush alone.
+	// Overwrite rewrites the same 4 KiB block: the device's flush alone.
 	Overwrite float64 `json:"overwrite_per_sec"`
-	// Append grows the file: the flush plus the file size in the journal.
+	// Append adds 256 bytes to a growing file: the flush plus the new
+	// size in the filesystem journal.
 	Append float64 `json:"append_per_sec"`
-	// Prealloc appends into a preallocated file, as etcd's WAL and
-	// raft-wal do (ext4 still journals the unwritten-extent conversion).
+	// Prealloc adds 256-byte records to a preallocated file, as etcd's WAL
+	// and raft-wal do: the pattern of a log append, and the rate the
+	// 1-client limit is computed from.
 	Prealloc float64 `json:"prealloc_append_per_sec"`
 }
 
@@ -55,7 +60,11 @@ func fsyncLoop(dir string, d time.Duration, mode string) (float64, error) {
 			return 0, fmt.Errorf("fsync probe: %w", err)
 		}
 	}
-	buf := make([]byte, 4096)
+	size := 256
+	if mode == "overwrite" {
+		size = 4096
+	}
+	buf := make([]byte, size)
 	n, off := 0, int64(0)
 	start := time.Now()
 	for time.Since(start) < d {
@@ -75,6 +84,43 @@ func fsyncLoop(dir string, d time.Duration, mode string) (float64, error) {
 		n++
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// loopbackRTT is the median round trip of a 64-byte ping-pong over a
+// loopback TCP connection.
+func loopbackRTT() (time.Duration, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("rtt: %w", err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.Copy(c, c)
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return 0, fmt.Errorf("rtt: %w", err)
+	}
+	defer c.Close()
+	buf := make([]byte, 64)
+	var rtts []time.Duration
+	for i := 0; i < 500; i++ {
+		t0 := time.Now()
+		if _, err := c.Write(buf); err != nil {
+			return 0, fmt.Errorf("rtt: %w", err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return 0, fmt.Errorf("rtt: %w", err)
+		}
+		rtts = append(rtts, time.Since(t0))
+	}
+	slices.Sort(rtts)
+	return rtts[len(rtts)/2], nil
 }
 
 // etcdVersion asks the etcd binary for its version.

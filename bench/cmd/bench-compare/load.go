@@ -158,7 +158,10 @@ type levelResult struct {
 	Load1Start float64 `json:"load1_start"`
 	Load1End   float64 `json:"load1_end"`
 	FirstError string  `json:"first_error,omitempty"`
-	Start      string  `json:"start"`
+	// FsyncPerSec is the preallocated-append fdatasync rate measured just
+	// before a 1-client level (0 otherwise), for its fsync-bound limit.
+	FsyncPerSec float64 `json:"fsync_per_sec,omitempty"`
+	Start       string  `json:"start"`
 }
 
 // keyOf builds a key of exactly n bytes: prefix/id/zero-padded seq.
