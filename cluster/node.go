@@ -12,21 +12,21 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // Config configures a Node. Zero values take the defaults noted.
 type Config struct {
 	// ID names the node in Raft and gossip; it must be unique and stable.
 	ID string
-	// DataDir holds raft.db (log and stable store) and snapshots/.
+	// DataDir holds the Raft log and stable store (wal/, or raft.db
+	// in a data dir made by an earlier version; see openLogStore) and
+	// snapshots/.
 	DataDir string
 	// RaftAddr is the Raft TCP bind address (host:port; port 0 picks one).
 	RaftAddr string
@@ -162,7 +162,8 @@ type Node struct {
 	cfg    Config
 	log    *slog.Logger
 	raft   *raft.Raft
-	store  *raftboltdb.BoltStore
+	store  logStore
+	logs   raft.LogStore // store behind an in-memory cache of recent entries
 	trans  *raft.NetworkTransport
 	snaps  raft.SnapshotStore
 	sm     *stateMachine
@@ -202,11 +203,14 @@ func New(cfg Config) (*Node, error) {
 		}
 	}()
 
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	store, storeKind, err := openLogStore(cfg.DataDir, newHCLog(n.log, "wal"))
 	if err != nil {
-		return nil, fmt.Errorf("cluster: open raft.db: %w", err)
+		return nil, err
 	}
 	n.store = store
+	if n.logs, err = raft.NewLogCache(logCacheSize, store); err != nil {
+		return nil, fmt.Errorf("cluster: log cache: %w", err)
+	}
 	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.Raft.SnapshotRetain, newHCLog(n.log, "snapshots"))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
@@ -241,7 +245,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: inspect raft state: %w", err)
 	}
-	r, err := raft.NewRaft(rc, n.sm, store, store, n.snaps, trans)
+	r, err := raft.NewRaft(rc, n.sm, n.logs, store, n.snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
@@ -254,7 +258,7 @@ func New(cfg Config) (*Node, error) {
 	go n.observeLeadership()
 	go n.joinAndBootstrap(hasState)
 	ok = true
-	n.log.Info("node started", "raft", n.RaftAddr(), "gossip", n.GossipAddr(), "http", cfg.HTTPAddr,
+	n.log.Info("node started", "log_store", storeKind, "raft", n.RaftAddr(), "gossip", n.GossipAddr(), "http", cfg.HTTPAddr,
 		"existing_state", hasState, "bootstrap_expect", cfg.BootstrapExpect)
 	return n, nil
 }
@@ -345,7 +349,7 @@ func (n *Node) closeAll() error {
 	}
 	if n.store != nil {
 		if err := n.store.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("raft.db: %w", err))
+			errs = append(errs, fmt.Errorf("log store: %w", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -30,18 +30,19 @@ func Fingerprint(tool string, payload []byte) (canonical json.RawMessage, finger
 	if err != nil {
 		return nil, "", fmt.Errorf("payload is not canonicalizable JSON: %w", err)
 	}
-	doc, err := json.Marshal(struct {
-		Tool    string          `json:"tool"`
-		Payload json.RawMessage `json:"payload"`
-	}{tool, canonical})
-	if err != nil {
-		return nil, "", fmt.Errorf("fingerprint document: %w", err)
-	}
-	// json.Marshal escapes <, > and &; JCS does not, so canonicalize the
-	// whole document rather than trusting the encoder.
-	doc, err = jcs.Transform(doc)
-	if err != nil {
-		return nil, "", fmt.Errorf("fingerprint document: %w", err)
+	doc, ok := plainDocument(tool, canonical)
+	if !ok {
+		if doc, err = json.Marshal(struct {
+			Tool    string          `json:"tool"`
+			Payload json.RawMessage `json:"payload"`
+		}{tool, canonical}); err != nil {
+			return nil, "", fmt.Errorf("fingerprint document: %w", err)
+		}
+		// json.Marshal escapes <, > and &; JCS does not, so canonicalize the
+		// whole document rather than trusting the encoder.
+		if doc, err = jcs.Transform(doc); err != nil {
+			return nil, "", fmt.Errorf("fingerprint document: %w", err)
+		}
 	}
 	sum := sha256.Sum256(doc)
 	return canonical, hex.EncodeToString(sum[:]), nil
@@ -53,7 +54,45 @@ func Fingerprint(tool string, payload []byte) (canonical json.RawMessage, finger
 // retry with another ID would then not be divergent).
 var ErrInexactNumber = errors.New("integer is not exactly representable in canonical JSON (beyond ±2^53); send it as a string")
 
+// plainDocument writes the canonical form of {"tool": tool, "payload":
+// canonical} directly when tool is printable ASCII without a quote or a
+// backslash (JCS then writes it as is between quotes, and sorts "payload"
+// before "tool"); canonical is already in JCS form. It reports false for
+// any other tool, which takes the general path.
+func plainDocument(tool string, canonical []byte) ([]byte, bool) {
+	for i := 0; i < len(tool); i++ {
+		if c := tool[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return nil, false
+		}
+	}
+	doc := make([]byte, 0, len(canonical)+len(tool)+24)
+	doc = append(doc, `{"payload":`...)
+	doc = append(doc, canonical...)
+	doc = append(doc, `,"tool":"`...)
+	doc = append(doc, tool...)
+	return append(doc, `"}`...), true
+}
+
+// exactIntegerDigits is the most digits an integer can have and still be
+// below 2^53 (9007199254740992 has 16).
+const exactIntegerDigits = 15
+
 func checkExactNumbers(payload []byte) error {
+	run := 0
+	long := false
+	for _, c := range payload {
+		if c >= '0' && c <= '9' {
+			if run++; run > exactIntegerDigits {
+				long = true
+				break
+			}
+		} else {
+			run = 0
+		}
+	}
+	if !long {
+		return nil // no integer with 16 or more digits: every one is exact
+	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
 	for {

@@ -84,14 +84,10 @@ func (l *Ledger) WriteSnapshot(w io.Writer) error {
 	if err := enc.Encode(hdr); err != nil {
 		return fmt.Errorf("snapshot header: %w", err)
 	}
-	var err error
-	l.intents.Ascend(func(in *Intent) bool {
-		err = enc.Encode(in)
-		return err == nil
-	})
-	if err != nil {
+	if err := l.writeIntents(bw); err != nil { // concurrently, same bytes
 		return fmt.Errorf("snapshot intent: %w", err)
 	}
+	var err error
 	for _, ns := range l.chainNames() {
 		l.chains[ns].events.Ascend(func(e *ChainEvent) bool {
 			err = enc.Encode(snapshotEvent{Namespace: ns, ChainEvent: e})
@@ -171,23 +167,19 @@ func Restore(r io.Reader) (*Ledger, error) {
 		l.chains[h.Namespace] = c
 	}
 	var prev *Intent
-	for i := 0; i < hdr.Count; i++ {
-		line, err := readLine(br, h)
-		if err != nil {
-			return nil, fmt.Errorf("%w: intent %d: %w", ErrBadSnapshot, i, err)
-		}
-		in := new(Intent)
-		if err := json.Unmarshal(line, in); err != nil {
-			return nil, fmt.Errorf("%w: intent %d: %w", ErrBadSnapshot, i, err)
-		}
+	err = readIntents(br, h, hdr.Count, func(i int, in *Intent) error { // decoded concurrently, in order
 		if prev != nil && !lessIntent(prev, in) {
-			return nil, fmt.Errorf("%w: intent %d out of order", ErrBadSnapshot, i)
+			return fmt.Errorf("%w: intent %d out of order", ErrBadSnapshot, i)
 		}
 		if !in.State.Valid() {
-			return nil, fmt.Errorf("%w: intent %d has state %q", ErrBadSnapshot, i, in.State)
+			return fmt.Errorf("%w: intent %d has state %q", ErrBadSnapshot, i, in.State)
 		}
 		l.put(nil, in)
 		prev = in
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	var prevEv *snapshotEvent
 	for i := 0; i < hdr.Events; i++ {

@@ -121,6 +121,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.Float64Var(&c.RateLimits.PerKey, "rate-limit-key", c.RateLimits.PerKey, "requests per second on one intent key; 0 turns it off")
 	fs.IntVar(&c.RateLimits.KeyBurst, "rate-limit-key-burst", c.RateLimits.KeyBurst, "burst of the per-key limit")
 	fs.StringVar(&c.APIKeysFile, "api-keys-file", "", "JSON file of API keys (name, namespace, roles, sha256); also "+auth.EnvVar)
+	fs.StringVar(&c.PprofAddr, "pprof", "", "serve Go's /debug/pprof/ profiling endpoints on this separate address (e.g. 127.0.0.1:6060; off when empty)")
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "TESTING ONLY: serve /debug/digest and /debug/clock-offset for the fault suite")
 	fs.StringVar(&c.TestBug, "test-bug", "", "TESTING ONLY (needs --test-hooks): seed a known bug: "+strings.Join(testBugs, ", "))
 

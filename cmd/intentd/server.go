@@ -52,6 +52,8 @@ type Config struct {
 	APIKeys     string
 	// RateLimits bound requests per client and per intent key.
 	RateLimits httpapi.RateLimits
+	// PprofAddr, when set, serves /debug/pprof/ on its own listener.
+	PprofAddr string
 	// TestHooks serves the fault suite's debug endpoints; TestBug seeds one
 	// of testBugs. Neither is for production.
 	TestHooks bool
@@ -117,6 +119,7 @@ type Main struct {
 	node     *cluster.Node
 	registry *prometheus.Registry
 	served   chan error
+	debug    *debugServer // pprof, when --pprof is set
 	// clockOffset skews this node's clock (nanoseconds); set only through
 	// the test hooks.
 	clockOffset atomic.Int64
@@ -215,6 +218,13 @@ func (m *Main) Start(ctx context.Context) error {
 	if sec.http != nil {
 		ln = tls.NewListener(ln, sec.http)
 	}
+	if m.cfg.PprofAddr != "" {
+		if m.debug, err = startDebugServer(m.cfg.PprofAddr, m.log); err != nil {
+			_ = node.Kill()
+			_ = ln.Close()
+			return err
+		}
+	}
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.srv.Serve(ln) }()
 	m.log.Info("serving", "http", advertise, "tls", sec.http != nil, "gossip_encrypted", sec.gossipKey != nil, "raft", node.RaftAddr(), "gossip", node.GossipAddr(),
@@ -242,6 +252,11 @@ func (m *Main) Shutdown(ctx context.Context) error {
 	if err := <-m.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, fmt.Errorf("http serve: %w", err))
 	}
+	if m.debug != nil {
+		if err := m.debug.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -251,4 +266,7 @@ func (m *Main) Kill() {
 	_ = m.srv.Close()
 	_ = m.node.Kill()
 	<-m.served
+	if m.debug != nil {
+		_ = m.debug.close()
+	}
 }

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+)
+
+// report is everything one run measured.
+type report struct {
+	Date         string        `json:"date"`
+	Note         string        `json:"note,omitempty"`
+	GoVersion    string        `json:"go_version"`
+	CPUs         int           `json:"cpus"`
+	EtcdVersion  string        `json:"etcd_version"`
+	Fsync        fsyncRates    `json:"fsync"`
+	FsyncEnd     fsyncRates    `json:"fsync_end"`
+	RTTMicros    float64       `json:"loopback_rtt_us"`
+	Load1Start   float64       `json:"load1_start"`
+	Load1End     float64       `json:"load1_end"`
+	Warmup       string        `json:"warmup"`
+	Duration     string        `json:"duration"`
+	Reps         int           `json:"reps"`
+	Claimants    int           `json:"claimants"`
+	KeyBytes     int           `json:"key_bytes"`
+	PayloadBytes int           `json:"payload_bytes"`
+	IntentdArgs  []string      `json:"intentd_args,omitempty"`
+	Clients      []int         `json:"clients"`
+	Modes        []string      `json:"modes"`
+	FrontEnds    []string      `json:"front_ends"`
+	Levels       []levelResult `json:"levels"`
+	Elapsed      string        `json:"elapsed"`
+}
+
+// compare runs every repetition: per repetition, each system gets a fresh
+// cluster (the order alternates between repetitions) and runs every mode
+// and concurrency level; etcd's gRPC and HTTP front ends alternate which
+// goes first per level.
+func compare(ctx context.Context, cfg config, stderr io.Writer) (*report, error) {
+	began := time.Now()
+	if err := os.MkdirAll(cfg.workDir, 0o755); err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
+	if err := os.MkdirAll(cfg.outDir, 0o755); err != nil {
+		return nil, fmt.Errorf("out dir: %w", err)
+	}
+	pidFile := filepath.Join(cfg.workDir, "pids")
+	rep := &report{
+		Date: time.Now().UTC().Format("2006-01-02 15:04 MST"), Note: cfg.note, GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
+		Load1Start: loadAvg(), Warmup: cfg.warmup.String(), Duration: cfg.duration.String(), Reps: cfg.reps,
+		Claimants: cfg.claimants, KeyBytes: cfg.keyBytes, PayloadBytes: cfg.payloadBytes, IntentdArgs: cfg.intentdArgs,
+		Clients: cfg.clients, Modes: cfg.modes,
+	}
+	for _, s := range cfg.systems {
+		rep.FrontEnds = append(rep.FrontEnds, cfg.frontEnds(s)...)
+	}
+	if hasSystem(cfg, "etcd") {
+		rep.EtcdVersion = etcdVersion(cfg.etcdBin)
+	}
+	fmt.Fprintf(stderr, "bench-compare: measuring fdatasync on %s ...\n", cfg.workDir)
+	fr, err := measureFsync(cfg.workDir, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	rep.Fsync = fr
+	rtt, err := loopbackRTT()
+	if err != nil {
+		return nil, err
+	}
+	rep.RTTMicros = float64(rtt) / float64(time.Microsecond)
+	fmt.Fprintf(stderr, "bench-compare: fdatasync/s overwrite %.0f, append %.0f, preallocated append %.0f; %d levels, about %s plus cluster starts\n",
+		fr.Overwrite, fr.Append, fr.Prealloc, cfg.levels(), cfg.planned().Round(time.Second))
+
+	progress := &progressLine{w: stderr, tty: isTTY(stderr)}
+	payload := payloadOf(cfg.payloadBytes)
+	seq, total := 0, cfg.levels()
+	for r := 1; r <= cfg.reps; r++ {
+		order := append([]string(nil), cfg.systems...)
+		if r%2 == 0 {
+			for i, j := 0, len(order)-1; i < j; i, j = i+1, j-1 {
+				order[i], order[j] = order[j], order[i]
+			}
+		}
+		for _, system := range order {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("stopped: %w", err)
+			}
+			dir := filepath.Join(cfg.workDir, fmt.Sprintf("rep%d-%s", r, system))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("data dir: %w", err)
+			}
+			var cl *cluster
+			if system == "intentd" {
+				cl, err = startIntentd(ctx, cfg, dir, pidFile)
+			} else {
+				cl, err = startEtcd(ctx, cfg, dir, pidFile)
+			}
+			if err != nil {
+				return nil, err
+			}
+			drivers := map[string]driver{}
+			hc := newHTTPClient()
+			if system == "intentd" {
+				drivers["intentd"] = &intentdDriver{hc: hc, base: cl.leader}
+			} else {
+				drivers["etcd-grpc"] = &etcdGRPCDriver{cli: cl.etcdCli}
+				drivers["etcd-http"] = &etcdHTTPDriver{hc: hc, url: "http://" + cl.leader + "/v3/kv/txn"}
+			}
+			fes := cfg.frontEnds(system)
+			for _, fe := range fes {
+				if err := checkDriver(ctx, drivers[fe], keyOf(fmt.Sprintf("chk%02d", r), 0, 0, cfg.keyBytes), payload); err != nil {
+					cl.stop(true)
+					return nil, fmt.Errorf("%s: %w", fe, err)
+				}
+			}
+			for _, mode := range cfg.modes {
+				for ci, n := range cfg.clients {
+					order := fes
+					if (ci+r)%2 == 1 && len(fes) == 2 {
+						order = []string{fes[1], fes[0]}
+					}
+					for _, fe := range order {
+						if err := ctx.Err(); err != nil {
+							cl.stop(true)
+							return nil, fmt.Errorf("stopped: %w", err)
+						}
+						if err := cl.checkAlive(); err != nil {
+							cl.stop(true)
+							return nil, err
+						}
+						seq++
+						spec := levelSpec{
+							seq: seq, total: total, rep: r, frontEnd: fe, mode: mode, clients: n, claimants: cfg.claimants,
+							prefix: fmt.Sprintf("L%04d", seq), keyBytes: cfg.keyBytes, payload: payload,
+							warmup: cfg.warmup, duration: cfg.duration, pids: cl.pids(),
+						}
+						var stopProfile func()
+						if fe == "intentd" && cfg.profile == fmt.Sprintf("%s:%d", mode, n) {
+							stopProfile = captureProfile(ctx, cl.pprof, cfg, fmt.Sprintf("intentd-%s-%d-rep%d", mode, n, r), stderr)
+						}
+						fsyncRate := 0.0
+						if n == 1 {
+							if fsyncRate, err = fsyncLoop(cfg.workDir, time.Second, "prealloc"); err != nil {
+								cl.stop(true)
+								return nil, err
+							}
+						}
+						res := runLevel(ctx, drivers[fe], spec, progress)
+						res.FsyncPerSec = fsyncRate
+						if stopProfile != nil {
+							stopProfile()
+						}
+						rep.Levels = append(rep.Levels, res)
+						fmt.Fprintf(stderr, "[%d/%d] rep %d %-9s %-9s clients=%-3d ops/s=%-7.0f p50=%.2fms p99=%.2fms errors=%d cpu/1k=%.3fs load=%.1f\n",
+							seq, total, r, fe, mode, n, res.OpsPerSec, res.P50ms, res.P99ms, res.Errors, res.CPUPer1k, res.Load1End)
+					}
+				}
+			}
+			hc.CloseIdleConnections()
+			cl.stop(cfg.keepData)
+		}
+	}
+	rep.Load1End = loadAvg()
+	if rep.FsyncEnd, err = measureFsync(cfg.workDir, time.Second); err != nil {
+		return nil, err
+	}
+	rep.Elapsed = time.Since(began).Round(time.Second).String()
+	return rep, nil
+}
+
+func hasSystem(cfg config, s string) bool {
+	for _, x := range cfg.systems {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// captureProfile fetches a CPU profile from the leader's pprof listener
+// for the warm-up plus measured time of a level, in the background.
+func captureProfile(ctx context.Context, addr string, cfg config, name string, stderr io.Writer) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		secs := int((cfg.warmup + cfg.duration).Seconds())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench-compare: profile:", err)
+			return
+		}
+		defer resp.Body.Close()
+		path := filepath.Join(cfg.profileDir, name+".pprof")
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench-compare: profile:", err)
+			return
+		}
+		defer f.Close()
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			fmt.Fprintln(stderr, "bench-compare: profile:", err)
+		}
+	}()
+	return func() { <-done }
+}
+
+func isTTY(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+var systemColors = map[string]color.Color{
+	"intentd":   color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	"etcd-grpc": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	"etcd-http": color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+}
+
+// plot draws throughput and p99 latency against clients (log scales), one
+// line per system and mode (contended dashed), as SVG.
+func (r *report) plot() ([]byte, error) {
+	sums := r.summaries()
+	ops := plot.New()
+	ops.Title.Text = "Claims per second (median)"
+	ops.X.Label.Text = "clients"
+	ops.Y.Label.Text = "ops/s"
+	lat := plot.New()
+	lat.Title.Text = "p99 latency (median)"
+	lat.X.Label.Text = "clients"
+	lat.Y.Label.Text = "ms (log scale)"
+	lat.Y.Scale = plot.LogScale{}
+	lat.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	var ticks []plot.Tick
+	for _, n := range r.Clients {
+		ticks = append(ticks, plot.Tick{Value: float64(n), Label: strconv.Itoa(n)})
+	}
+	for _, p := range []*plot.Plot{ops, lat} {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.ConstantTicks(ticks)
+		p.Legend.Top = true
+		p.Legend.Left = true
+		p.Add(plotter.NewGrid())
+	}
+	for _, mode := range r.Modes {
+		for _, fe := range r.FrontEnds {
+			var opsXY, latXY plotter.XYs
+			for _, n := range r.Clients {
+				s, ok := sums[sumKey(mode, fe, n)]
+				if !ok {
+					continue
+				}
+				opsXY = append(opsXY, plotter.XY{X: float64(n), Y: s.ops})
+				if s.p99 > 0 {
+					latXY = append(latXY, plotter.XY{X: float64(n), Y: s.p99})
+				}
+			}
+			if len(opsXY) == 0 {
+				continue
+			}
+			name := fmt.Sprintf("%s %s", frontEndNames[fe], mode)
+			for _, pair := range []struct {
+				p  *plot.Plot
+				xy plotter.XYs
+			}{{ops, opsXY}, {lat, latXY}} {
+				if len(pair.xy) == 0 {
+					continue
+				}
+				l, pts, err := plotter.NewLinePoints(pair.xy)
+				if err != nil {
+					return nil, fmt.Errorf("plot: %w", err)
+				}
+				l.Color = systemColors[fe]
+				l.Width = vg.Points(1.5)
+				pts.Color = systemColors[fe]
+				pts.Shape = draw.CircleGlyph{}
+				if mode == "contended" {
+					l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+					pts.Shape = draw.TriangleGlyph{}
+				}
+				pair.p.Add(l, pts)
+				pair.p.Legend.Add(name, l, pts)
+			}
+		}
+	}
+	img := vgsvg.New(11*vg.Inch, 4.2*vg.Inch)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 6, PadY: vg.Millimeter * 3,
+		PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
+	canvases := plot.Align([][]*plot.Plot{{ops, lat}}, tiles, dc)
+	ops.Draw(canvases[0][0])
+	lat.Draw(canvases[0][1])
+	var buf bytes.Buffer
+	if _, err := img.WriteTo(&buf); err != nil {
+		return nil, fmt.Errorf("plot: %w", err)
+	}
+	return buf.Bytes(), nil
+}
