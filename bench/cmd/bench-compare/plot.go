@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
@@ -20,8 +21,9 @@ var systemColors = map[string]color.Color{
 }
 
 // plot draws throughput and p99 latency against clients (log scales), one
-// line per system and mode (contended dashed), as SVG.
-func (r *report) plot() ([]byte, error) {
+// line per system and mode (contended dashed), as SVG, and as PNG when png
+// is true.
+func (r *report) plot(png bool) ([]byte, error) {
 	sums := r.summaries()
 	ops := plot.New()
 	ops.Title.Text = "Claims per second (median)"
@@ -85,7 +87,10 @@ func (r *report) plot() ([]byte, error) {
 			}
 		}
 	}
-	img := vgsvg.New(11*vg.Inch, 4.2*vg.Inch)
+	var img vg.CanvasWriterTo = vgsvg.New(11*vg.Inch, 4.2*vg.Inch)
+	if png {
+		img = vgimg.PngCanvas{Canvas: vgimg.New(11*vg.Inch, 4.2*vg.Inch)}
+	}
 	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 6, PadY: vg.Millimeter * 3,
 		PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
