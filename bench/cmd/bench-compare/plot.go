@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"image/color"
+	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -29,6 +30,7 @@ func (r *report) plot(png bool) ([]byte, error) {
 	ops.Title.Text = "Claims per second (median)"
 	ops.X.Label.Text = "clients"
 	ops.Y.Label.Text = "ops/s"
+	ops.Y.Min = 0
 	lat := plot.New()
 	lat.Title.Text = "p99 latency (median)"
 	lat.X.Label.Text = "clients"
@@ -39,7 +41,25 @@ func (r *report) plot(png bool) ([]byte, error) {
 	for _, n := range r.Clients {
 		ticks = append(ticks, plot.Tick{Value: float64(n), Label: strconv.Itoa(n)})
 	}
+	// Explicit ranges keep the log scales valid with a single level or a
+	// level that measured nothing.
+	xMin, xMax := float64(slices.Min(r.Clients))/1.3, float64(slices.Max(r.Clients))*1.3
+	latMin, latMax := 0.0, 0.0
+	for _, sm := range sums {
+		if sm.p99 > 0 {
+			if latMin == 0 || sm.p99 < latMin {
+				latMin = sm.p99
+			}
+			latMax = max(latMax, sm.p99)
+		}
+	}
+	if latMin > 0 {
+		lat.Y.Min, lat.Y.Max = latMin/1.5, latMax*1.5
+	} else {
+		lat.Y.Scale, lat.Y.Tick.Marker = plot.LinearScale{}, plot.DefaultTicks{}
+	}
 	for _, p := range []*plot.Plot{ops, lat} {
+		p.X.Min, p.X.Max = xMin, xMax
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.ConstantTicks(ticks)
 		p.Legend.Top = true
