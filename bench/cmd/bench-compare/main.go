@@ -61,6 +61,7 @@ type config struct {
 	profile      string // "mode:clients" whose intentd leader CPU profile is captured
 	profileDir   string
 	note         string
+	from         string // results.json to report again instead of measuring
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
@@ -89,6 +90,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	extra := fs.String("intentd-args", "", "extra flags for every intentd node (space-separated)")
 	fs.StringVar(&c.profile, "profile", "", "capture a CPU profile of the intentd leader during one level, e.g. unique:64 (needs intentd --pprof)")
 	fs.StringVar(&c.profileDir, "profile-dir", "", "where profiles go (default: the output directory)")
+	fs.StringVar(&c.from, "from", "", "report an earlier run's results.json again (table, plot, README) without measuring")
 	fs.StringVar(&c.note, "note", "", "free text recorded in the report header (e.g. what changed)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -179,7 +181,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.maxTime)
 	defer cancel()
-	rep, err := compare(ctx, cfg, stderr)
+	var rep *report
+	if cfg.from != "" {
+		rep, err = loadReport(cfg.from)
+		if err == nil {
+			err = os.MkdirAll(cfg.outDir, 0o755)
+		}
+	} else {
+		rep, err = compare(ctx, cfg, stderr)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "bench-compare:", err)
 		return 1

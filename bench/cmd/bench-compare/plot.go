@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"image/color"
+	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
@@ -20,13 +22,15 @@ var systemColors = map[string]color.Color{
 }
 
 // plot draws throughput and p99 latency against clients (log scales), one
-// line per system and mode (contended dashed), as SVG.
-func (r *report) plot() ([]byte, error) {
+// line per system and mode (contended dashed), as SVG, and as PNG when png
+// is true.
+func (r *report) plot(png bool) ([]byte, error) {
 	sums := r.summaries()
 	ops := plot.New()
 	ops.Title.Text = "Claims per second (median)"
 	ops.X.Label.Text = "clients"
 	ops.Y.Label.Text = "ops/s"
+	ops.Y.Min = 0
 	lat := plot.New()
 	lat.Title.Text = "p99 latency (median)"
 	lat.X.Label.Text = "clients"
@@ -37,7 +41,25 @@ func (r *report) plot() ([]byte, error) {
 	for _, n := range r.Clients {
 		ticks = append(ticks, plot.Tick{Value: float64(n), Label: strconv.Itoa(n)})
 	}
+	// Explicit ranges keep the log scales valid with a single level or a
+	// level that measured nothing.
+	xMin, xMax := float64(slices.Min(r.Clients))/1.3, float64(slices.Max(r.Clients))*1.3
+	latMin, latMax := 0.0, 0.0
+	for _, sm := range sums {
+		if sm.p99 > 0 {
+			if latMin == 0 || sm.p99 < latMin {
+				latMin = sm.p99
+			}
+			latMax = max(latMax, sm.p99)
+		}
+	}
+	if latMin > 0 {
+		lat.Y.Min, lat.Y.Max = latMin/1.5, latMax*1.5
+	} else {
+		lat.Y.Scale, lat.Y.Tick.Marker = plot.LinearScale{}, plot.DefaultTicks{}
+	}
 	for _, p := range []*plot.Plot{ops, lat} {
+		p.X.Min, p.X.Max = xMin, xMax
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.ConstantTicks(ticks)
 		p.Legend.Top = true
@@ -85,7 +107,10 @@ func (r *report) plot() ([]byte, error) {
 			}
 		}
 	}
-	img := vgsvg.New(11*vg.Inch, 4.2*vg.Inch)
+	var img vg.CanvasWriterTo = vgsvg.New(11*vg.Inch, 4.2*vg.Inch)
+	if png {
+		img = vgimg.PngCanvas{Canvas: vgimg.New(11*vg.Inch, 4.2*vg.Inch)}
+	}
 	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 6, PadY: vg.Millimeter * 3,
 		PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}

@@ -169,6 +169,19 @@ func (r *report) limitLine() string {
 		median(fs), median(limits), 100*median(ratios))
 }
 
+// loadReport reads a results.json written by an earlier run.
+func loadReport(path string) (*report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
+	var r report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("--from %s: %w", path, err)
+	}
+	return &r, nil
+}
+
 // write stores results.json, table.md and the plot, and updates the README
 // between its markers when asked.
 func (r *report) write(cfg config, md string) error {
@@ -182,9 +195,16 @@ func (r *report) write(cfg config, md string) error {
 	if err := os.WriteFile(filepath.Join(cfg.outDir, "table.md"), []byte(md+"\n"), 0o644); err != nil {
 		return fmt.Errorf("table: %w", err)
 	}
-	svg, err := r.plot()
+	svg, err := r.plot(false)
 	if err != nil {
 		return err
+	}
+	png, err := r.plot(true)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(cfg.outDir, "bench-compare.png"), png, 0o644); err != nil {
+		return fmt.Errorf("plot: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(cfg.outDir, "bench-compare.svg"), svg, 0o644); err != nil {
 		return fmt.Errorf("plot: %w", err)
