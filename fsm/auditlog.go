@@ -81,13 +81,14 @@ func ChainEventHash(body []byte) string {
 }
 
 // appendChain adds ev about key to the namespace's audit log and trims it
-// to the retention.
+// to the retention. The chain is changed in place: a Clone of the ledger
+// has chain structs of its own over copy-on-write trees, so nothing a
+// snapshot holds is touched.
 func (l *Ledger) appendChain(ns, key string, ev AuditEvent) {
 	c, ok := l.chains[ns]
 	if !ok {
 		c = newChain(ns)
-	} else {
-		c = c.clone()
+		l.chains[ns] = c
 	}
 	b := ChainBody{Seq: c.head.LastSeq + 1, Namespace: ns, Key: key, Prev: c.head.LastHash, AuditEvent: ev}
 	raw, err := json.Marshal(b)
@@ -108,16 +109,6 @@ func (l *Ledger) appendChain(ns, key string, ev AuditEvent) {
 			c.head.FirstSeq, c.head.Anchor = next.Seq, first.Hash
 		}
 	}
-	l.setChain(ns, c)
-}
-
-func (l *Ledger) setChain(ns string, c *chain) {
-	next := make(map[string]*chain, len(l.chains)+1)
-	for k, v := range l.chains {
-		next[k] = v
-	}
-	next[ns] = c
-	l.chains = next
 }
 
 // AuditHead returns the head of a namespace's audit log.

@@ -42,6 +42,9 @@ type Service struct {
 	limits Limits
 	// keyMu keeps concurrent first grants from each adding a signing key.
 	keyMu sync.Mutex
+	// signers caches a token.Signer per signing key id (keys never change
+	// under an id; at most fsm.MaxSigningKeys plus rotated-out ones).
+	signers sync.Map
 	// checkThenClaim is a seeded bug for the fault suite (see
 	// SeedCheckThenClaimBug).
 	checkThenClaim bool

@@ -118,10 +118,27 @@ func (s *Service) IssueToken(ctx context.Context, in *fsm.Intent) (string, error
 	if ttl <= 0 {
 		ttl = fsm.DefaultTokenTTLMS
 	}
-	return token.Sign(toTokenKey(k), token.Claims{
+	signer, err := s.signer(k)
+	if err != nil {
+		return "", err
+	}
+	return signer.Sign(token.Claims{
 		Namespace: in.Namespace, Key: in.Key, Fingerprint: in.Fingerprint, FencingToken: in.FencingToken,
 		Owner: in.Owner, IssuedAt: granted / 1e9, Expires: (granted + ttl*1e6) / 1e9,
 	})
+}
+
+// signer returns the cached Signer of k.
+func (s *Service) signer(k fsm.SigningKey) (*token.Signer, error) {
+	if v, ok := s.signers.Load(k.ID); ok {
+		return v.(*token.Signer), nil
+	}
+	sg, err := token.NewSigner(toTokenKey(k))
+	if err != nil {
+		return nil, err
+	}
+	v, _ := s.signers.LoadOrStore(k.ID, sg)
+	return v.(*token.Signer), nil
 }
 
 // VerifyRequest is a tool's question about an execution token.

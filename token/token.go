@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -189,11 +190,45 @@ func checkKeyID(id string) error {
 // Sign returns the token for c signed with k. It is deterministic: the same
 // key and claims always give the same string. The claims must name a
 // namespace, key, fingerprint and owner, and expire after they are issued.
+// To sign many tokens with one key, make a Signer once.
 func Sign(k SigningKey, c Claims) (string, error) {
-	priv, err := k.private()
+	s, err := NewSigner(k)
 	if err != nil {
 		return "", err
 	}
+	return s.Sign(c)
+}
+
+// Signer signs tokens with one key. It derives the private key and builds
+// the JOSE signer once, which is most of the cost of a lone Sign. It is
+// safe for concurrent use.
+type Signer struct {
+	id     string
+	mu     sync.Mutex
+	signer jose.Signer
+}
+
+// NewSigner prepares k for signing.
+func NewSigner(k SigningKey) (*Signer, error) {
+	priv, err := k.private()
+	if err != nil {
+		return nil, err
+	}
+	signer, err := jose.NewSigner(
+		jose.SigningKey{Algorithm: jose.EdDSA, Key: jose.JSONWebKey{Key: priv, KeyID: k.ID}},
+		(&jose.SignerOptions{}).WithType(Type),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("token signer: %w", err)
+	}
+	return &Signer{id: k.ID, signer: signer}, nil
+}
+
+// KeyID is the id of the signer's key.
+func (s *Signer) KeyID() string { return s.id }
+
+// Sign returns the token for c, exactly as Sign(k, c) would.
+func (s *Signer) Sign(c Claims) (string, error) {
 	if err := c.validate(); err != nil {
 		return "", err
 	}
@@ -201,14 +236,9 @@ func Sign(k SigningKey, c Claims) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("token claims: %w", err)
 	}
-	signer, err := jose.NewSigner(
-		jose.SigningKey{Algorithm: jose.EdDSA, Key: jose.JSONWebKey{Key: priv, KeyID: k.ID}},
-		(&jose.SignerOptions{}).WithType(Type),
-	)
-	if err != nil {
-		return "", fmt.Errorf("token signer: %w", err)
-	}
-	jws, err := signer.Sign(payload)
+	s.mu.Lock()
+	jws, err := s.signer.Sign(payload)
+	s.mu.Unlock()
 	if err != nil {
 		return "", fmt.Errorf("token sign: %w", err)
 	}
@@ -216,11 +246,11 @@ func Sign(k SigningKey, c Claims) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("token serialize: %w", err)
 	}
-	s := Prefix + compact
-	if len(s) > MaxSize {
-		return "", fmt.Errorf("%w: token of %d bytes exceeds %d", ErrInvalidClaims, len(s), MaxSize)
+	tok := Prefix + compact
+	if len(tok) > MaxSize {
+		return "", fmt.Errorf("%w: token of %d bytes exceeds %d", ErrInvalidClaims, len(tok), MaxSize)
 	}
-	return s, nil
+	return tok, nil
 }
 
 // Verify checks s and returns its claims. lookup maps a key id to its

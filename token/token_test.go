@@ -589,3 +589,26 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+func TestSignerSignsLikeSign(t *testing.T) {
+	k, err := NewSigningKey(bytes.NewReader(bytes.Repeat([]byte{9}, 64)), "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSigner(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		c := Claims{Namespace: "ns", Key: fmt.Sprintf("k%d", i), Fingerprint: strings.Repeat("a", 64), FencingToken: uint64(i + 1),
+			Owner: "o", IssuedAt: 100, Expires: 200}
+		a, err1 := s.Sign(c)
+		b, err2 := Sign(k, c)
+		if err1 != nil || err2 != nil || a != b || s.KeyID() != "k1" {
+			t.Fatalf("Signer.Sign = %q, %v; Sign = %q, %v", a, err1, b, err2)
+		}
+	}
+	if _, err := s.Sign(Claims{}); err == nil {
+		t.Fatal("Signer.Sign accepted empty claims")
+	}
+}
