@@ -80,11 +80,10 @@ func cmdClaim(ctx context.Context, c *cli, args []string) error {
 	if *lease < 0 {
 		return usagef("--lease must not be negative")
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	resp, err := cl.Claim(ctx, client.ClaimRequest{Key: pos[0], Tool: *tool, Payload: p, Owner: *owner, Policy: *policy, Lease: *lease})
 	if err != nil {
@@ -232,11 +231,10 @@ func cmdDecide(approve bool) func(context.Context, *cli, []string) error {
 
 // intentCall runs a call that answers with one intent and prints it.
 func (c *cli) intentCall(ctx context.Context, call func(context.Context, *client.Client) (*client.IntentResponse, error)) error {
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	resp, err := call(ctx, cl)
 	if err != nil {
@@ -258,11 +256,10 @@ func cmdGet(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	in, err := cl.Get(ctx, pos[0], client.GetOptions{Stale: *stale})
 	if err != nil {
@@ -286,11 +283,10 @@ func cmdList(ctx context.Context, c *cli, args []string) error {
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	page, err := cl.List(ctx, client.ListOptions{State: client.State(*state), Prefix: *prefix, Limit: *limit, Cursor: *cursor, Stale: *stale})
 	if err != nil {
@@ -320,11 +316,10 @@ func cmdAudit(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	trail, err := cl.Audit(ctx, pos[0])
 	if err != nil {
@@ -358,11 +353,10 @@ func cmdCluster(ctx context.Context, c *cli, args []string) error {
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	st, err := cl.Cluster(ctx)
 	if err != nil {
@@ -409,11 +403,10 @@ func cmdHealth(ctx context.Context, c *cli, args []string) error {
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	var all []client.Health
 	var firstErr error

@@ -156,11 +156,10 @@ func policyPut(ctx context.Context, c *cli, args []string) error {
 			p.RequireApproval = true
 		}
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	stored, err := cl.PutPolicy(ctx, p, *expect)
 	if err != nil {
@@ -194,11 +193,10 @@ func policyGet(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	p, err := cl.Policy(ctx, pos[0])
 	if err != nil {
@@ -259,11 +257,10 @@ func policyList(ctx context.Context, c *cli, args []string) error {
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	ps, err := cl.Policies(ctx)
 	if err != nil {
@@ -291,11 +288,10 @@ func policyDelete(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	if err := cl.DeletePolicy(ctx, pos[0]); err != nil {
 		return err
@@ -317,11 +313,10 @@ func cmdApprovals(ctx context.Context, c *cli, args []string) error {
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	page, err := cl.List(ctx, client.ListOptions{State: client.StatePendingApproval, Limit: *limit, Cursor: *cursor})
 	if err != nil {
@@ -410,11 +405,10 @@ func cmdToken(ctx context.Context, c *cli, args []string) error {
 	if raw != nil {
 		body = raw
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	v, err := cl.VerifyToken(ctx, pos[0], body)
 	if err != nil {
@@ -461,11 +455,10 @@ func cmdKeys(ctx context.Context, c *cli, args []string) error {
 	if _, err := c.parse(fs, rest); err != nil {
 		return err
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	if sub == "rotate" {
 		kid, err := cl.RotateKey(ctx)
@@ -527,11 +520,10 @@ func cmdAuditLog(ctx context.Context, c *cli, args []string) error {
 	if *limit < 0 {
 		return usagef("--limit must not be negative")
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	page, err := cl.AuditLog(ctx, *ns, *since, *limit)
 	if err != nil {
@@ -590,11 +582,10 @@ func auditExport(ctx context.Context, c *cli, args []string) error {
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	w := bufio.NewWriter(c.stdout)
 	var head *client.AuditHead
@@ -754,11 +745,10 @@ func auditVerify(ctx context.Context, c *cli, args []string) error {
 		}
 		return c.verifyFile(*file)
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	var k *chainCheck
 	next := *since

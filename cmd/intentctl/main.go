@@ -380,6 +380,17 @@ func (c *cli) clientTimeout(httpTimeout time.Duration) (*client.Client, error) {
 	return cl, nil
 }
 
+// connect returns the client and ctx bounded by --timeout; call cancel
+// when the command is done.
+func (c *cli) connect(ctx context.Context) (*client.Client, context.Context, context.CancelFunc, error) {
+	cl, err := c.client()
+	if err != nil {
+		return nil, ctx, func() {}, err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	return cl, ctx, cancel, nil
+}
+
 // withTimeout bounds ctx by --timeout.
 func (c *cli) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if c.timeout <= 0 {

@@ -56,11 +56,10 @@ func snapshotSave(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	file := pos[0]
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	tmp, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".tmp-*")
 	if err != nil {
@@ -142,11 +141,10 @@ func snapshotRestore(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return fmt.Errorf("snapshot restore: %w", err)
 	}
-	cl, err := c.client()
+	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	info, err := cl.RestoreSnapshot(ctx, data, *force)
 	if err != nil {
