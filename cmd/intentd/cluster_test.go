@@ -2,21 +2,15 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/memberlist"
-
-	"github.com/intentledger/intentd/cluster"
 )
 
 // testNodes runs Mains in-process on loopback with ports chosen by the OS.
@@ -45,27 +39,7 @@ func quietLogger() *slog.Logger {
 
 func (tn *testNodes) start(id string, expect int, join ...string) *Main {
 	tn.t.Helper()
-	cfg := DefaultConfig()
-	cfg.ID, cfg.DataDir = id, filepath.Join(tn.dir, id)
-	cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Join, cfg.BootstrapExpect = join, expect
-	cfg.TestHooks = true
-	cfg.Auth = AuthOff
-	cfg.Logger = quietLogger()
-	cfg.Raft = cluster.RaftTuning{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
-		LeaderLeaseTimeout: 500 * time.Millisecond}
-	cfg.Tune = func(c *cluster.Config) {
-		c.ReconcileInterval = 200 * time.Millisecond
-		c.GossipTuning = func(mc *memberlist.Config) {
-			mc.ProbeInterval, mc.ProbeTimeout, mc.GossipInterval = 200*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
-		}
-	}
-	m := NewMain(cfg)
-	if err := m.Start(context.Background()); err != nil {
-		tn.t.Fatalf("start %s: %v", id, err)
-	}
-	tn.mains[id] = m
-	return m
+	return tn.startCfg(id, expect, anyAddrs, nil, join...)
 }
 
 func (tn *testNodes) startN(n int) []*Main {
