@@ -95,25 +95,21 @@ type answer struct {
 	body map[string]any
 }
 
-func post(addr, path string, body any) (answer, error) {
-	b, _ := json.Marshal(body)
-	resp, err := http.Post("http://"+addr+path, "application/json", bytes.NewReader(b))
+// send makes one request (a JSON body unless body is nil) and decodes the
+// JSON answer.
+func send(method, addr, path string, body any) (answer, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://"+addr+path, rd)
 	if err != nil {
 		return answer{}, err
 	}
-	defer resp.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return answer{resp.StatusCode, out}, nil
-}
-
-func put(addr, path string, body any) (answer, error) {
-	b, _ := json.Marshal(body)
-	req, err := http.NewRequest(http.MethodPut, "http://"+addr+path, bytes.NewReader(b))
-	if err != nil {
-		return answer{}, err
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return answer{}, err
@@ -124,43 +120,43 @@ func put(addr, path string, body any) (answer, error) {
 	return answer{resp.StatusCode, out}, nil
 }
 
-func get(addr, path string) (answer, error) {
-	resp, err := http.Get("http://" + addr + path)
-	if err != nil {
-		return answer{}, err
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return answer{resp.StatusCode, out}, nil
+func post(addr, path string, body any) (answer, error) {
+	return send(http.MethodPost, addr, path, body)
 }
+func get(addr, path string) (answer, error) { return send(http.MethodGet, addr, path, nil) }
 
-// claimUntilDefinite retries a claim (same key, owner, payload: safe) while
-// the answer is 503 or the connection fails, rotating nodes.
-func claimUntilDefinite(t *testing.T, addrs []string, start int, key, owner string) answer {
-	for attempt := 0; attempt < 100; attempt++ {
-		a, err := post(addrs[(start+attempt)%len(addrs)], "/v1/intents", map[string]any{
-			"key": key, "tool": "test.tool", "owner": owner, "payload": map[string]any{"key": key, "n": 1}})
+// untilDefinite sends the same request (safe: every command is
+// idempotent) while the answer is 503 or the connection fails, rotating
+// through addrs from start, and reports whether an answer came.
+func untilDefinite(method string, addrs []string, start int, path string, body any) (answer, bool) {
+	for attempt := 0; attempt < 200; attempt++ {
+		a, err := send(method, addrs[(start+attempt)%len(addrs)], path, body)
 		if err == nil && a.code != http.StatusServiceUnavailable {
-			return a
+			return a, true
 		}
 		time.Sleep(50 * time.Millisecond) // client backoff between retries
 	}
-	t.Errorf("claim %s by %s: no definite answer", key, owner)
-	return answer{}
+	return answer{}, false
+}
+
+// claimUntilDefinite claims until the answer is definite. It may run on
+// another goroutine than the test's, so it only marks the test failed.
+func claimUntilDefinite(t *testing.T, addrs []string, start int, key, owner string) answer {
+	a, ok := untilDefinite(http.MethodPost, addrs, start, "/v1/intents", map[string]any{
+		"key": key, "tool": "test.tool", "owner": owner, "payload": map[string]any{"key": key, "n": 1}})
+	if !ok {
+		t.Errorf("claim %s by %s: no definite answer", key, owner)
+	}
+	return a
 }
 
 // getUntilDefinite retries a read while the node answers 503.
 func getUntilDefinite(t *testing.T, addr, path string) answer {
-	for attempt := 0; attempt < 100; attempt++ {
-		a, err := get(addr, path)
-		if err == nil && a.code != http.StatusServiceUnavailable {
-			return a
-		}
-		time.Sleep(50 * time.Millisecond)
+	a, ok := untilDefinite(http.MethodGet, []string{addr}, 0, path, nil)
+	if !ok {
+		t.Errorf("GET %s: no definite answer", path)
 	}
-	t.Errorf("GET %s: no definite answer", path)
-	return answer{}
+	return a
 }
 
 func TestConcurrentClaimersGetExactlyOneGrantPerKey(t *testing.T) {

@@ -13,20 +13,25 @@ import (
 	"github.com/intentledger/intentd/auth"
 )
 
-// postUntilDefinite retries a write (the same request: safe, every command
-// is idempotent) while the answer is 503 or the connection fails, rotating
-// nodes.
+// postUntilDefinite and putUntilDefinite send a write until the answer
+// is definite, and stop the test if none comes.
 func postUntilDefinite(t *testing.T, addrs []string, path string, body any) answer {
 	t.Helper()
-	for attempt := 0; attempt < 200; attempt++ {
-		a, err := post(addrs[attempt%len(addrs)], path, body)
-		if err == nil && a.code != http.StatusServiceUnavailable {
-			return a
-		}
-		time.Sleep(50 * time.Millisecond) // client backoff between retries
+	return mustDefinite(t, http.MethodPost, addrs, path, body)
+}
+
+func putUntilDefinite(t *testing.T, addrs []string, path string, body any) answer {
+	t.Helper()
+	return mustDefinite(t, http.MethodPut, addrs, path, body)
+}
+
+func mustDefinite(t *testing.T, method string, addrs []string, path string, body any) answer {
+	t.Helper()
+	a, ok := untilDefinite(method, addrs, 0, path, body)
+	if !ok {
+		t.Fatalf("%s %s: no definite answer", method, path)
 	}
-	t.Fatalf("POST %s: no definite answer", path)
-	return answer{}
+	return a
 }
 
 // TestGateSurvivesFailover: a policy, an approval and a spent execution
@@ -112,20 +117,6 @@ func TestGateSurvivesFailover(t *testing.T) {
 	if v := postUntilDefinite(t, others, "/v1/tokens/verify", map[string]any{"execution_token": tok2}); v.code != http.StatusConflict {
 		t.Fatalf("second verify of it: %v", v)
 	}
-}
-
-// putUntilDefinite is postUntilDefinite for PUT.
-func putUntilDefinite(t *testing.T, addrs []string, path string, body any) answer {
-	t.Helper()
-	for attempt := 0; attempt < 200; attempt++ {
-		a, err := put(addrs[attempt%len(addrs)], path, body)
-		if err == nil && a.code != http.StatusServiceUnavailable {
-			return a
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("PUT %s: no definite answer", path)
-	return answer{}
 }
 
 // TestAuthRequiredByDefault: a node refuses to start without API keys
