@@ -160,8 +160,8 @@ func compare(ctx context.Context, cfg config, stderr io.Writer) (*report, error)
 							return nil, fmt.Errorf("stopped: %w", err)
 						}
 						rep.Levels = append(rep.Levels, res)
-						fmt.Fprintf(stderr, "[%d/%d] rep %d %-9s %-9s clients=%-3d ops/s=%-7.0f p50=%.2fms p99=%.2fms errors=%d cpu/1k=%.3fs load=%.1f\n",
-							seq, total, r, fe, mode, n, res.OpsPerSec, res.P50ms, res.P99ms, res.Errors, res.CPUPer1k, res.Load1End)
+						fmt.Fprintf(stderr, "[%d/%d] rep %d %-9s %-9s clients=%-3d ops/s=%-7.0f p50=%.2fms p99=%.2fms errors=%d cpu/1k=%.3fs driver-cpu/1k=%.3fs load=%.1f\n",
+							seq, total, r, fe, mode, n, res.OpsPerSec, res.P50ms, res.P99ms, res.Errors, res.CPUPer1k, res.DriverCPUPer1k, res.Load1End)
 					}
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -155,6 +156,10 @@ type levelResult struct {
 	Errors     int64   `json:"errors"`
 	CPUSeconds float64 `json:"cpu_seconds"`
 	CPUPer1k   float64 `json:"cpu_seconds_per_1k_ops"`
+	// DriverCPUPer1k is the load generator's own CPU (this process) per
+	// 1,000 ops: it shares the machine's cores with the servers, so a
+	// client library that costs more leaves the servers less.
+	DriverCPUPer1k float64 `json:"driver_cpu_seconds_per_1k_ops,omitempty"`
 	Load1Start float64 `json:"load1_start"`
 	Load1End   float64 `json:"load1_end"`
 	FirstError string  `json:"first_error,omitempty"`
@@ -194,11 +199,16 @@ func runLevel(ctx context.Context, d driver, spec levelSpec, progress *progressL
 		done      atomic.Int64
 		wg        sync.WaitGroup
 		cpu0      atomic.Int64
+		self0     atomic.Int64
 	)
 	cpu0.Store(-1)
+	self0.Store(-1)
 	cpuTimer := time.AfterFunc(spec.warmup, func() {
 		if t, err := cpuTicks(spec.pids); err == nil {
 			cpu0.Store(t)
+		}
+		if t, err := cpuTicks([]int{os.Getpid()}); err == nil {
+			self0.Store(t)
 		}
 	})
 	defer cpuTimer.Stop()
@@ -245,6 +255,7 @@ func runLevel(ctx context.Context, d driver, spec levelSpec, progress *progressL
 	}
 	wg.Wait()
 	cpu1, cpuErr := cpuTicks(spec.pids)
+	self1, selfErr := cpuTicks([]int{os.Getpid()})
 	stopProgress()
 	slices.Sort(latencies)
 	res.Ops = len(latencies)
@@ -259,6 +270,9 @@ func runLevel(ctx context.Context, d driver, spec levelSpec, progress *progressL
 		if res.Ops > 0 {
 			res.CPUPer1k = res.CPUSeconds / float64(res.Ops) * 1000
 		}
+	}
+	if s0 := self0.Load(); s0 >= 0 && selfErr == nil && res.Ops > 0 {
+		res.DriverCPUPer1k = float64(self1-s0) / 100 / float64(res.Ops) * 1000
 	}
 	res.Load1End = loadAvg()
 	return res

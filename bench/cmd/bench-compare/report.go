@@ -32,6 +32,7 @@ type summary struct {
 	mode, system             string
 	clients, reps            int
 	ops, p50, p99, p999, cpu float64
+	driverCPU                float64
 	errors                   int64
 	load1Min, load1Max       float64
 }
@@ -50,7 +51,7 @@ func median(xs []float64) float64 {
 
 // summaries groups the levels and takes the median of each metric.
 func (r *report) summaries() map[string]summary {
-	type acc struct{ ops, p50, p99, p999, cpu, load []float64 }
+	type acc struct{ ops, p50, p99, p999, cpu, driverCPU, load []float64 }
 	groups := map[string]*acc{}
 	errs := map[string]int64{}
 	for _, l := range r.Levels {
@@ -65,6 +66,7 @@ func (r *report) summaries() map[string]summary {
 		a.p99 = append(a.p99, l.P99ms)
 		a.p999 = append(a.p999, l.P999ms)
 		a.cpu = append(a.cpu, l.CPUPer1k)
+		a.driverCPU = append(a.driverCPU, l.DriverCPUPer1k)
 		a.load = append(a.load, l.Load1Start, l.Load1End)
 		errs[k] += l.Errors
 	}
@@ -74,7 +76,7 @@ func (r *report) summaries() map[string]summary {
 		a := groups[k]
 		out[k] = summary{mode: l.Mode, system: l.System, clients: l.Clients, reps: len(a.ops),
 			ops: median(a.ops), p50: median(a.p50), p99: median(a.p99), p999: median(a.p999), cpu: median(a.cpu),
-			errors: errs[k], load1Min: slices.Min(a.load), load1Max: slices.Max(a.load)}
+			driverCPU: median(a.driverCPU), errors: errs[k], load1Min: slices.Min(a.load), load1Max: slices.Max(a.load)}
 	}
 	return out
 }
@@ -110,7 +112,7 @@ func (r *report) markdown() string {
 	if len(r.IntentdArgs) > 0 {
 		args = " (extra flags: `" + strings.Join(r.IntentdArgs, " ") + "`)"
 	}
-	fmt.Fprintf(&b, "- intentd%s: %s.\n- etcd: %s.\n- CPU-s / 1k ops: user+system CPU of the three server processes over the measured window, per 1,000 ops. "+
+	fmt.Fprintf(&b, "- intentd%s: %s.\n- etcd: %s.\n- CPU-s / 1k ops: user+system CPU of the three server processes over the measured window, per 1,000 ops; driver CPU-s / 1k ops: the load generator's own, on the same cores. "+
 		"Ratios are intentd ÷ etcd gRPC (ops/s: higher is better for intentd; p99: lower is).\n", args, intentdSettings, etcdSettings)
 	if line := r.limitLine(); line != "" {
 		b.WriteString(line)
@@ -121,8 +123,8 @@ func (r *report) markdown() string {
 			title = fmt.Sprintf("Contended claims (%d claimants race for each key; losers get in_flight / the Else branch)", r.Claimants)
 		}
 		fmt.Fprintf(&b, "\n**%s**\n\n", title)
-		b.WriteString("| clients | system | ops/s | p50 ms | p99 ms | p99.9 ms | errors | CPU-s / 1k ops | ops/s ÷ etcd gRPC | p99 ÷ etcd gRPC |\n")
-		b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| clients | system | ops/s | p50 ms | p99 ms | p99.9 ms | errors | CPU-s / 1k ops | driver CPU-s / 1k ops | ops/s ÷ etcd gRPC | p99 ÷ etcd gRPC |\n")
+		b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, n := range r.Clients {
 			base, hasBase := sums[sumKey(mode, "etcd-grpc", n)]
 			for _, fe := range r.FrontEnds {
@@ -135,8 +137,12 @@ func (r *report) markdown() string {
 					ratioOps = fmt.Sprintf("**%.2f×**", s.ops/base.ops)
 					ratioP99 = fmt.Sprintf("**%.2f×**", s.p99/base.p99)
 				}
-				fmt.Fprintf(&b, "| %d | %s | %.0f | %.2f | %.2f | %.2f | %d | %.3f | %s | %s |\n",
-					n, frontEndNames[fe], s.ops, s.p50, s.p99, s.p999, s.errors, s.cpu, ratioOps, ratioP99)
+				driver := "–" // results.json from before the driver's CPU was measured
+				if s.driverCPU > 0 {
+					driver = fmt.Sprintf("%.3f", s.driverCPU)
+				}
+				fmt.Fprintf(&b, "| %d | %s | %.0f | %.2f | %.2f | %.2f | %d | %.3f | %s | %s | %s |\n",
+					n, frontEndNames[fe], s.ops, s.p50, s.p99, s.p999, s.errors, s.cpu, driver, ratioOps, ratioP99)
 			}
 		}
 	}
