@@ -502,6 +502,9 @@ func (c *Client) do(ctx context.Context, r request, out any) (int, error) {
 			lastErr = fmt.Errorf("%w (stopped retrying: %w)", err, werr)
 			break
 		}
+		if errors.Is(err, ErrRateLimited) {
+			continue // the node is up and asked us to slow down: same node again
+		}
 		// The node could not serve: perhaps the leader moved or died. Ask
 		// the cluster again (at most once per failed route), else move on.
 		next := (idx + 1) % len(rt.addrs)

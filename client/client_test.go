@@ -179,6 +179,7 @@ var sentinels = map[string]error{
 	"ErrInvalidState": client.ErrInvalidState, "ErrBadRequest": client.ErrBadRequest,
 	"ErrOutcomeUnknown": client.ErrOutcomeUnknown, "ErrNoLeader": client.ErrNoLeader, "ErrUnavailable": client.ErrUnavailable,
 	"ErrPendingApproval": client.ErrPendingApproval, "ErrEffectUnknown": client.ErrEffectUnknown,
+	"ErrRateLimited": client.ErrRateLimited,
 }
 
 func requireOnly(t *testing.T, err error, want string) *client.Problem {
@@ -299,6 +300,41 @@ func TestRetryGivesUpAfterRetries(t *testing.T) {
 	requireOnly(t, err, "ErrUnavailable")
 	if hits.Load() != 3 {
 		t.Errorf("hits = %d, want 3 (1 + 2 retries)", hits.Load())
+	}
+}
+
+// A 429 is definite (nothing was written) and names a wait: the client
+// waits and sends the same call to the same node again, and gives up
+// with ErrRateLimited only after its retries.
+func TestRetryAfterRateLimit(t *testing.T) {
+	good := newNode(t)
+	var limited atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if limited.Add(1) <= 2 {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"type":"x","title":"t","status":429,"code":"rate_limited","detail":"d","retry_after_ms":2}`)
+			return
+		}
+		good.srv.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	other := newNode(t) // never needed: a rate-limited node is not skipped
+	c := newClient(t, []string{srv.URL, other.srv.URL}, client.WithDiscovery(false), client.WithRetries(3))
+	if g, err := c.Claim(context.Background(), claimReq("k", "o")); err != nil || !g.Created {
+		t.Fatalf("claim = %+v, %v", g, err)
+	}
+	if limited.Load() != 3 || other.hits.Load() != 0 {
+		t.Errorf("hits: limited node %d (want 3), other %d (want 0)", limited.Load(), other.hits.Load())
+	}
+
+	var hits atomic.Int64
+	always := fixed(t, http.StatusTooManyRequests, "rate_limited", &hits)
+	_, err := newClient(t, []string{always.URL}, client.WithDiscovery(false), client.WithRetries(2)).
+		Claim(context.Background(), claimReq("k", "o"))
+	requireOnly(t, err, "ErrRateLimited")
+	if hits.Load() != 3 {
+		t.Errorf("a 429 was sent %d times, want 3", hits.Load())
 	}
 }
 

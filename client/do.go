@@ -326,7 +326,8 @@ func retryable(err error) bool {
 	if errors.As(err, &p) && p.Status >= 500 {
 		return true
 	}
-	return errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoLeader)
+	return errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoLeader) ||
+		errors.Is(err, ErrRateLimited)
 }
 
 // retryAfterOf is the server's Retry-After in err, if any.

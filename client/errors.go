@@ -64,6 +64,11 @@ var (
 	// ErrUnauthorized: no valid API key, or its roles do not allow the
 	// call.
 	ErrUnauthorized = errors.New("not authorized")
+	// ErrRateLimited: the node refused the call under its per-client or
+	// per-key rate limit (429); nothing was written. The client waits the
+	// Retry-After and sends it again, like any call the cluster could not
+	// serve yet.
+	ErrRateLimited = errors.New("rate limited")
 )
 
 // sentinelCodes maps each sentinel to the problem codes it stands for.
@@ -85,6 +90,7 @@ var sentinelCodes = map[error][]string{
 	ErrOutcomeUnknown:  {"outcome_unknown"},
 	ErrNoLeader:        {"no_leader", "not_leader"},
 	ErrUnavailable:     {"unavailable", "shutting_down", "not_ready"},
+	ErrRateLimited:     {"rate_limited"},
 }
 
 // retryableCodes are 503 answers after which the same request may be sent
@@ -162,7 +168,7 @@ func (p *Problem) retryable() bool {
 	switch p.Status {
 	case http.StatusServiceUnavailable:
 		return p.Code == "" || slices.Contains(retryableCodes, p.Code)
-	case http.StatusBadGateway, http.StatusGatewayTimeout:
+	case http.StatusBadGateway, http.StatusGatewayTimeout, http.StatusTooManyRequests:
 		return true
 	}
 	return false
@@ -187,6 +193,8 @@ func codeForStatus(status int) string {
 		return "too_large"
 	case http.StatusUnprocessableEntity:
 		return "unprocessable"
+	case http.StatusTooManyRequests:
+		return "rate_limited"
 	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
 		return "unavailable"
 	}
