@@ -126,11 +126,6 @@ type Intent struct {
 	AuditDropped uint64       `json:"audit_dropped,omitempty"`
 }
 
-// purgeAt is when a finished record may be purged.
-func (in *Intent) purgeAt() int64 {
-	return in.UpdatedAt + in.DedupeWindowMS*1e6
-}
-
 // AuditEvent records one attempt on a key: every claim (granted, duplicate,
 // in_flight, divergent ...), completion, renewal, commit, resolve,
 // approval and lease expiry.

@@ -16,7 +16,7 @@ const MaxAuditEvents = 64
 // key), plus secondary indexes the leader's sweeper reads. It is not safe
 // for concurrent use; the cluster layer serialises Apply against reads.
 type Ledger struct {
-	intents *btree.BTreeG[*Intent]
+	intents *btree.BTreeG[*record]
 	leases  *btree.BTreeG[deadline] // declared intents by lease deadline
 	purges  *btree.BTreeG[deadline] // finished intents by purge time
 	counts  map[State]int
@@ -33,26 +33,22 @@ type Ledger struct {
 	chains   map[string]*chain // audit logs by namespace
 }
 
+// deadline is an index entry: a time and the record it is due for,
+// ordered by time, then (namespace, key). The record is the one stored
+// when the entry was made; put replaces the entry with the record.
 type deadline struct {
-	at      int64
-	ns, key string
-}
-
-func lessIntent(a, b *Intent) bool {
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
-	}
-	return a.Key < b.Key
+	at int64
+	r  *record
 }
 
 func lessDeadline(a, b deadline) bool {
 	if a.at != b.at {
 		return a.at < b.at
 	}
-	if a.ns != b.ns {
-		return a.ns < b.ns
+	if a.r == nil || b.r == nil {
+		return a.r == nil && b.r != nil // a bare time sorts before its records
 	}
-	return a.key < b.key
+	return lessRecord(a.r, b.r)
 }
 
 const btreeDegree = 32
@@ -60,7 +56,7 @@ const btreeDegree = 32
 // New returns an empty ledger.
 func New() *Ledger {
 	return &Ledger{
-		intents: btree.NewG(btreeDegree, lessIntent),
+		intents: btree.NewG(btreeDegree, lessRecord),
 		leases:  btree.NewG(btreeDegree, lessDeadline),
 		purges:  btree.NewG(btreeDegree, lessDeadline),
 		counts:  make(map[State]int),
@@ -113,10 +109,20 @@ func (l *Ledger) Counts() map[State]int {
 	return out
 }
 
-// Get returns the intent or nil.
+// Get returns the intent or nil. The Intent is the caller's: a new
+// value built from the stored record (it shares the payload and other
+// slices with the ledger, which must not be modified).
 func (l *Ledger) Get(ns, key string) *Intent {
-	in, _ := l.intents.Get(&Intent{Namespace: ns, Key: key})
-	return in
+	if r := l.get(ns, key); r != nil {
+		return r.intent()
+	}
+	return nil
+}
+
+// get returns the stored record or nil.
+func (l *Ledger) get(ns, key string) *record {
+	r, _ := l.intents.Get(probe(ns, key))
+	return r
 }
 
 // ListOptions filters a List.
@@ -139,21 +145,22 @@ func (l *Ledger) List(opts ListOptions) (page []*Intent, next string) {
 	if opts.Limit <= 0 {
 		opts.Limit = 100
 	}
-	l.intents.AscendGreaterOrEqual(&Intent{Namespace: opts.Namespace, Key: start}, func(in *Intent) bool {
-		if in.Namespace != opts.Namespace || !strings.HasPrefix(in.Key, opts.Prefix) {
+	from := probe(opts.Namespace, start)
+	l.intents.AscendGreaterOrEqual(from, func(r *record) bool {
+		if r.ns != from.ns || !strings.HasPrefix(r.key, opts.Prefix) {
 			return false
 		}
-		if in.Key == opts.After {
+		if r.key == opts.After {
 			return true
 		}
-		if opts.State != "" && in.State != opts.State {
+		if opts.State != "" && r.state.State() != opts.State {
 			return true
 		}
 		if len(page) == opts.Limit {
 			next = page[len(page)-1].Key
 			return false
 		}
-		page = append(page, in)
+		page = append(page, r.intent())
 		return true
 	})
 	return page, next
@@ -177,7 +184,7 @@ func due(t *btree.BTreeG[deadline], before int64, max int) []Ref {
 		if len(out) == max {
 			return false
 		}
-		out = append(out, Ref{Namespace: d.ns, Key: d.key})
+		out = append(out, Ref{Namespace: d.r.namespace(), Key: d.r.key})
 		return true
 	})
 	return out
@@ -248,14 +255,15 @@ func (l *Ledger) ApplyCommand(index uint64, cmd Command) *Result {
 
 // put stores next in place of prev (either may be nil) and keeps the
 // secondary indexes and counts in step.
-func (l *Ledger) put(prev, next *Intent) {
+func (l *Ledger) put(prev, next *record) {
 	if prev != nil {
-		l.counts[prev.State]--
-		if prev.State == StateDeclared {
-			l.leases.Delete(deadline{prev.LeaseDeadline, prev.Namespace, prev.Key})
+		st := prev.state.State()
+		l.counts[st]--
+		if st == StateDeclared {
+			l.leases.Delete(deadline{prev.leaseDeadline, prev})
 		}
-		if prev.State.Finished() {
-			l.purges.Delete(deadline{prev.purgeAt(), prev.Namespace, prev.Key})
+		if st.Finished() {
+			l.purges.Delete(deadline{prev.purgeAt(), prev})
 		}
 	}
 	if next == nil {
@@ -264,12 +272,13 @@ func (l *Ledger) put(prev, next *Intent) {
 		}
 		return
 	}
-	l.counts[next.State]++
-	if next.State == StateDeclared {
-		l.leases.ReplaceOrInsert(deadline{next.LeaseDeadline, next.Namespace, next.Key})
+	st := next.state.State()
+	l.counts[st]++
+	if st == StateDeclared {
+		l.leases.ReplaceOrInsert(deadline{next.leaseDeadline, next})
 	}
-	if next.State.Finished() {
-		l.purges.ReplaceOrInsert(deadline{next.purgeAt(), next.Namespace, next.Key})
+	if st.Finished() {
+		l.purges.ReplaceOrInsert(deadline{next.purgeAt(), next})
 	}
 	l.intents.ReplaceOrInsert(next)
 }

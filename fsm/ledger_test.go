@@ -71,7 +71,7 @@ func TestList(t *testing.T) {
 			eq(t, "page", keysOf(page), tc.want)
 			eq(t, "next", next, tc.next)
 			for _, in := range page {
-				if in != h.l.Get(in.Namespace, in.Key) {
+				if !reflect.DeepEqual(in, h.l.Get(in.Namespace, in.Key)) {
 					t.Fatalf("listed record is not the stored one")
 				}
 			}

@@ -298,7 +298,7 @@ func (m *propModel) step(t *rapid.T, data []byte, at int64) {
 		if in.Version > index || in.Namespace != ref.Namespace || in.Key != ref.Key {
 			t.Fatalf("record %+v", in)
 		}
-		if prev != nil && in != prev && in.Version != index {
+		if prev != nil && !reflect.DeepEqual(in, prev) && in.Version != index {
 			t.Fatalf("index %d: %v changed but Version is %d", index, ref, in.Version)
 		}
 		// (f) Whoever executed (or committed) was granted that token.

@@ -16,8 +16,17 @@ import (
 // SnapshotFormat names the snapshot encoding in its header line.
 const SnapshotFormat = "intentd-ledger"
 
-// SnapshotVersion is the version of the snapshot encoding.
-const SnapshotVersion = 2
+// SnapshotVersion is the version of the snapshot encoding WriteSnapshot
+// writes. Restore also reads version 2 (intents as JSON lines).
+const SnapshotVersion = 3
+
+// snapshotVersionJSON is the last version with intents as JSON lines.
+const snapshotVersionJSON = 2
+
+// maxRecordFrame bounds one record's encoding in a snapshot (a payload
+// and a result are each capped far below it), so a corrupt length cannot
+// make Restore allocate without bound.
+const maxRecordFrame = 16 << 20
 
 // ErrBadSnapshot is returned by Restore for a snapshot it cannot trust.
 var ErrBadSnapshot = errors.New("bad snapshot")
@@ -57,16 +66,31 @@ type snapshotTrailer struct {
 	SHA256 string `json:"sha256"`
 }
 
-// WriteSnapshot writes the ledger in its deterministic encoding: a JSON
-// header line, one JSON line per intent in (namespace, key) order, and a
-// trailer line with the SHA-256 of everything before it. Equal ledgers give
+// WriteSnapshot writes the ledger in its deterministic encoding (version
+// 3): a JSON header line; one frame per intent in (namespace, key) order,
+// each a 4-byte big-endian length and the record's binary encoding
+// (recordcodec.go); one JSON line per audit log event; and a trailer line
+// with the SHA-256 of everything before it. Equal ledgers give
 // byte-identical snapshots. Call it on a Clone to keep applying meanwhile.
 func (l *Ledger) WriteSnapshot(w io.Writer) error {
+	return l.writeSnapshot(w, SnapshotVersion)
+}
+
+// WriteSnapshotJSON writes the ledger in the version 2 encoding, with one
+// JSON line per intent instead of a binary frame: what Restore of this
+// and of older versions reads, and what jq reads (intentctl snapshot
+// dump). It is deterministic too, and costs several times the time and
+// space of WriteSnapshot.
+func (l *Ledger) WriteSnapshotJSON(w io.Writer) error {
+	return l.writeSnapshot(w, snapshotVersionJSON)
+}
+
+func (l *Ledger) writeSnapshot(w io.Writer, version int) error {
 	h := sha256.New()
 	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	hdr := snapshotHeader{Format: SnapshotFormat, Version: SnapshotVersion, Index: l.index, Now: l.now,
+	hdr := snapshotHeader{Format: SnapshotFormat, Version: version, Index: l.index, Now: l.now,
 		Count: l.intents.Len(), Keys: l.keys, Settings: l.settings}
 	pnames := make([]string, 0, len(l.policies))
 	for name := range l.policies {
@@ -84,7 +108,11 @@ func (l *Ledger) WriteSnapshot(w io.Writer) error {
 	if err := enc.Encode(hdr); err != nil {
 		return fmt.Errorf("snapshot header: %w", err)
 	}
-	if err := l.writeIntents(bw); err != nil { // concurrently, same bytes
+	write := l.writeRecords
+	if version == snapshotVersionJSON {
+		write = l.writeIntentLines
+	}
+	if err := write(bw); err != nil { // concurrently, same bytes
 		return fmt.Errorf("snapshot intent: %w", err)
 	}
 	var err error
@@ -132,7 +160,7 @@ func Restore(r io.Reader) (*Ledger, error) {
 	if err := json.Unmarshal(line, &hdr); err != nil {
 		return nil, fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
 	}
-	if hdr.Format != SnapshotFormat || hdr.Version != SnapshotVersion {
+	if hdr.Format != SnapshotFormat || (hdr.Version != SnapshotVersion && hdr.Version != snapshotVersionJSON) {
 		return nil, fmt.Errorf("%w: format %q version %d", ErrBadSnapshot, hdr.Format, hdr.Version)
 	}
 	if hdr.Count < 0 || hdr.Events < 0 {
@@ -166,18 +194,20 @@ func Restore(r io.Reader) (*Ledger, error) {
 		c.head = h
 		l.chains[h.Namespace] = c
 	}
-	var prev *Intent
-	err = readIntents(br, h, hdr.Count, func(i int, in *Intent) error { // decoded concurrently, in order
-		if prev != nil && !lessIntent(prev, in) {
+	var prev *record
+	put := func(i int, r *record) error { // decoded concurrently, put in order
+		if prev != nil && !lessRecord(prev, r) {
 			return fmt.Errorf("%w: intent %d out of order", ErrBadSnapshot, i)
 		}
-		if !in.State.Valid() {
-			return fmt.Errorf("%w: intent %d has state %q", ErrBadSnapshot, i, in.State)
-		}
-		l.put(nil, in)
-		prev = in
+		l.put(nil, r)
+		prev = r
 		return nil
-	})
+	}
+	if hdr.Version == snapshotVersionJSON {
+		err = readIntentLines(br, h, hdr.Count, put)
+	} else {
+		err = readRecords(br, h, hdr.Count, put)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -3,9 +3,11 @@ package fsm
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash"
+	"io"
 	"runtime"
 	"sync"
 )
@@ -14,187 +16,240 @@ import (
 // time when a snapshot is written or restored in parallel.
 const snapshotChunk = 1024
 
-// snapshotWorkers is how many goroutines encode or decode snapshot lines.
+// snapshotWorkers is how many goroutines encode or decode snapshot records.
 func snapshotWorkers() int { return max(1, runtime.GOMAXPROCS(0)) }
 
-// encodeJob is one chunk of intents and, once encoded, their lines.
-type encodeJob struct {
-	intents []*Intent
-	buf     *bytes.Buffer
-	err     error
-	done    chan struct{}
-}
-
-// encodeBufs recycles chunk buffers: growing a fresh buffer line by line
-// for every chunk cost more than the encoding itself.
-var encodeBufs = sync.Pool{New: func() any {
-	b := new(bytes.Buffer)
-	b.Grow(snapshotChunk * 1024)
-	return b
-}}
-
-// writeIntents writes one JSON line per intent in key order. Chunks are
-// encoded concurrently, each with its own json.Encoder configured as the
-// sequential writer was (no HTML escaping), and written in order, so the
-// bytes are exactly those of encoding them one by one.
-func (l *Ledger) writeIntents(w *bufio.Writer) error {
-	workers := snapshotWorkers()
-	jobs := make(chan *encodeJob, workers)
-	order := make(chan *encodeJob, 2*workers)
+// pipeline runs produce on one goroutine, work on each job it sends on
+// `workers` goroutines, and consume on the caller's goroutine in the order
+// the jobs were sent. After consume fails, send returns false and the
+// remaining jobs are worked but not consumed. It returns consume's first
+// error, else produce's.
+func pipeline[J any](workers int, produce func(send func(J) bool) error, work func(J), consume func(J) error) error {
+	type slot struct {
+		job  J
+		done chan struct{}
+	}
+	jobs := make(chan *slot, workers)
+	order := make(chan *slot, 2*workers)
 	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := range jobs {
-				j.buf = encodeBufs.Get().(*bytes.Buffer)
-				enc := json.NewEncoder(j.buf)
-				enc.SetEscapeHTML(false)
-				for _, in := range j.intents {
-					if j.err = enc.Encode(in); j.err != nil {
-						break
-					}
-				}
-				close(j.done)
+			for s := range jobs {
+				work(s.job)
+				close(s.done)
 			}
 		}()
 	}
 	stop := make(chan struct{})
+	produced := make(chan error, 1)
 	go func() {
 		defer close(order)
 		defer close(jobs)
-		chunk := make([]*Intent, 0, snapshotChunk)
-		send := func() bool {
-			j := &encodeJob{intents: chunk, done: make(chan struct{})}
+		produced <- produce(func(j J) bool {
+			s := &slot{job: j, done: make(chan struct{})}
 			select {
-			case order <- j:
+			case order <- s:
 			case <-stop:
 				return false
 			}
-			jobs <- j
-			chunk = make([]*Intent, 0, snapshotChunk)
+			jobs <- s
 			return true
-		}
-		ok := true
-		l.intents.Ascend(func(in *Intent) bool {
-			chunk = append(chunk, in)
-			if len(chunk) == snapshotChunk {
-				ok = send()
-			}
-			return ok
 		})
-		if ok && len(chunk) > 0 {
-			send()
-		}
 	}()
 	var err error
-	for j := range order {
-		<-j.done
+	for s := range order {
+		<-s.done
 		if err == nil {
-			err = j.err
-		}
-		if err == nil {
-			_, err = w.Write(j.buf.Bytes())
-		}
-		j.buf.Reset()
-		encodeBufs.Put(j.buf)
-		if err != nil {
-			select {
-			case <-stop:
-			default:
+			if err = consume(s.job); err != nil {
 				close(stop)
 			}
 		}
 	}
 	wg.Wait()
+	if perr := <-produced; err == nil {
+		err = perr
+	}
 	return err
 }
 
-// decodeJob is one chunk of snapshot lines and, once decoded, their
-// intents.
-type decodeJob struct {
-	first   int // position of the first line among the intents
-	lines   [][]byte
-	intents []*Intent
+// encodeJob is one chunk of records and, once encoded, their frames.
+type encodeJob struct {
+	records []*record
+	buf     *bytes.Buffer
 	err     error
-	done    chan struct{}
 }
 
-// readIntents reads count intent lines (feeding every byte to h in order)
-// and decodes them concurrently; put receives them in snapshot order.
-func readIntents(br *bufio.Reader, h hash.Hash, count int, put func(i int, in *Intent) error) error {
-	workers := snapshotWorkers()
-	jobs := make(chan *decodeJob, workers)
-	order := make(chan *decodeJob, 2*workers)
-	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				j.intents = make([]*Intent, len(j.lines))
-				for k, line := range j.lines {
-					in := new(Intent)
-					if err := json.Unmarshal(line, in); err != nil {
-						j.err = fmt.Errorf("%w: intent %d: %w", ErrBadSnapshot, j.first+k, err)
-						break
-					}
-					j.intents[k] = in
+// encodeBufs recycles chunk buffers: growing a fresh buffer for every
+// chunk cost more than the encoding itself.
+var encodeBufs = sync.Pool{New: func() any {
+	b := new(bytes.Buffer)
+	b.Grow(snapshotChunk * 512)
+	return b
+}}
+
+// writeRecords writes one frame per record in key order: a 4-byte
+// big-endian length and the record's encoding (version 3).
+func (l *Ledger) writeRecords(w *bufio.Writer) error {
+	return l.writeChunks(w, func(buf *bytes.Buffer, r *record) error {
+		b := buf.AvailableBuffer()
+		b = append(b, 0, 0, 0, 0)
+		b = appendRecord(b, r)
+		binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+		buf.Write(b)
+		return nil
+	})
+}
+
+// writeIntentLines writes one JSON line per intent in key order (version
+// 2), without HTML escaping.
+func (l *Ledger) writeIntentLines(w *bufio.Writer) error {
+	return l.writeChunks(w, func(buf *bytes.Buffer, r *record) error {
+		enc := json.NewEncoder(buf)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(r.intent())
+	})
+}
+
+// writeChunks encodes the records in key order with encode, chunks
+// concurrently, and writes the chunks in order, so the bytes are exactly
+// those of encoding the records one by one.
+func (l *Ledger) writeChunks(w *bufio.Writer, encode func(*bytes.Buffer, *record) error) error {
+	return pipeline(snapshotWorkers(),
+		func(send func(*encodeJob) bool) error {
+			chunk := make([]*record, 0, snapshotChunk)
+			ok := true
+			l.intents.Ascend(func(r *record) bool {
+				chunk = append(chunk, r)
+				if len(chunk) == snapshotChunk {
+					ok = send(&encodeJob{records: chunk})
+					chunk = make([]*record, 0, snapshotChunk)
 				}
-				j.lines = nil
-				close(j.done)
+				return ok
+			})
+			if ok && len(chunk) > 0 {
+				send(&encodeJob{records: chunk})
 			}
-		}()
-	}
-	stop := make(chan struct{})
-	readErr := make(chan error, 1)
-	go func() {
-		defer close(order)
-		defer close(jobs)
-		for first := 0; first < count; first += snapshotChunk {
-			n := min(snapshotChunk, count-first)
-			j := &decodeJob{first: first, lines: make([][]byte, 0, n), done: make(chan struct{})}
-			for k := 0; k < n; k++ {
-				line, err := readLine(br, h)
-				if err != nil {
-					readErr <- fmt.Errorf("%w: intent %d: %w", ErrBadSnapshot, first+k, err)
+			return nil
+		},
+		func(j *encodeJob) {
+			j.buf = encodeBufs.Get().(*bytes.Buffer)
+			for _, r := range j.records {
+				if j.err = encode(j.buf, r); j.err != nil {
 					return
 				}
-				j.lines = append(j.lines, line)
 			}
-			select {
-			case order <- j:
-			case <-stop:
-				return
+		},
+		func(j *encodeJob) error {
+			err := j.err
+			if err == nil {
+				_, err = w.Write(j.buf.Bytes())
 			}
-			jobs <- j
-		}
-	}()
-	var err error
-	for j := range order {
-		<-j.done
-		if err == nil {
-			err = j.err
-		}
-		for k := 0; err == nil && k < len(j.intents); k++ {
-			err = put(j.first+k, j.intents[k])
-		}
-		if err != nil {
-			select {
-			case <-stop:
-			default:
-				close(stop)
+			j.buf.Reset()
+			encodeBufs.Put(j.buf)
+			return err
+		})
+}
+
+// decodeJob is one chunk of a snapshot's intents: their encodings (record
+// frames or JSON lines) and, once decoded, their records.
+type decodeJob struct {
+	first   int // position of the first intent in the snapshot
+	raw     [][]byte
+	records []*record
+	err     error
+}
+
+// readChunks reads count intents, chunk by chunk, with read (which feeds
+// every byte to h), decodes the chunks concurrently with decode and hands
+// the records to put in snapshot order.
+func readChunks(count int, read func(i int) ([]byte, error), decode func(raw []byte) (*record, error),
+	put func(i int, r *record) error) error {
+	return pipeline(snapshotWorkers(),
+		func(send func(*decodeJob) bool) error {
+			for first := 0; first < count; first += snapshotChunk {
+				n := min(snapshotChunk, count-first)
+				j := &decodeJob{first: first, raw: make([][]byte, 0, n)}
+				for k := 0; k < n; k++ {
+					raw, err := read(first + k)
+					if err != nil {
+						return fmt.Errorf("%w: intent %d: %w", ErrBadSnapshot, first+k, err)
+					}
+					j.raw = append(j.raw, raw)
+				}
+				if !send(j) {
+					return nil
+				}
 			}
+			return nil
+		},
+		func(j *decodeJob) {
+			j.records = make([]*record, 0, len(j.raw))
+			for k, raw := range j.raw {
+				r, err := decode(raw)
+				if err != nil {
+					j.err = fmt.Errorf("%w: intent %d: %w", ErrBadSnapshot, j.first+k, err)
+					break
+				}
+				j.records = append(j.records, r)
+			}
+			j.raw = nil
+		},
+		func(j *decodeJob) error {
+			if j.err != nil {
+				return j.err
+			}
+			for k, r := range j.records {
+				if err := put(j.first+k, r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+}
+
+// readRecords reads count record frames (version 3).
+func readRecords(br *bufio.Reader, h hash.Hash, count int, put func(i int, r *record) error) error {
+	var size [4]byte
+	read := func(int) ([]byte, error) {
+		if _, err := io.ReadFull(br, size[:]); err != nil {
+			return nil, unexpectedEOF(err)
 		}
+		n := binary.BigEndian.Uint32(size[:])
+		if n > maxRecordFrame {
+			return nil, fmt.Errorf("record of %d bytes is over the limit of %d", n, maxRecordFrame)
+		}
+		frame := make([]byte, n)
+		if _, err := io.ReadFull(br, frame); err != nil {
+			return nil, unexpectedEOF(err)
+		}
+		h.Write(size[:])
+		h.Write(frame)
+		return frame, nil
 	}
-	wg.Wait()
-	if err != nil {
-		return err
+	return readChunks(count, read, decodeRecord, put)
+}
+
+// readIntentLines reads count JSON intent lines (version 2).
+func readIntentLines(br *bufio.Reader, h hash.Hash, count int, put func(i int, r *record) error) error {
+	read := func(int) ([]byte, error) { return readLine(br, h) }
+	decode := func(line []byte) (*record, error) {
+		in := new(Intent)
+		if err := json.Unmarshal(line, in); err != nil {
+			return nil, err
+		}
+		if !in.State.Valid() {
+			return nil, fmt.Errorf("state %q", in.State)
+		}
+		return compact(in)
 	}
-	select {
-	case err := <-readErr:
-		return err
-	default:
+	return readChunks(count, read, decode, put)
+}
+
+func unexpectedEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
 	}
-	return nil
+	return err
 }

@@ -3,7 +3,7 @@ package fsm
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -30,27 +30,32 @@ func bigLedger(t *testing.T, n int) *Ledger {
 	return l
 }
 
-func TestWriteIntentsMatchesSequentialEncoding(t *testing.T) {
+// sequentialRecords is the record frames of l encoded one by one.
+func sequentialRecords(l *Ledger) []byte {
+	var b []byte
+	l.intents.Ascend(func(r *record) bool {
+		at := len(b)
+		b = append(b, 0, 0, 0, 0)
+		b = appendRecord(b, r)
+		binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+		return true
+	})
+	return b
+}
+
+func TestWriteRecordsMatchesSequentialEncoding(t *testing.T) {
 	for _, n := range []int{0, 1, snapshotChunk - 1, snapshotChunk, 3*snapshotChunk + 7} {
 		l := bigLedger(t, n)
-		var want bytes.Buffer
-		enc := json.NewEncoder(&want)
-		enc.SetEscapeHTML(false)
-		l.intents.Ascend(func(in *Intent) bool {
-			if err := enc.Encode(in); err != nil {
-				t.Fatal(err)
-			}
-			return true
-		})
+		want := sequentialRecords(l)
 		var got bytes.Buffer
 		bw := bufio.NewWriter(&got)
-		if err := l.writeIntents(bw); err != nil {
+		if err := l.writeRecords(bw); err != nil {
 			t.Fatal(err)
 		}
 		if err := bw.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		if !bytes.Equal(got.Bytes(), want) {
 			t.Fatalf("%d intents: parallel encoding differs from sequential", n)
 		}
 		var snap bytes.Buffer
@@ -67,31 +72,52 @@ func TestWriteIntentsMatchesSequentialEncoding(t *testing.T) {
 	}
 }
 
-func TestRestoreRefusesABadLineInALaterChunk(t *testing.T) {
-	l := bigLedger(t, 2*snapshotChunk+10)
+// frames returns the offsets of the record frames in a version 3
+// snapshot of n intents (the header is the first line).
+func frames(t *testing.T, snap []byte, n int) []int {
+	t.Helper()
+	off := bytes.IndexByte(snap, '\n') + 1
+	var out []int
+	for i := 0; i < n; i++ {
+		out = append(out, off)
+		off += 4 + int(binary.BigEndian.Uint32(snap[off:]))
+	}
+	return append(out, off)
+}
+
+func TestRestoreRefusesABadRecordInALaterChunk(t *testing.T) {
+	n := 2*snapshotChunk + 10
+	l := bigLedger(t, n)
 	var snap bytes.Buffer
 	if err := l.WriteSnapshot(&snap); err != nil {
 		t.Fatal(err)
 	}
-	lines := bytes.SplitAfter(snap.Bytes(), []byte("\n"))
-	bad := bytes.Clone(snap.Bytes())
-	// Line 1+snapshotChunk+5 is an intent in the second chunk.
-	off := 0
-	for _, ln := range lines[:1+snapshotChunk+5] {
-		off += len(ln)
+	data := snap.Bytes()
+	fr := frames(t, data, n)
+	// Record snapshotChunk+5 is in the second chunk.
+	i := snapshotChunk + 5
+	for _, corrupt := range []struct {
+		name string
+		at   int
+		b    byte
+	}{
+		{"state code", fr[i+1] - 10, 0xee}, // inside the record's fixed tail
+		{"frame length", fr[i], 0x7f},      // a length past the limit
+		{"a payload byte", fr[i] + 20, '!'},
+	} {
+		bad := bytes.Clone(data)
+		bad[corrupt.at] ^= corrupt.b
+		if _, err := Restore(bytes.NewReader(bad)); !errors.Is(err, ErrBadSnapshot) {
+			t.Fatalf("corrupt %s: %v", corrupt.name, err)
+		}
 	}
-	bad[off] = '!'
-	if _, err := Restore(bytes.NewReader(bad)); !errors.Is(err, ErrBadSnapshot) {
-		t.Fatalf("corrupt intent line: %v", err)
-	}
-	truncated := snap.Bytes()[:off]
-	if _, err := Restore(bytes.NewReader(truncated)); !errors.Is(err, ErrBadSnapshot) {
+	if _, err := Restore(bytes.NewReader(data[:fr[i]+7])); !errors.Is(err, ErrBadSnapshot) {
 		t.Fatalf("truncated snapshot: %v", err)
 	}
-	// Two intents swapped: decodes fine, but out of order.
-	swapped := append([][]byte{}, lines...)
-	swapped[snapshotChunk+3], swapped[snapshotChunk+4] = swapped[snapshotChunk+4], swapped[snapshotChunk+3]
-	if _, err := Restore(bytes.NewReader(bytes.Join(swapped, nil))); !errors.Is(err, ErrBadSnapshot) {
+	// Two records swapped: both decode, but out of order.
+	a, b, c := fr[i], fr[i+1], fr[i+2]
+	swapped := append(append(append(bytes.Clone(data[:a]), data[b:c]...), data[a:b]...), data[c:]...)
+	if _, err := Restore(bytes.NewReader(swapped)); !errors.Is(err, ErrBadSnapshot) {
 		t.Fatalf("swapped intents: %v", err)
 	}
 }

@@ -80,9 +80,24 @@ func TestSnapshotDeterministic(t *testing.T) {
 	sum := sha256.Sum256(sa)
 	eq(t, "Digest", a.Digest(), hex.EncodeToString(sum[:]))
 
-	// Layout: header, one line per intent in (namespace, key) order, one
-	// per audit log event, trailer.
-	lines := strings.Split(strings.TrimSuffix(string(sa), "\n"), "\n")
+	// Version 3 starts with a JSON header line naming its version.
+	var v3 struct {
+		Version int `json:"version"`
+		Count   int `json:"count"`
+	}
+	if err := json.Unmarshal(sa[:bytes.IndexByte(sa, '\n')], &v3); err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "version", v3.Version, fsm.SnapshotVersion)
+	eq(t, "count", v3.Count, a.Len())
+
+	// The version 2 layout (WriteSnapshotJSON): header, one line per intent
+	// in (namespace, key) order, one per audit log event, trailer.
+	sj := jsonSnapshotOf(t, a)
+	if !bytes.Equal(sj, jsonSnapshotOf(t, b)) {
+		t.Fatalf("two ledgers from the same log give different JSON snapshots")
+	}
+	lines := strings.Split(strings.TrimSuffix(string(sj), "\n"), "\n")
 	var hdr struct {
 		Format  string `json:"format"`
 		Version int    `json:"version"`
@@ -95,7 +110,7 @@ func TestSnapshotDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 	eq(t, "format", hdr.Format, fsm.SnapshotFormat)
-	eq(t, "version", hdr.Version, fsm.SnapshotVersion)
+	eq(t, "version", hdr.Version, jsonVersion)
 	eq(t, "index", hdr.Index, uint64(len(log)))
 	eq(t, "now", hdr.Now, a.Now())
 	eq(t, "count", hdr.Count, a.Len())
@@ -116,8 +131,8 @@ func TestSnapshotDeterministic(t *testing.T) {
 	sum = sha256.Sum256([]byte(body))
 	eq(t, "trailer", lines[len(lines)-1], `{"sha256":"`+hex.EncodeToString(sum[:])+`"}`)
 	// Stored raw JSON is compact and not HTML-escaped.
-	if !strings.Contains(string(sa), `"payload":{"n":1.5,"q":"<a&b>"}`) || !strings.Contains(string(sa), `"result":{"id":"<x>"}`) {
-		t.Fatalf("html payload not stored canonically:\n%s", sa)
+	if !strings.Contains(string(sj), `"payload":{"n":1.5,"q":"<a&b>"}`) || !strings.Contains(string(sj), `"result":{"id":"<x>"}`) {
+		t.Fatalf("html payload not stored canonically:\n%s", sj)
 	}
 }
 
@@ -214,6 +229,10 @@ func TestSnapshotEmptyLedger(t *testing.T) {
 	eq(t, "AppliedIndex", l.AppliedIndex(), uint64(0))
 }
 
+// jsonVersion is the snapshot version with intents as JSON lines, which
+// Restore still reads (what a node before version 3 wrote).
+const jsonVersion = 2
+
 // seal appends the checksum trailer to lines (each without its newline).
 func seal(lines ...string) []byte {
 	body := strings.Join(lines, "\n") + "\n"
@@ -231,7 +250,7 @@ func intentLine(nsp, key string, state fsm.State) string {
 }
 
 func TestRestoreHandBuilt(t *testing.T) {
-	good := seal(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 2),
+	good := seal(header(fsm.SnapshotFormat, jsonVersion, 2),
 		intentLine("a", "x", fsm.StateExecuted), intentLine("a", "y", fsm.StateDeclared))
 	l, err := fsm.Restore(bytes.NewReader(good))
 	if err != nil {
@@ -246,28 +265,28 @@ func TestRestoreHandBuilt(t *testing.T) {
 func TestRestoreRejects(t *testing.T) {
 	cases := map[string][]byte{
 		"empty":           nil,
-		"header only":     []byte(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 0) + "\n"),
-		"no trailer":      []byte(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 0) + "\n" + `{"sha256":"x"}`),
+		"header only":     []byte(header(fsm.SnapshotFormat, jsonVersion, 0) + "\n"),
+		"no trailer":      []byte(header(fsm.SnapshotFormat, jsonVersion, 0) + "\n" + `{"sha256":"x"}`),
 		"wrong format":    seal(header("consul-kv", fsm.SnapshotVersion, 0)),
 		"wrong version":   seal(header(fsm.SnapshotFormat, fsm.SnapshotVersion+1, 0)),
 		"version zero":    seal(header(fsm.SnapshotFormat, 0, 0)),
-		"negative count":  seal(header(fsm.SnapshotFormat, fsm.SnapshotVersion, -1)),
+		"negative count":  seal(header(fsm.SnapshotFormat, jsonVersion, -1)),
 		"header not JSON": seal(`format=intentd-ledger`),
-		"out of order keys": seal(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 2),
+		"out of order keys": seal(header(fsm.SnapshotFormat, jsonVersion, 2),
 			intentLine("a", "y", fsm.StateExecuted), intentLine("a", "x", fsm.StateExecuted)),
-		"out of order namespaces": seal(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 2),
+		"out of order namespaces": seal(header(fsm.SnapshotFormat, jsonVersion, 2),
 			intentLine("b", "a", fsm.StateExecuted), intentLine("a", "z", fsm.StateExecuted)),
-		"duplicate key": seal(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 2),
+		"duplicate key": seal(header(fsm.SnapshotFormat, jsonVersion, 2),
 			intentLine("a", "x", fsm.StateExecuted), intentLine("a", "x", fsm.StateFailed)),
-		"unknown state": seal(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 1),
+		"unknown state": seal(header(fsm.SnapshotFormat, jsonVersion, 1),
 			intentLine("a", "x", "done")),
-		"intent not JSON": seal(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 1), `{"key":`),
-		"count too high":  seal(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 2), intentLine("a", "x", fsm.StateExecuted)),
-		"count too low": seal(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 1),
+		"intent not JSON": seal(header(fsm.SnapshotFormat, jsonVersion, 1), `{"key":`),
+		"count too high":  seal(header(fsm.SnapshotFormat, jsonVersion, 2), intentLine("a", "x", fsm.StateExecuted)),
+		"count too low": seal(header(fsm.SnapshotFormat, jsonVersion, 1),
 			intentLine("a", "x", fsm.StateExecuted), intentLine("a", "y", fsm.StateExecuted)),
-		"bad checksum": []byte(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 0) + "\n" +
+		"bad checksum": []byte(header(fsm.SnapshotFormat, jsonVersion, 0) + "\n" +
 			`{"sha256":"` + strings.Repeat("0", 64) + `"}` + "\n"),
-		"trailer not JSON": []byte(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 0) + "\nsha256\n"),
+		"trailer not JSON": []byte(header(fsm.SnapshotFormat, jsonVersion, 0) + "\nsha256\n"),
 	}
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -360,11 +379,11 @@ func FuzzRestore(f *testing.F) {
 	applyLog(f, l, scenario(f), 1)
 	f.Add(snapshotOf(f, l))
 	f.Add(snapshotOf(f, fsm.New()))
-	f.Add(seal(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 2),
+	f.Add(seal(header(fsm.SnapshotFormat, jsonVersion, 2),
 		intentLine("a", "x", fsm.StateExecuted), intentLine("a", "y", fsm.StateDeclared)))
-	f.Add(seal(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 1), intentLine("a", "x", "nope")))
-	f.Add(seal(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 1<<40)))
-	f.Add([]byte(header(fsm.SnapshotFormat, fsm.SnapshotVersion, 1) + "\n" + intentLine("a", "x", fsm.StateInDoubt) + "\n"))
+	f.Add(seal(header(fsm.SnapshotFormat, jsonVersion, 1), intentLine("a", "x", "nope")))
+	f.Add(seal(header(fsm.SnapshotFormat, jsonVersion, 1<<40)))
+	f.Add([]byte(header(fsm.SnapshotFormat, jsonVersion, 1) + "\n" + intentLine("a", "x", fsm.StateInDoubt) + "\n"))
 	f.Add([]byte("\n\n\n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -15,16 +15,16 @@ type applier struct {
 	now   int64
 }
 
-// begin returns the stored intent and a private copy to change (both nil
-// when absent). A declared intent whose lease has passed at the command's
-// time becomes in_doubt in the copy first: the lazy half of lease expiry.
-func (a *applier) begin(ns, key string) (orig, w *Intent) {
-	orig = a.l.Get(ns, key)
+// begin returns the stored record and the intent it holds, as a private
+// copy to change (both nil when absent). A declared intent whose lease has
+// passed at the command's time becomes in_doubt in the copy first: the
+// lazy half of lease expiry.
+func (a *applier) begin(ns, key string) (orig *record, w *Intent) {
+	orig = a.l.get(ns, key)
 	if orig == nil {
 		return nil, nil
 	}
-	cp := *orig
-	w = &cp
+	w = orig.intent()
 	a.expireLease(w)
 	return orig, w
 }
@@ -41,9 +41,14 @@ func (a *applier) expireLease(w *Intent) bool {
 	return true
 }
 
-func (a *applier) save(orig, w *Intent) {
+// save stores w in place of orig (nil for a new key).
+func (a *applier) save(orig *record, w *Intent) {
 	w.Version = a.index
-	a.l.put(orig, w)
+	r, err := compact(w)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: %v", err)) // the transitions only make known states
+	}
+	a.l.put(orig, r)
 }
 
 func (a *applier) event(w *Intent, ev AuditEvent) {
@@ -61,7 +66,7 @@ func (a *applier) event(w *Intent, ev AuditEvent) {
 }
 
 // refuse records a refused attempt on w and answers with status.
-func (a *applier) refuse(orig, w *Intent, status Status, ev AuditEvent, format string, args ...any) *Result {
+func (a *applier) refuse(orig *record, w *Intent, status Status, ev AuditEvent, format string, args ...any) *Result {
 	ev.Status = status
 	a.event(w, ev)
 	a.save(orig, w)
@@ -69,17 +74,16 @@ func (a *applier) refuse(orig, w *Intent, status Status, ev AuditEvent, format s
 }
 
 // unchanged answers without writing anything, except a pending lazy expiry.
-func (a *applier) unchanged(orig, w *Intent, status Status) *Result {
-	if w.State != orig.State {
+func (a *applier) unchanged(orig *record, w *Intent, status Status) *Result {
+	if w.State != orig.state.State() {
 		a.save(orig, w)
-		return &Result{Status: status, Intent: w}
 	}
-	return &Result{Status: status, Intent: orig}
+	return &Result{Status: status, Intent: w}
 }
 
 // transition moves w to state to, records the accepted attempt and answers
 // ok.
-func (a *applier) transition(orig, w *Intent, to State, attempt AuditEvent) *Result {
+func (a *applier) transition(orig *record, w *Intent, to State, attempt AuditEvent) *Result {
 	w.State = to
 	w.UpdatedAt = a.now
 	attempt.Status = StatusOK
@@ -145,7 +149,7 @@ func (a *applier) claim(c *Claim) *Result {
 	if leaseMS <= 0 {
 		return &Result{Status: StatusMalformed, Detail: "claim has no lease and no policy or default sets one"}
 	}
-	blocked := func(orig, w *Intent) *Result {
+	blocked := func(orig *record, w *Intent) *Result {
 		ev := AuditEvent{Op: "claim", Status: StatusBlocked, Owner: c.Owner, Fingerprint: c.Fingerprint,
 			Reason: fmt.Sprintf("policy %s version %d blocks tool %s", pol.Name, pol.Version, c.Tool)}
 		if w == nil {
@@ -231,8 +235,13 @@ func compactJSON(raw []byte) ([]byte, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
+	if bytes.IndexAny(raw, " \t\r\n") < 0 && json.Valid(raw) {
+		// No whitespace at all: already compact (the canonical payloads
+		// the service proposes mostly are).
+		return raw, nil
+	}
+	b := bytes.NewBuffer(make([]byte, 0, len(raw))) // never grows: compacting only removes
+	if err := json.Compact(b, raw); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
@@ -280,7 +289,7 @@ func (a *applier) complete(c *Complete) *Result {
 	return a.refuse(orig, w, StatusInvalidState, attempt, "cannot complete an intent in state %s", w.State)
 }
 
-func (a *applier) unchangedMalformed(orig, w *Intent, detail string) *Result {
+func (a *applier) unchangedMalformed(orig *record, w *Intent, detail string) *Result {
 	r := a.unchanged(orig, w, StatusMalformed)
 	r.Detail = detail
 	return r
@@ -405,7 +414,7 @@ func (a *applier) reject(c *Reject) *Result {
 // the intent is not pending, the fingerprint the decider saw is not the
 // intent's, the actor is not one of the policy's approvers, or already
 // approved.
-func (a *applier) checkDecider(orig, w *Intent, attempt AuditEvent, fp string, already bool) *Result {
+func (a *applier) checkDecider(orig *record, w *Intent, attempt AuditEvent, fp string, already bool) *Result {
 	switch {
 	case already && (w.State == StatePendingApproval || w.State == StateApproved):
 		return a.refuse(orig, w, StatusAlreadyApproved, attempt, "%s already approved this intent", attempt.Actor)
@@ -424,13 +433,13 @@ func (a *applier) checkDecider(orig, w *Intent, attempt AuditEvent, fp string, a
 func (a *applier) expire(c *Expire) *Result {
 	n := 0
 	for _, ref := range c.Keys {
-		orig := a.l.Get(ref.Namespace, ref.Key)
-		if orig == nil {
+		orig := a.l.get(ref.Namespace, ref.Key)
+		if orig == nil || orig.state.State() != StateDeclared || a.now <= orig.leaseDeadline {
 			continue
 		}
-		w := *orig
-		if a.expireLease(&w) {
-			a.save(orig, &w)
+		w := orig.intent()
+		if a.expireLease(w) {
+			a.save(orig, w)
 			n++
 		}
 	}
@@ -440,13 +449,13 @@ func (a *applier) expire(c *Expire) *Result {
 func (a *applier) purge(c *Purge) *Result {
 	n := 0
 	for _, ref := range c.Keys {
-		orig := a.l.Get(ref.Namespace, ref.Key)
-		if orig == nil || !orig.State.Finished() || a.now < orig.purgeAt() {
+		orig := a.l.get(ref.Namespace, ref.Key)
+		if orig == nil || !orig.state.State().Finished() || a.now < orig.purgeAt() {
 			continue
 		}
 		a.l.put(orig, nil)
 		a.l.appendChain(ref.Namespace, ref.Key, AuditEvent{Index: a.index, At: a.now, Op: "purge", Status: StatusPurged,
-			State: orig.State, Reason: "dedupe window passed"})
+			State: orig.state.State(), Reason: "dedupe window passed"})
 		n++
 	}
 	return &Result{Status: StatusOK, Count: n}

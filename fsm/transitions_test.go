@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -329,7 +330,7 @@ func transitionCases() []transitionCase {
 				eq(t, "Len", h.l.Len(), 1)
 				wantEvent(t, lastEvent(t, in), fsm.AuditEvent{Index: 1, At: t0 + ms(5), Op: "claim",
 					Status: fsm.StatusGranted, State: fsm.StateDeclared, Owner: "A", Fingerprint: fpA, FencingToken: 1})
-				if h.get("k") != in {
+				if !reflect.DeepEqual(h.get("k"), in) {
 					t.Fatalf("Get returned a different record than the result")
 				}
 			},
@@ -616,7 +617,7 @@ func transitionCases() []transitionCase {
 				eq(t, "Version", r.Intent.Version, uint64(2))
 				eq(t, "len(Audit)", len(r.Intent.Audit), 2)
 				eq(t, "UpdatedAt", r.Intent.UpdatedAt, t0)
-				if r.Intent != h.get("k") {
+				if !reflect.DeepEqual(r.Intent, h.get("k")) {
 					t.Fatalf("an unchanged answer should be the stored record")
 				}
 			},
@@ -942,7 +943,7 @@ func TestTransitions(t *testing.T) {
 			case in != nil && in.State != tc.state:
 				t.Fatalf("state %s, want %s", in.State, tc.state)
 			}
-			if last.Intent != nil && last.Intent != in {
+			if last.Intent != nil && !reflect.DeepEqual(last.Intent, in) {
 				t.Fatalf("result intent is not the stored record")
 			}
 			if in != nil && in.Version > uint64(len(tc.steps)) {
@@ -1035,7 +1036,7 @@ func TestMalformedResultChangesNothing(t *testing.T) {
 	c.At = t0
 	r := h.l.ApplyCommand(2, c)
 	eq(t, "Status", r.Status, fsm.StatusMalformed)
-	if h.get("k") != before {
+	if !reflect.DeepEqual(h.get("k"), before) {
 		t.Fatalf("malformed complete changed the record")
 	}
 
@@ -1047,7 +1048,7 @@ func TestMalformedResultChangesNothing(t *testing.T) {
 	rs.At = h.at
 	r = h.l.ApplyCommand(3, rs)
 	eq(t, "Status", r.Status, fsm.StatusMalformed)
-	if h.get("k") != before {
+	if !reflect.DeepEqual(h.get("k"), before) {
 		t.Fatalf("malformed resolve changed the record")
 	}
 }
@@ -1111,7 +1112,7 @@ func TestExpireSweep(t *testing.T) {
 	wantEvent(t, lastEvent(t, old), fsm.AuditEvent{Index: r.Index, At: h.at, Op: "expire",
 		Status: fsm.StatusExpired, State: fsm.StateInDoubt, Owner: "A", FencingToken: 1,
 		Reason: "lease passed without a report"})
-	if h.get("young") != youngBefore {
+	if !reflect.DeepEqual(h.get("young"), youngBefore) {
 		t.Fatalf("expire touched a live lease")
 	}
 	eq(t, "done.State", h.get("done").State, fsm.StateExecuted)

@@ -135,6 +135,9 @@ Commands:
   snapshot restore FILE [--force]
         replace the ledger of a fresh cluster with FILE (--force: also a
         ledger that holds intents, destroying them)
+  snapshot dump FILE [--out OUT]
+        verify FILE and write it as JSON lines (one intent per line, for jq;
+        also restorable, by older nodes too)
   certs [--dir certs] [--nodes n1,n2,n3] [--hosts h,...]
         write a development CA, node and client certificates
   help

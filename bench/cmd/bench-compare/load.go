@@ -160,9 +160,9 @@ type levelResult struct {
 	// 1,000 ops: it shares the machine's cores with the servers, so a
 	// client library that costs more leaves the servers less.
 	DriverCPUPer1k float64 `json:"driver_cpu_seconds_per_1k_ops,omitempty"`
-	Load1Start float64 `json:"load1_start"`
-	Load1End   float64 `json:"load1_end"`
-	FirstError string  `json:"first_error,omitempty"`
+	Load1Start     float64 `json:"load1_start"`
+	Load1End       float64 `json:"load1_end"`
+	FirstError     string  `json:"first_error,omitempty"`
 	// FsyncPerSec is the preallocated-append fdatasync rate measured just
 	// before a 1-client level (0 otherwise), for its fsync-bound limit.
 	FsyncPerSec float64 `json:"fsync_per_sec,omitempty"`

@@ -1,0 +1,180 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"unique"
+)
+
+// The binary encoding of one record in a version 3 snapshot. Fields in
+// order (strings and byte strings are a uvarint length and the bytes;
+// signed numbers zigzag varints; unsigned uvarints):
+//
+//	namespace, key, owner, payload, result, trail
+//	tool, policy, token key, policy version, lease ms, dedupe window ms,
+//	token ttl ms
+//	state (byte), flags (byte), fingerprint (32 bytes, or a string with
+//	flagRawFingerprint)
+//	fencing token, version, generation, lease deadline, granted at,
+//	created at, updated at
+//	extra (byte 0 or 1); with 1: require approval (byte), approvals
+//	required, approvers (count, strings), approvals (count, then actor,
+//	at, reason each), token used, duplicates, divergent, audit dropped
+//
+// The encoding is deterministic: equal records give equal bytes.
+
+func appendRecord(b []byte, r *record) []byte {
+	t := r.terms.Value()
+	b = appendString(b, r.namespace())
+	b = appendString(b, r.key)
+	b = appendString(b, r.owner)
+	b = appendUvarint(b, uint64(len(r.payload)))
+	b = append(b, r.payload...)
+	b = appendString(b, r.result)
+	b = appendString(b, r.trail)
+	b = appendString(b, t.tool)
+	b = appendString(b, t.policy)
+	b = appendString(b, t.tokenKey)
+	b = appendUvarint(b, t.policyVersion)
+	b = appendVarint(b, t.leaseMS)
+	b = appendVarint(b, t.dedupeWindowMS)
+	b = appendVarint(b, t.tokenTTLMS)
+	b = append(b, byte(r.state), r.flags)
+	if r.flags&flagRawFingerprint != 0 {
+		b = appendString(b, r.x.fingerprint)
+	} else {
+		b = append(b, r.fp[:]...)
+	}
+	b = appendUvarint(b, r.fence)
+	b = appendUvarint(b, r.version)
+	b = appendUvarint(b, r.generation)
+	b = appendVarint(b, r.leaseDeadline)
+	b = appendVarint(b, r.grantedAt)
+	b = appendVarint(b, r.createdAt)
+	b = appendVarint(b, r.updatedAt)
+	if r.x == nil {
+		return append(b, 0)
+	}
+	x := r.x
+	b = append(b, 1)
+	if x.requireApproval {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	b = appendVarint(b, int64(x.approvalsRequired))
+	b = appendUvarint(b, uint64(len(x.approvers)))
+	for _, s := range x.approvers {
+		b = appendString(b, s)
+	}
+	b = appendUvarint(b, uint64(len(x.approvals)))
+	for _, ap := range x.approvals {
+		b = appendString(b, ap.Actor)
+		b = appendVarint(b, ap.At)
+		b = appendString(b, ap.Reason)
+	}
+	b = appendUvarint(b, x.tokenUsed)
+	b = appendUvarint(b, x.duplicates)
+	b = appendUvarint(b, x.divergent)
+	return appendUvarint(b, x.auditDropped)
+}
+
+// errTrailing is a record encoding with bytes left over.
+var errTrailing = errors.New("bytes after the record")
+
+// decodeRecord decodes one record and checks it: a known state, a
+// well-formed audit trail, nothing left over. Everything it returns is
+// copied out of data.
+func decodeRecord(data []byte) (*record, error) {
+	d := reader{b: data}
+	ns := d.string()
+	r := &record{key: d.string(), owner: d.string()}
+	if p := d.bytes(); len(p) > 0 {
+		r.payload = bytes.Clone(p)
+	}
+	r.result = d.string()
+	r.trail = d.string()
+	var t grantTerms
+	t.tool, t.policy, t.tokenKey = d.string(), d.string(), d.string()
+	t.policyVersion = d.uvarint()
+	t.leaseMS, t.dedupeWindowMS, t.tokenTTLMS = d.varint(), d.varint(), d.varint()
+	r.state, r.flags = stateCode(d.byte()), d.byte()
+	var x *recordExtra
+	if r.flags&flagRawFingerprint != 0 {
+		x = &recordExtra{fingerprint: d.string()}
+	} else {
+		copy(r.fp[:], d.fixed(32))
+	}
+	r.fence, r.version, r.generation = d.uvarint(), d.uvarint(), d.uvarint()
+	r.leaseDeadline, r.grantedAt, r.createdAt, r.updatedAt = d.varint(), d.varint(), d.varint(), d.varint()
+	switch d.byte() {
+	case 0:
+	case 1:
+		if x == nil {
+			x = &recordExtra{}
+		}
+		x.requireApproval = d.byte() == 1
+		x.approvalsRequired = int(d.varint())
+		if n := d.count(); n > 0 {
+			x.approvers = make([]string, n)
+			for i := range x.approvers {
+				x.approvers[i] = d.string()
+			}
+		}
+		if n := d.count(); n > 0 {
+			x.approvals = make([]Approval, n)
+			for i := range x.approvals {
+				x.approvals[i] = Approval{Actor: d.string(), At: d.varint(), Reason: d.string()}
+			}
+		}
+		x.tokenUsed, x.duplicates, x.divergent, x.auditDropped = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
+	default:
+		d.fail("bad extra marker")
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if len(d.b) != 0 {
+		return nil, errTrailing
+	}
+	if r.flags&^flagRawFingerprint != 0 {
+		return nil, fmt.Errorf("unknown flags %#x", r.flags)
+	}
+	if st := r.state.State(); st == "" {
+		return nil, fmt.Errorf("unknown state code %d", r.state)
+	}
+	if x != nil && x.empty() && r.flags&flagRawFingerprint == 0 {
+		x = nil // the form compact gives
+	}
+	r.x = x
+	r.ns = unique.Make(ns)
+	r.terms = unique.Make(t)
+	if err := checkTrail(r.trail, trailContext{owner: r.owner, fingerprint: r.fingerprint(), version: r.version,
+		createdAt: r.createdAt}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// count reads a collection size, bounded by the bytes left (every
+// element takes at least one).
+func (d *reader) count() int {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail("count %d past the end", n)
+		return 0
+	}
+	return int(n)
+}
+
+// checkTrail decodes a trail without keeping it.
+func checkTrail(trail string, ctx trailContext) error {
+	d := reader{b: stringBytes(trail)}
+	for i := 0; len(d.b) > 0; i++ {
+		if _, err := d.event(ctx); err != nil {
+			return fmt.Errorf("audit event %d: %w", i, err)
+		}
+	}
+	return nil
+}
