@@ -27,6 +27,10 @@ type memberMeta struct {
 	// can tell a departure (remove the voter) from a failure (keep it).
 	// memberlist's leave event itself does not say which it was.
 	Leaving bool `json:"leaving,omitempty"`
+	// Encoding is the newest log entry encoding the node decodes
+	// (fsm.MaxEncoding); nodes before the binary encoding omit it. The
+	// leader writes no entry some server could not decode.
+	Encoding byte `json:"encoding,omitempty"`
 }
 
 // member is a gossip member as this node last heard of it.
@@ -134,7 +138,7 @@ func (n *Node) startGossip(hasState bool) error {
 		return fmt.Errorf("cluster: gossip address: %w", err)
 	}
 	n.gossip = &gossip{
-		self:    memberMeta{ID: n.cfg.ID, Raft: n.RaftAddr(), HTTP: n.cfg.HTTPAddr},
+		self:    memberMeta{ID: n.cfg.ID, Raft: n.RaftAddr(), HTTP: n.cfg.HTTPAddr, Encoding: n.cfg.maxEncoding()},
 		members: make(map[string]member),
 		changed: make(chan struct{}, 1),
 	}

@@ -150,6 +150,34 @@ func (n *Node) reconcile(ctx context.Context) {
 			}
 		}
 	}
+	n.updateEncoding()
+}
+
+// updateEncoding sets the encoding Propose writes to the newest one that
+// every server in the Raft configuration announces it decodes. A server
+// not heard of in gossip, or of a version that announces nothing, holds
+// the cluster to JSON: in a rolling upgrade the binary encoding starts
+// only once the last server runs a version that reads it, so no follower
+// meets an entry it cannot apply. (A node of an older version that joins
+// afterwards cannot replay the binary entries already written: upgrades
+// go one way.)
+func (n *Node) updateEncoding() {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	enc := n.cfg.maxEncoding()
+	for _, s := range f.Configuration().Servers {
+		m, ok := n.gossip.lookup(string(s.ID))
+		if !ok || m.meta.Encoding < fsm.EncodingJSON {
+			enc = fsm.EncodingJSON
+			break
+		}
+		enc = min(enc, m.meta.Encoding)
+	}
+	if old := byte(n.encoding.Swap(uint32(enc))); old != enc {
+		n.log.Info("log entry encoding", "encoding", enc, "was", old)
+	}
 }
 
 // sweep proposes Expire for leases that passed and Purge for finished

@@ -18,6 +18,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+
+	"github.com/intentledger/intentd/fsm"
 )
 
 // Config configures a Node. Zero values take the defaults noted.
@@ -78,6 +80,18 @@ type Config struct {
 	// GossipKey, when set, encrypts and authenticates gossip with this
 	// AES key (16, 24 or 32 bytes); members without it cannot join.
 	GossipKey []byte
+	// MaxLogEncoding caps the log entry encoding this node announces it
+	// decodes (0: fsm.MaxEncoding). Tests set fsm.EncodingJSON to stand
+	// for a node of a version before the binary encoding.
+	MaxLogEncoding byte
+}
+
+// maxEncoding is the newest log entry encoding the node announces.
+func (c *Config) maxEncoding() byte {
+	if c.MaxLogEncoding > 0 && c.MaxLogEncoding < fsm.MaxEncoding {
+		return c.MaxLogEncoding
+	}
+	return fsm.MaxEncoding
 }
 
 // Bugs are deliberate defects the fault suite must catch (its positive
@@ -176,6 +190,9 @@ type Node struct {
 	notifyCh  chan bool
 	readyTerm atomic.Uint64 // term whose leader barrier completed
 	lastStamp atomic.Int64  // last time stamped on a proposal
+	// encoding is the log entry encoding Propose writes: the newest every
+	// server in the configuration decodes (updateEncoding).
+	encoding atomic.Uint32
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -195,6 +212,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), sm: newStateMachine(), notifyCh: make(chan bool, 16)}
+	n.encoding.Store(uint32(fsm.EncodingJSON)) // until the leader has heard from every server
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {

@@ -46,6 +46,9 @@ func (n *Node) Status() ledger.ClusterStatus {
 		st.AppliedIndex = st.CommitIndex
 	}
 	st.LeaderID, st.LeaderHTTP = n.Leader()
+	if st.State == "leader" {
+		st.LogEncoding = int(n.encoding.Load())
+	}
 	leaderReady := st.LeaderID != "" && (st.State != "leader" || n.readyTerm.Load() == st.Term)
 	st.Ready = !n.stopping.Load() && leaderReady && st.AppliedIndex+caughtUpSlack >= st.CommitIndex
 
@@ -67,6 +70,7 @@ func (n *Node) Status() ledger.ClusterStatus {
 		}
 		ns.HTTPAddr = m.meta.HTTP
 		ns.Gossip = gossipState(m.state)
+		ns.Decodes = int(m.meta.Encoding)
 	}
 	for _, ns := range nodes {
 		ns.Leader = ns.ID == st.LeaderID

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -91,10 +92,8 @@ func (l *Ledger) appendChain(ns, key string, ev AuditEvent) {
 		l.chains[ns] = c
 	}
 	b := ChainBody{Seq: c.head.LastSeq + 1, Namespace: ns, Key: key, Prev: c.head.LastHash, AuditEvent: ev}
-	raw, err := json.Marshal(b)
-	if err != nil {
-		panic(fmt.Sprintf("fsm: encode audit event: %v", err)) // our own plain struct
-	}
+	l.scratch = appendChainBody(l.scratch[:0], &b)
+	raw := bytes.Clone(l.scratch) // exactly its size: the log keeps up to the retention of them
 	ce := &ChainEvent{Seq: b.Seq, Hash: ChainEventHash(raw), Body: raw}
 	c.events.ReplaceOrInsert(ce)
 	if c.head.FirstSeq == 0 {

@@ -29,9 +29,6 @@ const (
 	TypePurge    CommandType = 9
 )
 
-// EncodingVersion is the second byte of every log entry.
-const EncodingVersion byte = 1
-
 // Errors returned by Decode.
 var (
 	ErrUnknownCommand   = errors.New("unknown command type")
@@ -205,13 +202,30 @@ func newCommand(t CommandType) Command {
 }
 
 // Encode stamps cmd with the time at (Unix nanoseconds) and returns its log
-// entry: type byte, encoding version byte, JSON body. The body is written
-// without HTML escaping so a canonical (RFC 8785) payload or result reaches
-// the state machine byte for byte.
+// entry in the newest encoding: type byte, encoding byte (EncodingBinary
+// for the types that have one, else EncodingJSON), body. A node must not
+// propose what a voter cannot decode: the cluster layer uses EncodeAs
+// with the oldest encoding every voter announces.
 func Encode(at int64, cmd Command) ([]byte, error) {
+	return EncodeAs(MaxEncoding, at, cmd)
+}
+
+// EncodeAs is Encode in at most the given encoding: a type without a
+// binary encoding, or maxEncoding EncodingJSON, gives a JSON body. The JSON
+// body is written without HTML escaping so a canonical (RFC 8785) payload
+// or result reaches the state machine byte for byte.
+func EncodeAs(maxEncoding byte, at int64, cmd Command) ([]byte, error) {
 	cmd.header().At = at
+	if maxEncoding >= EncodingBinary && hasBinary(cmd.Type()) {
+		// Raw JSON is checked as the JSON encoder checks it: nothing that
+		// is not JSON reaches the log.
+		if raw := rawJSONOf(cmd); len(raw) > 0 && !json.Valid(raw) {
+			return nil, fmt.Errorf("encode %T: %w", cmd, errNotJSON)
+		}
+		return appendBinary([]byte{byte(cmd.Type()), EncodingBinary}, cmd), nil
+	}
 	var buf bytes.Buffer
-	buf.Write([]byte{byte(cmd.Type()), EncodingVersion})
+	buf.Write([]byte{byte(cmd.Type()), EncodingJSON})
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(cmd); err != nil {
@@ -220,8 +234,8 @@ func Encode(at int64, cmd Command) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
-// Decode parses a log entry. It never panics; Apply decides what an error
-// means for the replica.
+// Decode parses a log entry in any encoding this version knows. It never
+// panics; Apply decides what an error means for the replica.
 func Decode(data []byte) (Command, error) {
 	if len(data) < 2 {
 		return nil, fmt.Errorf("%w: entry of %d bytes", ErrMalformed, len(data))
@@ -234,11 +248,17 @@ func Decode(data []byte) (Command, error) {
 		}
 		return nil, fmt.Errorf("%w %#x", ErrUnknownCommand, byte(t))
 	}
-	if data[1] != EncodingVersion {
+	switch {
+	case data[1] == EncodingJSON:
+		if err := json.Unmarshal(data[2:], cmd); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+	case data[1] == EncodingBinary && hasBinary(t):
+		if err := decodeBinary(data[2:], cmd); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+	default:
 		return nil, fmt.Errorf("%w %d for type %d", ErrBadVersion, data[1], t)
-	}
-	if err := json.Unmarshal(data[2:], cmd); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return cmd, nil
 }

@@ -30,41 +30,57 @@ func everyCommand() []fsm.Command {
 }
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
-	seen := map[fsm.CommandType]bool{}
-	for _, cmd := range everyCommand() {
-		t.Run(fmt.Sprintf("%T", cmd), func(t *testing.T) {
-			const at = int64(1_740_000_000_123_456_789)
-			data, err := fsm.Encode(at, cmd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if data[0] != byte(cmd.Type()) || data[1] != fsm.EncodingVersion {
-				t.Fatalf("header bytes %v, want type %d version %d", data[:2], cmd.Type(), fsm.EncodingVersion)
-			}
-			if !json.Valid(data[2:]) {
-				t.Fatalf("body is not JSON: %s", data[2:])
-			}
-			got, err := fsm.Decode(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, cmd) {
-				t.Fatalf("round trip\n got %#v\nwant %#v", got, cmd)
-			}
-			if got.Type() != cmd.Type() {
-				t.Fatalf("type %d, want %d", got.Type(), cmd.Type())
-			}
-			again, err := fsm.Encode(at, got)
-			if err != nil || !bytes.Equal(again, data) {
-				t.Fatalf("re-encoding differs (%v)\n%s\n%s", err, again, data)
-			}
-			seen[cmd.Type()] = true
-		})
-	}
-	for typ := fsm.TypeClaim; typ <= fsm.TypePurge; typ++ {
-		if !seen[typ] {
-			t.Errorf("command type %d not covered", typ)
+	for _, enc := range []byte{fsm.EncodingJSON, fsm.EncodingBinary} {
+		seen := map[fsm.CommandType]bool{}
+		for _, cmd := range everyCommand() {
+			t.Run(fmt.Sprintf("%d/%T", enc, cmd), func(t *testing.T) {
+				const at = int64(1_740_000_000_123_456_789)
+				data, err := fsm.EncodeAs(enc, at, cmd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if data[0] != byte(cmd.Type()) || data[1] != enc {
+					t.Fatalf("header bytes %v, want type %d encoding %d", data[:2], cmd.Type(), enc)
+				}
+				if enc == fsm.EncodingJSON && !json.Valid(data[2:]) {
+					t.Fatalf("body is not JSON: %s", data[2:])
+				}
+				got, err := fsm.Decode(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, cmd) {
+					t.Fatalf("round trip\n got %#v\nwant %#v", got, cmd)
+				}
+				if got.Type() != cmd.Type() {
+					t.Fatalf("type %d, want %d", got.Type(), cmd.Type())
+				}
+				again, err := fsm.EncodeAs(enc, at, got)
+				if err != nil || !bytes.Equal(again, data) {
+					t.Fatalf("re-encoding differs (%v)\n%q\n%q", err, again, data)
+				}
+				// Both encodings apply alike.
+				other := fsm.EncodingJSON + fsm.EncodingBinary - enc
+				alt, err := fsm.EncodeAs(other, at, got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a, b := fsm.New().Apply(1, data), fsm.New().Apply(1, alt); !reflect.DeepEqual(a, b) {
+					t.Fatalf("the encodings apply differently\n%+v\n%+v", a, b)
+				}
+				seen[cmd.Type()] = true
+			})
 		}
+		for typ := fsm.TypeClaim; typ <= fsm.TypePurge; typ++ {
+			if !seen[typ] {
+				t.Errorf("command type %d not covered", typ)
+			}
+		}
+	}
+	// The default is binary for the per-request commands.
+	data, err := fsm.Encode(1, commit("k", "A"))
+	if err != nil || data[1] != fsm.EncodingBinary {
+		t.Fatalf("Encode(commit) = %v, %v", data, err)
 	}
 }
 
@@ -107,10 +123,17 @@ func TestEncodeStampsTime(t *testing.T) {
 }
 
 func TestEncodeRejectsInvalidRawJSON(t *testing.T) {
-	c := complete("k", "A", 1, fsm.OutcomeExecuted, "")
-	c.Result = json.RawMessage(`{"x":`)
-	if _, err := fsm.Encode(t0, c); err == nil {
-		t.Fatalf("Encode accepted a result that is not JSON")
+	for _, enc := range []byte{fsm.EncodingJSON, fsm.EncodingBinary} {
+		c := complete("k", "A", 1, fsm.OutcomeExecuted, "")
+		c.Result = json.RawMessage(`{"x":`)
+		if _, err := fsm.EncodeAs(enc, t0, c); err == nil {
+			t.Fatalf("encoding %d accepted a result that is not JSON", enc)
+		}
+		cl := claim("k", "A", payloadA)
+		cl.Payload = json.RawMessage(`[1,`)
+		if _, err := fsm.EncodeAs(enc, t0, cl); err == nil {
+			t.Fatalf("encoding %d accepted a payload that is not JSON", enc)
+		}
 	}
 }
 
@@ -129,15 +152,16 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"empty", nil, fsm.ErrMalformed},
 		{"one byte", []byte{byte(fsm.TypeCommit)}, fsm.ErrMalformed},
-		{"unknown type", withHeader(0x3f, fsm.EncodingVersion), fsm.ErrUnknownCommand},
-		{"type zero", withHeader(0, fsm.EncodingVersion), fsm.ErrUnknownCommand},
-		{"unknown ignorable type", withHeader(byte(fsm.IgnorableFlag)|0x3f, fsm.EncodingVersion), fsm.ErrIgnorableCommand},
+		{"unknown type", withHeader(0x3f, fsm.EncodingJSON), fsm.ErrUnknownCommand},
+		{"type zero", withHeader(0, fsm.EncodingJSON), fsm.ErrUnknownCommand},
+		{"unknown ignorable type", withHeader(byte(fsm.IgnorableFlag)|0x3f, fsm.EncodingJSON), fsm.ErrIgnorableCommand},
 		{"ignorable type with other version", withHeader(byte(fsm.IgnorableFlag)|0x01, 9), fsm.ErrIgnorableCommand},
-		{"bad version", withHeader(byte(fsm.TypeCommit), fsm.EncodingVersion+1), fsm.ErrBadVersion},
+		{"bad version", withHeader(byte(fsm.TypeCommit), fsm.MaxEncoding+1), fsm.ErrBadVersion},
+		{"no binary encoding of the type", withHeader(byte(fsm.TypePutPolicy), fsm.EncodingBinary), fsm.ErrBadVersion},
 		{"version zero", withHeader(byte(fsm.TypeCommit), 0), fsm.ErrBadVersion},
-		{"body not JSON", []byte{byte(fsm.TypeCommit), fsm.EncodingVersion, '{'}, fsm.ErrMalformed},
-		{"empty body", []byte{byte(fsm.TypeCommit), fsm.EncodingVersion}, fsm.ErrMalformed},
-		{"wrong field type", append([]byte{byte(fsm.TypeRenew), fsm.EncodingVersion}, `{"lease_ms":"long"}`...), fsm.ErrMalformed},
+		{"body not JSON", []byte{byte(fsm.TypeCommit), fsm.EncodingJSON, '{'}, fsm.ErrMalformed},
+		{"empty body", []byte{byte(fsm.TypeCommit), fsm.EncodingJSON}, fsm.ErrMalformed},
+		{"wrong field type", append([]byte{byte(fsm.TypeRenew), fsm.EncodingJSON}, `{"lease_ms":"long"}`...), fsm.ErrMalformed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,7 +190,7 @@ func TestApplyUnknownTypePanics(t *testing.T) {
 	h.run(toState(fsm.StateDeclared))
 	before := h.l.Digest()
 	for _, typ := range []byte{0, 0x3a, 0x40, 0x7f} {
-		data := []byte{typ, fsm.EncodingVersion, '{', '}'}
+		data := []byte{typ, fsm.EncodingJSON, '{', '}'}
 		v := mustPanic(t, func() { h.l.Apply(2, data) })
 		if msg := fmt.Sprint(v); !strings.Contains(msg, "cannot apply log entry 2") || !strings.Contains(msg, "unknown command type") {
 			t.Fatalf("panic %q does not explain itself", msg)
@@ -183,7 +207,7 @@ func TestApplyBadVersionPanics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data[1] = fsm.EncodingVersion + 1
+	data[1] = fsm.MaxEncoding + 1
 	v := mustPanic(t, func() { h.l.Apply(2, data) })
 	if msg := fmt.Sprint(v); !strings.Contains(msg, "unsupported command encoding version") {
 		t.Fatalf("panic %q does not name the version", msg)
@@ -196,7 +220,7 @@ func TestApplyIgnorableUnknownType(t *testing.T) {
 	h := newHarness(t)
 	h.run(toState(fsm.StateDeclared))
 	before := h.get("k")
-	data := append([]byte{byte(fsm.IgnorableFlag | 0x21), fsm.EncodingVersion}, `{"at":99999999999999999,"whatever":[1,2]}`...)
+	data := append([]byte{byte(fsm.IgnorableFlag | 0x21), fsm.EncodingJSON}, `{"at":99999999999999999,"whatever":[1,2]}`...)
 	r := h.l.Apply(2, data)
 	eq(t, "Status", r.Status, fsm.StatusIgnored)
 	eq(t, "Index", r.Index, uint64(2))
@@ -227,7 +251,7 @@ func TestApplyMalformedBodyChangesNothing(t *testing.T) {
 			h := newHarness(t)
 			h.run(toState(fsm.StateExecuted))
 			before, digest := h.get("k"), h.l.Digest()
-			data := append([]byte{byte(typ), fsm.EncodingVersion}, body...)
+			data := append([]byte{byte(typ), fsm.EncodingJSON}, body...)
 			r := h.l.Apply(3, data)
 			eq(t, "Status", r.Status, fsm.StatusMalformed)
 			eq(t, "Index", r.Index, uint64(3))
@@ -267,6 +291,14 @@ func normalizeRaw(t testing.TB, cmd fsm.Command) {
 		norm(&c.Result)
 	case *fsm.Resolve:
 		norm(&c.Result)
+	case *fsm.Expire: // no keys is no keys, whether null or []
+		if len(c.Keys) == 0 {
+			c.Keys = nil
+		}
+	case *fsm.Purge:
+		if len(c.Keys) == 0 {
+			c.Keys = nil
+		}
 	}
 }
 
@@ -290,6 +322,13 @@ func addEncodedSeeds(f *testing.F) {
 	f.Add([]byte("\x81\x01{}"))
 	f.Add([]byte("\x0a\x01{}"))
 	f.Add([]byte("\x01\x02{}"))
+	for _, cmd := range everyCommand() {
+		data, err := fsm.EncodeAs(fsm.EncodingJSON, t0, cmd)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
 }
 
 // FuzzDecode: Decode never panics, and a command it accepts re-encodes into
@@ -313,21 +352,24 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("decoded %T from type byte %d", cmd, data[0])
 		}
 		at := reflect.ValueOf(cmd).Elem().FieldByName("At").Int()
-		enc, err := fsm.Encode(at, cmd)
-		if err != nil {
-			t.Fatalf("re-encode %#v: %v", cmd, err)
-		}
-		again, err := fsm.Decode(enc)
-		if err != nil {
-			t.Fatalf("decode of re-encoded %q: %v", enc, err)
-		}
-		normalizeRaw(t, cmd)
-		if !reflect.DeepEqual(again, cmd) {
-			t.Fatalf("round trip\n got %#v\nwant %#v", again, cmd)
-		}
-		enc2, err := fsm.Encode(at, again)
-		if err != nil || !bytes.Equal(enc, enc2) {
-			t.Fatalf("encoding is not a fixed point (%v)\n%q\n%q", err, enc, enc2)
+		normalizeRaw(t, cmd) // the JSON encoding compacts raw values; the binary one keeps them
+		for _, encoding := range []byte{fsm.EncodingJSON, fsm.EncodingBinary} {
+			enc, err := fsm.EncodeAs(encoding, at, cmd)
+			if err != nil {
+				t.Fatalf("re-encode %#v: %v", cmd, err)
+			}
+			again, err := fsm.Decode(enc)
+			if err != nil {
+				t.Fatalf("decode of re-encoded %q: %v", enc, err)
+			}
+			normalizeRaw(t, again)
+			if !reflect.DeepEqual(again, cmd) {
+				t.Fatalf("round trip\n got %#v\nwant %#v", again, cmd)
+			}
+			enc2, err := fsm.EncodeAs(encoding, at, again)
+			if err != nil || !bytes.Equal(enc, enc2) {
+				t.Fatalf("encoding is not a fixed point (%v)\n%q\n%q", err, enc, enc2)
+			}
 		}
 	})
 }

@@ -31,6 +31,8 @@ type Ledger struct {
 	keys     []SigningKey       // oldest first
 	settings Settings
 	chains   map[string]*chain // audit logs by namespace
+
+	scratch []byte // reused to encode audit events; never shared by a Clone
 }
 
 // deadline is an index entry: a time and the record it is due for,

@@ -188,9 +188,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 // replica that applied the log.
 func TestRestoredRecordsEqualAppliedOnes(t *testing.T) {
 	entries := [][]byte{
-		append([]byte{byte(fsm.TypeClaim), fsm.EncodingVersion},
+		append([]byte{byte(fsm.TypeClaim), fsm.EncodingJSON},
 			`{"at":1,"ns":"ns","key":"w","tool":"t","owner":"A","payload":{ "a" : [1, 2], "h":"<&>" },"fp":"x","lease_ms":1000,"dedupe_ms":1000}`...),
-		append([]byte{byte(fsm.TypeComplete), fsm.EncodingVersion},
+		append([]byte{byte(fsm.TypeComplete), fsm.EncodingJSON},
 			"{\"at\":2,\"ns\":\"ns\",\"key\":\"w\",\"owner\":\"A\",\"fence\":1,\"outcome\":\"executed\",\"result\":{\n \"r\" : 1 }}"...),
 	}
 	l := fsm.New()

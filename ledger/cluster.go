@@ -2,16 +2,19 @@ package ledger
 
 // ClusterStatus describes the cluster as one node sees it.
 type ClusterStatus struct {
-	NodeID       string       `json:"node_id"`
-	State        string       `json:"state"` // leader, follower, candidate, shutdown
-	LeaderID     string       `json:"leader_id"`
-	LeaderHTTP   string       `json:"leader_http"`
-	Term         uint64       `json:"term"`
-	CommitIndex  uint64       `json:"commit_index"`
-	AppliedIndex uint64       `json:"applied_index"`
-	LastIndex    uint64       `json:"last_index"`
-	Ready        bool         `json:"ready"`
-	Nodes        []NodeStatus `json:"nodes"`
+	NodeID       string `json:"node_id"`
+	State        string `json:"state"` // leader, follower, candidate, shutdown
+	LeaderID     string `json:"leader_id"`
+	LeaderHTTP   string `json:"leader_http"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastIndex    uint64 `json:"last_index"`
+	Ready        bool   `json:"ready"`
+	// LogEncoding is the command encoding this node writes as leader: the
+	// newest one every server of the configuration announces it decodes.
+	LogEncoding int          `json:"log_encoding,omitempty"`
+	Nodes       []NodeStatus `json:"nodes"`
 }
 
 // NodeStatus is one member: in the Raft configuration, in gossip, or both.
@@ -22,4 +25,7 @@ type NodeStatus struct {
 	Suffrage string `json:"suffrage,omitempty"` // voter, nonvoter, or "" if not in the configuration
 	Gossip   string `json:"gossip"`             // alive, suspect, dead, left, unknown
 	Leader   bool   `json:"leader"`
+	// Decodes is the newest command encoding the member announces it
+	// decodes (0: not announced, an older version or not in gossip).
+	Decodes int `json:"decodes,omitempty"`
 }
