@@ -2,8 +2,12 @@ package fsm
 
 import (
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/intentledger/intentd/internal/jsonenc"
 )
+
+// appendJSONString is a string as json.Marshal writes it (HTML-safe).
+func appendJSONString(dst []byte, s string) []byte { return jsonenc.AppendString(dst, s, true) }
 
 // appendChainBody appends the JSON of b exactly as json.Marshal writes it
 // (fields in declaration order, omitempty, HTML-safe string escaping): the
@@ -57,58 +61,3 @@ func appendChainBody(dst []byte, b *ChainBody) []byte {
 	return append(dst, '}')
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string the way encoding/json does
-// with HTML escaping on: \" \\ \b \f \n \r \t, \u00XX for the other
-// control bytes and for < > &, \ufffd for each byte of invalid UTF-8, and
-// \u2028 \u2029 escaped.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}

@@ -284,6 +284,10 @@ func writeJSON(c echo.Context, status int, v any) error {
 // writeBody encodes v without HTML escaping, so payloads and results read
 // back byte for byte as the ledger stores them.
 func writeBody(c echo.Context, status int, contentType string, v any) error {
+	if a, ok := v.(jsonAppender); ok {
+		b := a.appendJSON(make([]byte, 0, 1536))
+		return c.Blob(status, contentType, append(b, '\n'))
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
