@@ -60,4 +60,3 @@ func appendChainBody(dst []byte, b *ChainBody) []byte {
 	}
 	return append(dst, '}')
 }
-
