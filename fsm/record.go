@@ -109,9 +109,13 @@ func (r *record) fingerprint() string {
 	return hex.EncodeToString(r.fp[:])
 }
 
+// noExtra is what a record without extras reads as; never written.
+var noExtra recordExtra
+
+// extra returns the record's extras, read only.
 func (r *record) extra() *recordExtra {
 	if r.x == nil {
-		return &recordExtra{}
+		return &noExtra
 	}
 	return r.x
 }
@@ -200,19 +204,22 @@ func compact(w *Intent) (*record, error) {
 		leaseDeadline: w.LeaseDeadline, grantedAt: w.GrantedAt, createdAt: w.CreatedAt, updatedAt: w.UpdatedAt,
 		state: st,
 	}
-	x := &recordExtra{
-		requireApproval: w.RequireApproval, approvalsRequired: w.ApprovalsRequired,
-		approvers: w.Approvers, approvals: w.Approvals,
-		tokenUsed: w.TokenUsed, duplicates: w.Duplicates, divergent: w.Divergent, auditDropped: w.AuditDropped,
-	}
-	if fp, ok := parseFingerprint(w.Fingerprint); ok {
+	fp, hexFP := parseFingerprint(w.Fingerprint)
+	if hexFP {
 		r.fp = fp
 	} else {
 		r.flags |= flagRawFingerprint
-		x.fingerprint = w.Fingerprint
 	}
-	if !x.empty() || r.flags&flagRawFingerprint != 0 {
-		r.x = x
+	if !hexFP || w.RequireApproval || w.ApprovalsRequired != 0 || len(w.Approvers) > 0 || len(w.Approvals) > 0 ||
+		w.TokenUsed != 0 || w.Duplicates != 0 || w.Divergent != 0 || w.AuditDropped != 0 {
+		r.x = &recordExtra{
+			requireApproval: w.RequireApproval, approvalsRequired: w.ApprovalsRequired,
+			approvers: w.Approvers, approvals: w.Approvals,
+			tokenUsed: w.TokenUsed, duplicates: w.Duplicates, divergent: w.Divergent, auditDropped: w.AuditDropped,
+		}
+		if !hexFP {
+			r.x.fingerprint = w.Fingerprint
+		}
 	}
 	r.trail = encodeTrail(w.Audit, trailContext{owner: w.Owner, fingerprint: w.Fingerprint, version: w.Version, createdAt: w.CreatedAt})
 	return r, nil
