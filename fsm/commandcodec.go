@@ -155,8 +155,7 @@ func appendBinary(b []byte, cmd Command) []byte {
 		b = appendString(b, c.Key)
 		b = appendString(b, c.Tool)
 		b = appendString(b, c.Owner)
-		b = appendUvarint(b, uint64(len(c.Payload)))
-		b = append(b, c.Payload...)
+		b = appendBytes(b, c.Payload)
 		b = appendFingerprint(b, c.Fingerprint)
 		b = appendString(b, c.Policy)
 		b = appendVarint(b, c.LeaseMS)
@@ -169,8 +168,7 @@ func appendBinary(b []byte, cmd Command) []byte {
 		b = appendString(b, c.Owner)
 		b = appendUvarint(b, c.FencingToken)
 		b = appendString(b, string(c.Outcome))
-		b = appendUvarint(b, uint64(len(c.Result)))
-		b = append(b, c.Result...)
+		b = appendBytes(b, c.Result)
 	case *Renew:
 		b = appendString(b, c.Namespace)
 		b = appendString(b, c.Key)
@@ -185,8 +183,7 @@ func appendBinary(b []byte, cmd Command) []byte {
 		b = appendString(b, c.Namespace)
 		b = appendString(b, c.Key)
 		b = appendString(b, string(c.Outcome))
-		b = appendUvarint(b, uint64(len(c.Result)))
-		b = append(b, c.Result...)
+		b = appendBytes(b, c.Result)
 		b = appendString(b, c.Actor)
 		b = appendString(b, c.Reason)
 	case *Approve:
@@ -224,12 +221,14 @@ func appendDecision(b []byte, ns, key, actor, reason, fp string) []byte {
 	return appendFingerprint(b, fp)
 }
 
-func (d *reader) decisionFingerprint() string {
+// decision reads what appendDecision wrote.
+func (d *reader) decision() (ns, key, actor, reason, fp string) {
+	ns, key, actor, reason = d.text(), d.text(), d.text(), d.text()
 	if len(d.b) > 0 && d.b[0] == 2 {
 		d.b = d.b[1:]
-		return ""
+		return ns, key, actor, reason, ""
 	}
-	return d.fingerprint()
+	return ns, key, actor, reason, d.fingerprint()
 }
 
 // decodeBinary fills cmd from a binary body.
@@ -261,11 +260,9 @@ func decodeBinary(body []byte, cmd Command) error {
 		c.Result = d.rawJSON()
 		c.Actor, c.Reason = d.text(), d.text()
 	case *Approve:
-		c.Namespace, c.Key, c.Actor, c.Reason = d.text(), d.text(), d.text(), d.text()
-		c.Fingerprint = d.decisionFingerprint()
+		c.Namespace, c.Key, c.Actor, c.Reason, c.Fingerprint = d.decision()
 	case *Reject:
-		c.Namespace, c.Key, c.Actor, c.Reason = d.text(), d.text(), d.text(), d.text()
-		c.Fingerprint = d.decisionFingerprint()
+		c.Namespace, c.Key, c.Actor, c.Reason, c.Fingerprint = d.decision()
 	case *Expire:
 		c.Keys = d.refs()
 	case *Purge:

@@ -73,9 +73,10 @@ func (o Outcome) state() State {
 
 // Intent is one logical side effect, identified by (Namespace, Key).
 //
-// Intents held by a Ledger are immutable: every change stores a new value,
-// so a pointer returned by a query stays valid and consistent after the
-// ledger moves on. Callers must not modify an Intent they did not create.
+// An Intent is a view: the ledger stores a compact record (record.go) and
+// builds a new Intent for every query and Result, so one stays valid and
+// consistent after the ledger moves on. Its slices (payload, approvals)
+// are shared with the stored record and must not be modified.
 // Times are Unix nanoseconds taken from commands, never from a clock.
 type Intent struct {
 	Namespace    string          `json:"namespace"`

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"unique"
 )
 
@@ -83,12 +84,8 @@ var stateCodes = []State{
 }
 
 func codeOfState(s State) (stateCode, bool) {
-	for i, k := range stateCodes {
-		if k == s {
-			return stateCode(i), true
-		}
-	}
-	return 0, false
+	c := codeOf(stateNames, string(s))
+	return stateCode(c), c != codeWritten
 }
 
 func (c stateCode) State() State {
@@ -139,30 +136,14 @@ func probe(ns, key string) *record {
 }
 
 // parseFingerprint returns the 32 bytes of a 64-digit lowercase hex
-// fingerprint, the only form Fingerprint produces.
-func parseFingerprint(s string) ([32]byte, bool) {
-	var fp [32]byte
-	if len(s) != 64 {
+// fingerprint, the only form Fingerprint produces (so the hex form read
+// back is the string given).
+func parseFingerprint(s string) (fp [32]byte, ok bool) {
+	if len(s) != 64 || strings.ToLower(s) != s {
 		return fp, false
 	}
-	nibble := func(c byte) (byte, bool) {
-		switch {
-		case c >= '0' && c <= '9':
-			return c - '0', true
-		case c >= 'a' && c <= 'f':
-			return c - 'a' + 10, true
-		}
-		return 0, false
-	}
-	for i := range fp {
-		hi, ok1 := nibble(s[2*i])
-		lo, ok2 := nibble(s[2*i+1])
-		if !ok1 || !ok2 {
-			return [32]byte{}, false
-		}
-		fp[i] = hi<<4 | lo
-	}
-	return fp, true
+	_, err := hex.Decode(fp[:], stringBytes(s))
+	return fp, err == nil
 }
 
 // normalize puts w in the one form a record reads back as: empty slices
@@ -204,22 +185,20 @@ func compact(w *Intent) (*record, error) {
 		leaseDeadline: w.LeaseDeadline, grantedAt: w.GrantedAt, createdAt: w.CreatedAt, updatedAt: w.UpdatedAt,
 		state: st,
 	}
-	fp, hexFP := parseFingerprint(w.Fingerprint)
-	if hexFP {
+	x := recordExtra{
+		requireApproval: w.RequireApproval, approvalsRequired: w.ApprovalsRequired,
+		approvers: w.Approvers, approvals: w.Approvals,
+		tokenUsed: w.TokenUsed, duplicates: w.Duplicates, divergent: w.Divergent, auditDropped: w.AuditDropped,
+	}
+	if fp, ok := parseFingerprint(w.Fingerprint); ok {
 		r.fp = fp
 	} else {
 		r.flags |= flagRawFingerprint
+		x.fingerprint = w.Fingerprint
 	}
-	if !hexFP || w.RequireApproval || w.ApprovalsRequired != 0 || len(w.Approvers) > 0 || len(w.Approvals) > 0 ||
-		w.TokenUsed != 0 || w.Duplicates != 0 || w.Divergent != 0 || w.AuditDropped != 0 {
-		r.x = &recordExtra{
-			requireApproval: w.RequireApproval, approvalsRequired: w.ApprovalsRequired,
-			approvers: w.Approvers, approvals: w.Approvals,
-			tokenUsed: w.TokenUsed, duplicates: w.Duplicates, divergent: w.Divergent, auditDropped: w.AuditDropped,
-		}
-		if !hexFP {
-			r.x.fingerprint = w.Fingerprint
-		}
+	if r.flags&flagRawFingerprint != 0 || !x.empty() {
+		stored := x // only records that need extras allocate them
+		r.x = &stored
 	}
 	r.trail = encodeTrail(w.Audit, trailContext{owner: w.Owner, fingerprint: w.Fingerprint, version: w.Version, createdAt: w.CreatedAt})
 	return r, nil
@@ -266,6 +245,11 @@ func (r *record) auditTrail(fp string) []AuditEvent {
 func appendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
 
 func appendVarint(b []byte, v int64) []byte { return binary.AppendVarint(b, v) }
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
 
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
@@ -324,19 +308,22 @@ func (d *reader) byte() byte {
 	return c
 }
 
+// count reads a length or collection size, bounded by the bytes left
+// (every element takes at least one), so a corrupt one cannot make a
+// caller allocate without bound.
+func (d *reader) count() int {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail("count %d past the end", n)
+		return 0
+	}
+	return int(n)
+}
+
 // bytes returns the next length-prefixed bytes, aliasing the input.
 func (d *reader) bytes() []byte {
-	n := d.uvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)) {
-		d.fail("length %d past the end", n)
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
+	n := d.count()
+	return d.fixed(n)
 }
 
 func (d *reader) string() string { return string(d.bytes()) }

@@ -29,8 +29,7 @@ func appendRecord(b []byte, r *record) []byte {
 	b = appendString(b, r.namespace())
 	b = appendString(b, r.key)
 	b = appendString(b, r.owner)
-	b = appendUvarint(b, uint64(len(r.payload)))
-	b = append(b, r.payload...)
+	b = appendBytes(b, r.payload)
 	b = appendString(b, r.result)
 	b = appendString(b, r.trail)
 	b = appendString(b, t.tool)
@@ -155,17 +154,6 @@ func decodeRecord(data []byte) (*record, error) {
 		return nil, err
 	}
 	return r, nil
-}
-
-// count reads a collection size, bounded by the bytes left (every
-// element takes at least one).
-func (d *reader) count() int {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.fail("count %d past the end", n)
-		return 0
-	}
-	return int(n)
 }
 
 // checkTrail decodes a trail without keeping it.

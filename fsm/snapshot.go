@@ -251,10 +251,7 @@ func Restore(r io.Reader) (*Ledger, error) {
 func readLine(br *bufio.Reader, h hash.Hash) ([]byte, error) {
 	line, err := br.ReadBytes('\n')
 	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, io.ErrUnexpectedEOF
-		}
-		return nil, err
+		return nil, unexpectedEOF(err)
 	}
 	if h != nil {
 		h.Write(line)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -239,16 +240,15 @@ func readIntentLines(br *bufio.Reader, h hash.Hash, count int, put func(i int, r
 		if err := json.Unmarshal(line, in); err != nil {
 			return nil, err
 		}
-		if !in.State.Valid() {
-			return nil, fmt.Errorf("state %q", in.State)
-		}
-		return compact(in)
+		return compact(in) // refuses a state it does not know
 	}
 	return readChunks(count, read, decode, put)
 }
 
+// unexpectedEOF is err, with a clean end of input named for what it is
+// inside a snapshot: a truncation.
 func unexpectedEOF(err error) error {
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		return io.ErrUnexpectedEOF
 	}
 	return err

@@ -86,8 +86,8 @@ var statusErr = map[Status]error{
 // Result is what applying one command produced.
 type Result struct {
 	Status Status
-	// Intent is the record after the command (nil if there is none). It is
-	// shared with the ledger and must not be modified.
+	// Intent is the record after the command (nil if there is none): a view
+	// whose slices are shared with the ledger and must not be modified.
 	Intent *Intent
 	// Created is true when this command granted a new generation.
 	Created bool

@@ -29,9 +29,15 @@ func (a *applier) begin(ns, key string) (orig *record, w *Intent) {
 	return orig, w
 }
 
+// leasePassed reports whether an intent in state with that lease deadline
+// is a declared grant whose lease has passed at now.
+func leasePassed(state State, deadline, now int64) bool {
+	return state == StateDeclared && now > deadline
+}
+
 // expireLease moves w to in_doubt if it is declared and its lease passed.
 func (a *applier) expireLease(w *Intent) bool {
-	if w.State != StateDeclared || a.now <= w.LeaseDeadline {
+	if !leasePassed(w.State, w.LeaseDeadline, a.now) {
 		return false
 	}
 	w.State = StateInDoubt
@@ -434,8 +440,8 @@ func (a *applier) expire(c *Expire) *Result {
 	n := 0
 	for _, ref := range c.Keys {
 		orig := a.l.get(ref.Namespace, ref.Key)
-		if orig == nil || orig.state.State() != StateDeclared || a.now <= orig.leaseDeadline {
-			continue
+		if orig == nil || !leasePassed(orig.state.State(), orig.leaseDeadline, a.now) {
+			continue // checked on the record, before building the Intent
 		}
 		w := orig.intent()
 		if a.expireLease(w) {

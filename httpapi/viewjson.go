@@ -1,16 +1,13 @@
 package httpapi
 
-import (
-	"bytes"
-	"encoding/json"
-
-	"github.com/intentledger/intentd/internal/jsonenc"
-)
+import "github.com/intentledger/intentd/internal/jsonenc"
 
 // jsonAppender is a response body that writes its own JSON, byte for byte
 // what encoding/json writes for it without HTML escaping (pinned by
 // TestViewJSONMatchesEncodingJSON). The answers about one intent are the
-// API's hot path, and reflection was most of their encoding cost.
+// API's hot path, and reflection was most of their encoding cost. Payloads
+// and results are written as stored: the state machine stores them
+// compact, which is what encoding/json would make of them.
 type jsonAppender interface {
 	appendJSON(dst []byte) []byte
 }
@@ -31,10 +28,10 @@ func (v *intentView) appendJSON(dst []byte) []byte {
 	o.Uint("generation", v.Generation)
 	o.String("fingerprint", v.Fingerprint)
 	if len(v.Payload) > 0 {
-		o.Raw("payload", compactRaw(v.Payload))
+		o.Raw("payload", v.Payload)
 	}
 	if len(v.Result) > 0 {
-		o.Raw("result", compactRaw(v.Result))
+		o.Raw("result", v.Result)
 	}
 	if v.Policy != "" {
 		o.String("policy", v.Policy)
@@ -57,7 +54,7 @@ func (v *intentView) appendJSON(dst []byte) []byte {
 		o.Int("approvals_required", int64(v.ApprovalsRequired))
 	}
 	if len(v.Approvals) > 0 {
-		o.Raw("approvals", nil)
+		o.Key("approvals")
 		o.B = append(o.B, '[')
 		for i, a := range v.Approvals {
 			if i > 0 {
@@ -88,7 +85,7 @@ func (r *claimResponse) appendJSON(dst []byte) []byte {
 	if r.ExecutionToken != "" {
 		o.String("execution_token", r.ExecutionToken)
 	}
-	o.Raw("intent", nil)
+	o.Key("intent")
 	o.B = r.Intent.appendJSON(o.B)
 	return o.End()
 }
@@ -96,21 +93,7 @@ func (r *claimResponse) appendJSON(dst []byte) []byte {
 func (r *intentResponse) appendJSON(dst []byte) []byte {
 	o := jsonenc.Object{B: dst}
 	o.String("status", string(r.Status))
-	o.Raw("intent", nil)
+	o.Key("intent")
 	o.B = r.Intent.appendJSON(o.B)
 	return o.End()
-}
-
-// compactRaw is raw as encoding/json writes a json.RawMessage: compacted.
-// The ledger stores payloads and results compact, so this is nearly
-// always raw itself.
-func compactRaw(raw []byte) []byte {
-	if bytes.IndexAny(raw, " \t\r\n") < 0 {
-		return raw
-	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return raw // not JSON: encoding/json would have refused; the ledger never stores such
-	}
-	return b.Bytes()
 }

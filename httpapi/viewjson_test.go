@@ -20,8 +20,9 @@ func anyText(t *rapid.T, label string) string {
 	return s
 }
 
+// anyRaw is a compact JSON value, as the ledger stores payloads and results.
 func anyRaw(t *rapid.T, label string) json.RawMessage {
-	return json.RawMessage(rapid.SampledFrom([]string{"", `{"a":1}`, `[1,2,"<&>"]`, `"x"`, `null`, `{ "spaced" : [1, 2] }`,
+	return json.RawMessage(rapid.SampledFrom([]string{"", `{"a":1}`, `[1,2,"<&>"]`, `"x"`, `null`,
 		"{\"u\":\"\\u2028\"}", `{"b":{"c":true}}`}).Draw(t, label))
 }
 

@@ -87,7 +87,9 @@ type Object struct {
 	n          int
 }
 
-func (o *Object) key(name string) {
+// Key writes a member's name; the caller appends its value to B (an
+// array or a nested object).
+func (o *Object) Key(name string) {
 	if o.n == 0 {
 		o.B = append(o.B, '{')
 	} else {
@@ -101,38 +103,38 @@ func (o *Object) key(name string) {
 
 // String writes a string member.
 func (o *Object) String(name, v string) {
-	o.key(name)
+	o.Key(name)
 	o.B = AppendString(o.B, v, o.EscapeHTML)
 }
 
 // Uint writes an unsigned number member.
 func (o *Object) Uint(name string, v uint64) {
-	o.key(name)
+	o.Key(name)
 	o.B = strconv.AppendUint(o.B, v, 10)
 }
 
 // Int writes a signed number member.
 func (o *Object) Int(name string, v int64) {
-	o.key(name)
+	o.Key(name)
 	o.B = strconv.AppendInt(o.B, v, 10)
 }
 
 // Bool writes a boolean member.
 func (o *Object) Bool(name string, v bool) {
-	o.key(name)
+	o.Key(name)
 	o.B = strconv.AppendBool(o.B, v)
 }
 
 // Raw writes a member whose value is already JSON (compact, as
 // encoding/json would write a json.RawMessage that is compact).
 func (o *Object) Raw(name string, v []byte) {
-	o.key(name)
+	o.Key(name)
 	o.B = append(o.B, v...)
 }
 
 // Null writes a null member.
 func (o *Object) Null(name string) {
-	o.key(name)
+	o.Key(name)
 	o.B = append(o.B, "null"...)
 }
 
