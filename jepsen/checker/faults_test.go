@@ -107,6 +107,8 @@ func TestFaultsHitNeedsALeaderChange(t *testing.T) {
 		{Nemesis: "pause-leader", LeaderBefore: "n2", LeaderAfter: "", Start: 5 * time.Second, End: 6 * time.Second},
 		{Nemesis: "loss", LeaderBefore: "n2", LeaderAfter: "n2", Start: 7 * time.Second, End: 8 * time.Second},
 		{Nemesis: "deafen-leader", LeaderBefore: "n2", Start: 9 * time.Second}, // still active: not judged
+		{Nemesis: "kill-leader", LeaderBefore: "n2", LeaderAfter: "n2", Start: 10 * time.Second,
+			End: 10500 * time.Millisecond, Cut: true}, // healed early by the run's end: not judged
 	}
 	vs := checkFaultsHit(faults)
 	if len(vs) != 2 || vs[0].Checker != CheckFaultsHit || !strings.Contains(vs[0].Detail, "isolate-leader") ||

@@ -87,6 +87,10 @@ type Fault struct {
 	// LeaderBefore and LeaderAfter let a checker count leader changes.
 	LeaderBefore string `json:"leader_before,omitempty"`
 	LeaderAfter  string `json:"leader_after,omitempty"`
+	// Cut says the run ended before the fault's hold was over: it was
+	// healed early, so a checker that needs the whole fault (did it move
+	// the leader?) does not judge it.
+	Cut bool `json:"cut,omitempty"`
 }
 
 // Recorder collects a run's history. It is safe for concurrent use. When
@@ -179,13 +183,15 @@ func (r *Recorder) StartFault(f Fault) int {
 	return len(r.faults) - 1
 }
 
-// EndFault records the end of fault i.
-func (r *Recorder) EndFault(i int, leaderAfter string) {
+// EndFault records the end of fault i; cut says the run ended before its
+// hold was over.
+func (r *Recorder) EndFault(i int, leaderAfter string, cut bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	f := &r.faults[i]
 	f.End = r.Now()
 	f.LeaderAfter = leaderAfter
+	f.Cut = cut
 	cp := *f
 	r.write(event{Event: "fault", Fault: &cp})
 }

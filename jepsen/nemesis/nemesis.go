@@ -291,6 +291,12 @@ func Run(ctx context.Context, env *Env, nems []Nemesis, interval, hold time.Dura
 		// seed only.
 		st := plan(r, round[0], interval)
 		round = round[1:]
+		if !fitsBeforeEnd(ctx, st.wait+hold) {
+			// The run would end during the hold: a fault healed early
+			// tests neither the failover nor the recovery, so none starts.
+			<-ctx.Done()
+			return nil
+		}
 		timer := time.NewTimer(st.wait)
 		select {
 		case <-ctx.Done():
@@ -305,6 +311,13 @@ func Run(ctx context.Context, env *Env, nems []Nemesis, interval, hold time.Dura
 			return nil
 		}
 	}
+}
+
+// fitsBeforeEnd reports whether d passes before ctx's deadline (always,
+// when ctx has none).
+func fitsBeforeEnd(ctx context.Context, d time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || time.Until(deadline) > d
 }
 
 // step is one scheduled fault.
@@ -354,8 +367,10 @@ func runOne(ctx context.Context, env *Env, nem Nemesis, r *rand.Rand, hold time.
 	}
 	env.logf("nemesis %s: %s (targets %s)", name, detail, strings.Join(targets, ","))
 	timer := time.NewTimer(hold)
+	cut := false
 	select {
 	case <-ctx.Done():
+		cut = true
 	case <-timer.C:
 	}
 	timer.Stop()
@@ -375,7 +390,7 @@ func runOne(ctx context.Context, env *Env, nem Nemesis, r *rand.Rand, hold time.
 		after = env.leaderName(healCtx)
 	}
 	if idx >= 0 {
-		env.Rec.EndFault(idx, after)
+		env.Rec.EndFault(idx, after, cut)
 	}
 	switch {
 	case healErr != nil:

@@ -254,7 +254,8 @@ func TestPlanDrawsAFixedAmount(t *testing.T) {
 }
 
 func TestRunHealsOnCancel(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	// No deadline: Run cannot know the run ends during the hour-long hold.
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	f := newFake(3)
 	rec := history.NewRecorder(nil)
@@ -269,7 +270,7 @@ func TestRunHealsOnCancel(t *testing.T) {
 	go func() { done <- Run(ctx, env, []Nemesis{nem}, time.Millisecond, time.Hour) }()
 	select {
 	case <-started:
-	case <-ctx.Done():
+	case <-time.After(30 * time.Second):
 		t.Fatal("the fault never started")
 	}
 	cancel()
@@ -286,8 +287,34 @@ func TestRunHealsOnCancel(t *testing.T) {
 		t.Errorf("calls: %q, want a partition then a heal", calls)
 	}
 	_, _, faults := rec.Snapshot()
-	if len(faults) != 1 || faults[0].End == 0 {
-		t.Errorf("faults: %+v", faults)
+	if len(faults) != 1 || faults[0].End == 0 || !faults[0].Cut {
+		t.Errorf("faults: %+v, want one ended and marked cut", faults)
+	}
+}
+
+func TestRunStartsNoFaultItCannotHold(t *testing.T) {
+	// The run ends in 200ms, long before a 1ms wait plus a 1h hold: Run
+	// must wait for the end without starting anything.
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	f := newFake(3)
+	rec := history.NewRecorder(nil)
+	env := &Env{Rec: rec, Rand: rand.New(rand.NewSource(1)), net: f, cluster: f}
+	nem, err := ByName("partition-halves")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Run(ctx, env, []Nemesis{nem}, time.Millisecond, time.Hour); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if ctx.Err() == nil {
+		t.Error("Run returned before the run ended")
+	}
+	if calls := f.snapshot(); len(calls) != 0 {
+		t.Errorf("calls: %q, want none", calls)
+	}
+	if _, _, faults := rec.Snapshot(); len(faults) != 0 {
+		t.Errorf("faults: %+v, want none", faults)
 	}
 }
 
