@@ -137,8 +137,8 @@ type Window struct {
 
 // Unavailability summarises the windows of every leader-targeted fault (a
 // nemesis whose name contains "leader", or an ended fault whose
-// LeaderBefore and LeaderAfter differ). Percentiles are over the recovered
-// windows.
+// LeaderBefore and LeaderAfter differ), except those cut short by the run's
+// end. Percentiles are over the recovered windows.
 type Unavailability struct {
 	Faults    int
 	Recovered int

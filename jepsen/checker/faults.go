@@ -81,8 +81,8 @@ func unavailability(ops []history.Op, faults []history.Fault) Unavailability {
 	var u Unavailability
 	var lengths []time.Duration
 	for _, f := range faults {
-		if !leaderTargeted(f) {
-			continue
+		if !leaderTargeted(f) || f.Cut {
+			continue // a fault the run's end cut short had no time to recover in
 		}
 		u.Faults++
 		w := Window{Nemesis: f.Nemesis, Detail: f.Detail, Start: f.Start, OpID: -1}

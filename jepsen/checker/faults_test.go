@@ -20,6 +20,8 @@ func TestNemesisStatsAndUnavailability(t *testing.T) {
 		{Nemesis: "partition-halves", Start: ms(700), End: ms(800), LeaderBefore: "n3", LeaderAfter: "n3"},
 		// Nothing succeeds after this one: not recovered.
 		{Nemesis: "isolate-leader", Start: ms(900), LeaderBefore: "n3"},
+		// Cut short by the run's end: counted as a fault, not as a window.
+		{Nemesis: "kill-leader", Start: ms(1000), End: ms(1010), LeaderBefore: "n3", LeaderAfter: "n3", Cut: true},
 	}
 	r.add(grant(0, "k1", "o1", 10, true), 0, 10)                                   // before any fault
 	r.add(unknown(grant(1, "k2", "o2", 0, true)), 110, 150)                        // during kill-leader
@@ -43,7 +45,7 @@ func TestNemesisStatsAndUnavailability(t *testing.T) {
 		ops, info   int
 		wantFaultsN int
 	}{
-		{name: "kill-leader", got: byName["kill-leader"].OutcomeCounts, faults: byName["kill-leader"].Faults, ops: 3, info: 2, wantFaultsN: 1},
+		{name: "kill-leader", got: byName["kill-leader"].OutcomeCounts, faults: byName["kill-leader"].Faults, ops: 3, info: 2, wantFaultsN: 2},
 		{name: "partition-halves", got: byName["partition-halves"].OutcomeCounts, faults: byName["partition-halves"].Faults, ops: 3, info: 0, wantFaultsN: 2},
 		{name: "isolate-leader", got: byName["isolate-leader"].OutcomeCounts, faults: byName["isolate-leader"].Faults, ops: 1, info: 0, wantFaultsN: 1},
 		{name: "no fault", got: res.NoFault, ops: 2, info: 0},
