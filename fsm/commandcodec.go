@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -121,13 +122,13 @@ func appendRefs(b []byte, refs []Ref) []byte {
 }
 
 func (d *reader) refs() []Ref {
-	n := d.count()
+	n := d.count(2)
 	if n == 0 {
 		return nil
 	}
-	out := make([]Ref, n)
-	for i := range out {
-		out[i] = Ref{Namespace: d.text(), Key: d.text()}
+	out := make([]Ref, 0, min(n, maxPrealloc))
+	for range n {
+		out = append(out, Ref{Namespace: d.text(), Key: d.text()})
 	}
 	return out
 }
@@ -135,6 +136,14 @@ func (d *reader) refs() []Ref {
 // rawJSON returns the next byte string as a raw JSON value (nil if
 // empty). Like a JSON body, a binary one carries only valid JSON there.
 func (d *reader) rawJSON() []byte {
+	if b := d.jsonBytes(); b != nil {
+		return bytes.Clone(b)
+	}
+	return nil
+}
+
+// jsonBytes is rawJSON without the copy: it aliases the input.
+func (d *reader) jsonBytes() []byte {
 	b := d.bytes()
 	if len(b) == 0 {
 		return nil
@@ -143,7 +152,7 @@ func (d *reader) rawJSON() []byte {
 		d.fail("raw value is not JSON")
 		return nil
 	}
-	return append([]byte(nil), b...)
+	return b
 }
 
 // appendBinary appends cmd's binary body.

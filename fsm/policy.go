@@ -102,8 +102,8 @@ func (p *Policy) Validate() error {
 			return bad("%s: %d is outside %d..%d", f.name, f.v, f.lo, f.h)
 		}
 	}
-	if p.MaxPayloadBytes < 0 || p.MaxPayloadBytes > 16<<20 {
-		return bad("max_payload_bytes: %d is outside 0..%d", p.MaxPayloadBytes, 16<<20)
+	if p.MaxPayloadBytes < 0 || p.MaxPayloadBytes > MaxBlobBytes {
+		return bad("max_payload_bytes: %d is outside 0..%d", p.MaxPayloadBytes, MaxBlobBytes)
 	}
 	if p.ApprovalsRequired < 0 || p.ApprovalsRequired > MaxPolicyApprovers {
 		return bad("approvals_required: %d is outside 0..%d", p.ApprovalsRequired, MaxPolicyApprovers)

@@ -308,21 +308,27 @@ func (d *reader) byte() byte {
 	return c
 }
 
-// count reads a length or collection size, bounded by the bytes left
-// (every element takes at least one), so a corrupt one cannot make a
-// caller allocate without bound.
-func (d *reader) count() int {
+// count reads a length or collection size whose elements take at least
+// minBytes each, bounded by the bytes left, so a corrupt one fails here.
+// A caller preallocates at most maxPrealloc elements and appends the
+// rest, so what it allocates grows with the elements actually decoded,
+// not with the count claimed.
+func (d *reader) count(minBytes int) int {
 	n := d.uvarint()
-	if n > uint64(len(d.b)) {
+	if n > uint64(len(d.b)/minBytes) {
 		d.fail("count %d past the end", n)
 		return 0
 	}
 	return int(n)
 }
 
+// maxPrealloc bounds the elements a decoder allocates before it has
+// decoded them.
+const maxPrealloc = 64
+
 // bytes returns the next length-prefixed bytes, aliasing the input.
 func (d *reader) bytes() []byte {
-	n := d.count()
+	n := d.count(1)
 	return d.fixed(n)
 }
 

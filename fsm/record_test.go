@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"reflect"
 	"testing"
 
@@ -25,6 +26,19 @@ func anyFingerprint(t *rapid.T, label string) string {
 	return anyString(t, label) // not a SHA-256 in hex: kept as written
 }
 
+// anyJSON is a compact JSON value: a string, or a small object.
+func anyJSON(t *rapid.T, label string) []byte {
+	v := any(rapid.StringN(0, 30, -1).Draw(t, label))
+	if rapid.Bool().Draw(t, label+" object") {
+		v = map[string]any{"s": v, "n": rapid.Int64().Draw(t, label+" n")}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func anyIntent(t *rapid.T) *Intent {
 	owner := anyString(t, "owner", "A", "agent/1")
 	fp := anyFingerprint(t, "fp")
@@ -43,11 +57,12 @@ func anyIntent(t *rapid.T) *Intent {
 		Duplicates: rapid.Uint64().Draw(t, "dup"), Divergent: rapid.Uint64().Draw(t, "div"),
 		Version: rapid.Uint64().Draw(t, "version"), AuditDropped: rapid.Uint64().Draw(t, "dropped"),
 	}
+	// Payloads and results are compact JSON, as apply stores them.
 	if rapid.Bool().Draw(t, "has payload") {
-		in.Payload = []byte(rapid.StringN(1, 40, -1).Draw(t, "payload"))
+		in.Payload = anyJSON(t, "payload")
 	}
 	if rapid.Bool().Draw(t, "has result") {
-		in.Result = []byte(rapid.StringN(1, 40, -1).Draw(t, "result"))
+		in.Result = anyJSON(t, "result")
 	}
 	in.Approvers = rapid.SliceOfN(rapid.StringN(0, 8, -1), 0, 3).Draw(t, "approvers")
 	for i, n := 0, rapid.IntRange(0, 3).Draw(t, "approvals"); i < n; i++ {
@@ -157,7 +172,11 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		_ = r.intent()
+		// What Restore accepts, the JSON views (v2 snapshots, the API) can
+		// write.
+		if _, err := json.Marshal(r.intent()); err != nil {
+			t.Fatalf("accepted %x, which does not marshal as JSON: %v", data, err)
+		}
 		again := appendRecord(nil, r)
 		back, err := decodeRecord(again)
 		if err != nil || !reflect.DeepEqual(back, r) {

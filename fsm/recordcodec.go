@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"unique"
@@ -57,11 +56,7 @@ func appendRecord(b []byte, r *record) []byte {
 	}
 	x := r.x
 	b = append(b, 1)
-	if x.requireApproval {
-		b = append(b, 1)
-	} else {
-		b = append(b, 0)
-	}
+	b = appendBool(b, x.requireApproval)
 	b = appendVarint(b, int64(x.approvalsRequired))
 	b = appendUvarint(b, uint64(len(x.approvers)))
 	for _, s := range x.approvers {
@@ -87,21 +82,22 @@ var errTrailing = errors.New("bytes after the record")
 // copied out of data.
 func decodeRecord(data []byte) (*record, error) {
 	d := reader{b: data}
-	ns := d.string()
-	r := &record{key: d.string(), owner: d.string()}
-	if p := d.bytes(); len(p) > 0 {
-		r.payload = bytes.Clone(p)
-	}
-	r.result = d.string()
+	// Text is checked as UTF-8 and the payload and result as JSON, as the
+	// command decoders check them: a restored record must be one that
+	// apply could have made, or the JSON views of it would fail later.
+	ns := d.text()
+	r := &record{key: d.text(), owner: d.text()}
+	r.payload = d.rawJSON()
+	r.result = string(d.jsonBytes())
 	r.trail = d.string()
 	var t grantTerms
-	t.tool, t.policy, t.tokenKey = d.string(), d.string(), d.string()
+	t.tool, t.policy, t.tokenKey = d.text(), d.text(), d.text()
 	t.policyVersion = d.uvarint()
 	t.leaseMS, t.dedupeWindowMS, t.tokenTTLMS = d.varint(), d.varint(), d.varint()
 	r.state, r.flags = stateCode(d.byte()), d.byte()
 	var x *recordExtra
 	if r.flags&flagRawFingerprint != 0 {
-		x = &recordExtra{fingerprint: d.string()}
+		x = &recordExtra{fingerprint: d.text()}
 	} else {
 		copy(r.fp[:], d.fixed(32))
 	}
@@ -113,18 +109,18 @@ func decodeRecord(data []byte) (*record, error) {
 		if x == nil {
 			x = &recordExtra{}
 		}
-		x.requireApproval = d.byte() == 1
+		x.requireApproval = d.bool()
 		x.approvalsRequired = int(d.varint())
-		if n := d.count(); n > 0 {
-			x.approvers = make([]string, n)
-			for i := range x.approvers {
-				x.approvers[i] = d.string()
+		if n := d.count(1); n > 0 {
+			x.approvers = make([]string, 0, min(n, maxPrealloc))
+			for range n {
+				x.approvers = append(x.approvers, d.text())
 			}
 		}
-		if n := d.count(); n > 0 {
-			x.approvals = make([]Approval, n)
-			for i := range x.approvals {
-				x.approvals[i] = Approval{Actor: d.string(), At: d.varint(), Reason: d.string()}
+		if n := d.count(3); n > 0 {
+			x.approvals = make([]Approval, 0, min(n, maxPrealloc))
+			for range n {
+				x.approvals = append(x.approvals, Approval{Actor: d.text(), At: d.varint(), Reason: d.text()})
 			}
 		}
 		x.tokenUsed, x.duplicates, x.divergent, x.auditDropped = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()

@@ -23,13 +23,23 @@ const SnapshotVersion = 3
 // snapshotVersionJSON is the last version with intents as JSON lines.
 const snapshotVersionJSON = 2
 
-// maxRecordFrame bounds one record's encoding in a snapshot (a payload
-// and a result are each capped far below it), so a corrupt length cannot
-// make Restore allocate without bound.
-const maxRecordFrame = 16 << 20
+// MaxBlobBytes caps a payload or a result: a policy's max_payload_bytes,
+// and the service's own limits, may not be larger.
+const MaxBlobBytes = 16 << 20
+
+// maxRecordFrame bounds one record's encoding in a snapshot: twice the
+// room a record with the largest payload and result needs. WriteSnapshot
+// refuses to write a larger frame, which Restore would refuse to read.
+// Restore reads a large frame as its bytes arrive, so a corrupt length
+// costs no more memory than the snapshot actually holds.
+const maxRecordFrame = 4 * MaxBlobBytes
 
 // ErrBadSnapshot is returned by Restore for a snapshot it cannot trust.
 var ErrBadSnapshot = errors.New("bad snapshot")
+
+// ErrUnsnapshottable is returned by WriteSnapshot for a record too large
+// for a snapshot frame: writing it would give a snapshot no node restores.
+var ErrUnsnapshottable = errors.New("record too large for a snapshot")
 
 type snapshotHeader struct {
 	Format  string `json:"format"`

@@ -14,8 +14,14 @@ import (
 )
 
 // snapshotChunk is how many intents one worker encodes or decodes at a
-// time when a snapshot is written or restored in parallel.
-const snapshotChunk = 1024
+// time when a snapshot is written or restored in parallel, unless their
+// payloads, results and trails (or their encodings) pass
+// snapshotChunkBytes first: the pipeline holds about three chunks per
+// worker, so large records must not make a chunk large.
+const (
+	snapshotChunk      = 1024
+	snapshotChunkBytes = 4 << 20
+)
 
 // snapshotWorkers is how many goroutines encode or decode snapshot records.
 func snapshotWorkers() int { return max(1, runtime.GOMAXPROCS(0)) }
@@ -97,6 +103,10 @@ func (l *Ledger) writeRecords(w *bufio.Writer) error {
 		b := buf.AvailableBuffer()
 		b = append(b, 0, 0, 0, 0)
 		b = appendRecord(b, r)
+		if n := len(b) - 4; n > maxRecordFrame {
+			return fmt.Errorf("%w: intent %s/%s encodes to %d bytes, over the frame limit of %d",
+				ErrUnsnapshottable, r.namespace(), r.key, n, maxRecordFrame)
+		}
 		binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 		buf.Write(b)
 		return nil
@@ -120,12 +130,14 @@ func (l *Ledger) writeChunks(w *bufio.Writer, encode func(*bytes.Buffer, *record
 	return pipeline(snapshotWorkers(),
 		func(send func(*encodeJob) bool) error {
 			chunk := make([]*record, 0, snapshotChunk)
+			size := 0
 			ok := true
 			l.intents.Ascend(func(r *record) bool {
 				chunk = append(chunk, r)
-				if len(chunk) == snapshotChunk {
+				size += len(r.payload) + len(r.result) + len(r.trail)
+				if len(chunk) == snapshotChunk || size >= snapshotChunkBytes {
 					ok = send(&encodeJob{records: chunk})
-					chunk = make([]*record, 0, snapshotChunk)
+					chunk, size = make([]*record, 0, snapshotChunk), 0
 				}
 				return ok
 			})
@@ -147,8 +159,10 @@ func (l *Ledger) writeChunks(w *bufio.Writer, encode func(*bytes.Buffer, *record
 			if err == nil {
 				_, err = w.Write(j.buf.Bytes())
 			}
-			j.buf.Reset()
-			encodeBufs.Put(j.buf)
+			if j.buf.Cap() <= 2*snapshotChunkBytes { // a chunk with one huge record is not kept
+				j.buf.Reset()
+				encodeBufs.Put(j.buf)
+			}
 			return err
 		})
 }
@@ -169,16 +183,18 @@ func readChunks(count int, read func(i int) ([]byte, error), decode func(raw []b
 	put func(i int, r *record) error) error {
 	return pipeline(snapshotWorkers(),
 		func(send func(*decodeJob) bool) error {
-			for first := 0; first < count; first += snapshotChunk {
+			for first := 0; first < count; {
 				n := min(snapshotChunk, count-first)
 				j := &decodeJob{first: first, raw: make([][]byte, 0, n)}
-				for k := 0; k < n; k++ {
-					raw, err := read(first + k)
+				for size := 0; len(j.raw) < n && size < snapshotChunkBytes; {
+					raw, err := read(first + len(j.raw))
 					if err != nil {
-						return fmt.Errorf("%w: intent %d: %w", ErrBadSnapshot, first+k, err)
+						return fmt.Errorf("%w: intent %d: %w", ErrBadSnapshot, first+len(j.raw), err)
 					}
 					j.raw = append(j.raw, raw)
+					size += len(raw)
 				}
+				first += len(j.raw)
 				if !send(j) {
 					return nil
 				}
@@ -221,8 +237,8 @@ func readRecords(br *bufio.Reader, h hash.Hash, count int, put func(i int, r *re
 		if n > maxRecordFrame {
 			return nil, fmt.Errorf("record of %d bytes is over the limit of %d", n, maxRecordFrame)
 		}
-		frame := make([]byte, n)
-		if _, err := io.ReadFull(br, frame); err != nil {
+		frame, err := readFrame(br, int(n))
+		if err != nil {
 			return nil, unexpectedEOF(err)
 		}
 		h.Write(size[:])
@@ -232,12 +248,40 @@ func readRecords(br *bufio.Reader, h hash.Hash, count int, put func(i int, r *re
 	return readChunks(count, read, decodeRecord, put)
 }
 
+// eagerFrame is the largest frame read into one allocation of its
+// claimed size; a larger one grows as its bytes arrive.
+const eagerFrame = 1 << 20
+
+// readFrame reads the next n bytes of br.
+func readFrame(br *bufio.Reader, n int) ([]byte, error) {
+	if n <= eagerFrame {
+		frame := make([]byte, n)
+		_, err := io.ReadFull(br, frame)
+		return frame, err
+	}
+	var frame bytes.Buffer
+	frame.Grow(eagerFrame)
+	if _, err := io.CopyN(&frame, br, int64(n)); err != nil {
+		return nil, err
+	}
+	return frame.Bytes(), nil
+}
+
 // readIntentLines reads count JSON intent lines (version 2).
 func readIntentLines(br *bufio.Reader, h hash.Hash, count int, put func(i int, r *record) error) error {
 	read := func(int) ([]byte, error) { return readLine(br, h) }
 	decode := func(line []byte) (*record, error) {
 		in := new(Intent)
 		if err := json.Unmarshal(line, in); err != nil {
+			return nil, err
+		}
+		// Stored payloads and results are compact, as apply leaves them;
+		// a dump edited by hand (or by jq) may not be.
+		var err error
+		if in.Payload, err = compactJSON(in.Payload); err != nil {
+			return nil, err
+		}
+		if in.Result, err = compactJSON(in.Result); err != nil {
 			return nil, err
 		}
 		return compact(in) // refuses a state it does not know

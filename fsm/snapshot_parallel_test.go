@@ -3,9 +3,11 @@ package fsm
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -43,19 +45,24 @@ func sequentialRecords(l *Ledger) []byte {
 	return b
 }
 
+// parallelRecords is the record frames of l as writeRecords writes them.
+func parallelRecords(t *testing.T, l *Ledger) []byte {
+	t.Helper()
+	var got bytes.Buffer
+	bw := bufio.NewWriter(&got)
+	if err := l.writeRecords(bw); err != nil {
+		t.Fatal(err)
+	}
+	if err := bw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return got.Bytes()
+}
+
 func TestWriteRecordsMatchesSequentialEncoding(t *testing.T) {
 	for _, n := range []int{0, 1, snapshotChunk - 1, snapshotChunk, 3*snapshotChunk + 7} {
 		l := bigLedger(t, n)
-		want := sequentialRecords(l)
-		var got bytes.Buffer
-		bw := bufio.NewWriter(&got)
-		if err := l.writeRecords(bw); err != nil {
-			t.Fatal(err)
-		}
-		if err := bw.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got.Bytes(), want) {
+		if !bytes.Equal(parallelRecords(t, l), sequentialRecords(l)) {
 			t.Fatalf("%d intents: parallel encoding differs from sequential", n)
 		}
 		var snap bytes.Buffer
@@ -119,5 +126,51 @@ func TestRestoreRefusesABadRecordInALaterChunk(t *testing.T) {
 	swapped := append(append(append(bytes.Clone(data[:a]), data[b:c]...), data[a:b]...), data[c:]...)
 	if _, err := Restore(bytes.NewReader(swapped)); !errors.Is(err, ErrBadSnapshot) {
 		t.Fatalf("swapped intents: %v", err)
+	}
+}
+
+// TestLargeRecordsCutChunksEarly: records with large payloads end a chunk
+// before snapshotChunk records, on writing and on restoring, and the bytes
+// and the restored state are still those of the one-by-one encoding.
+func TestLargeRecordsCutChunksEarly(t *testing.T) {
+	l := bigLedger(t, snapshotChunk+50)
+	big := []byte(`"` + string(bytes.Repeat([]byte("x"), snapshotChunkBytes/3)) + `"`)
+	for i := 0; i < 7; i++ { // a chunk of small records, then chunks of three large ones
+		c := &Claim{Header: Header{At: int64(2e18) + int64(i)}, Namespace: "ns1", Key: fmt.Sprintf("key-%06d-big", 100*i),
+			Tool: "tool", Owner: "o", Payload: big, Fingerprint: "raw", LeaseMS: 1000, DedupeWindowMS: 1000}
+		if r := l.ApplyCommand(uint64(snapshotChunk+100+i), c); r.Status != StatusGranted {
+			t.Fatalf("big claim %d: %s %s", i, r.Status, r.Detail)
+		}
+	}
+	if !bytes.Equal(parallelRecords(t, l), sequentialRecords(l)) {
+		t.Fatal("parallel encoding differs from sequential")
+	}
+	var snap bytes.Buffer
+	if err := l.WriteSnapshot(&snap); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Restore(bytes.NewReader(snap.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != l.Len() || r.Digest() != l.Digest() {
+		t.Fatalf("restored %d of %d intents, digests equal %v", r.Len(), l.Len(), r.Digest() == l.Digest())
+	}
+}
+
+// TestVersion2RestoreCompactsPayloads: an intent line whose payload and
+// result carry whitespace (a dump piped through jq) restores them compact,
+// as apply stores them.
+func TestVersion2RestoreCompactsPayloads(t *testing.T) {
+	line := `{"namespace":"ns","key":"k","tool":"t","owner":"o","state":"executed",` +
+		`"fingerprint":"` + strings.Repeat("0", 64) + `","payload":{ "a" : [1, 2] },"result":[ "ok" ]}` + "\n"
+	var got *record
+	err := readIntentLines(bufio.NewReader(strings.NewReader(line)), sha256.New(), 1,
+		func(_ int, r *record) error { got = r; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.payload) != `{"a":[1,2]}` || got.result != `["ok"]` {
+		t.Fatalf("payload %s, result %s: want them compact", got.payload, got.result)
 	}
 }

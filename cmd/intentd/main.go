@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/fsm"
 )
 
 func main() {
@@ -167,6 +168,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		}
 		if !slices.Contains(testBugs, c.TestBug) {
 			return c, fmt.Errorf("--test-bug %q: want one of %s", c.TestBug, strings.Join(testBugs, ", "))
+		}
+	}
+	for _, l := range []struct {
+		flag string
+		v    int
+	}{{"--max-payload-bytes", c.Limits.MaxPayloadBytes}, {"--max-result-bytes", c.Limits.MaxResultBytes}} {
+		if l.v > fsm.MaxBlobBytes {
+			return c, fmt.Errorf("%s %d is over the ledger's limit of %d", l.flag, l.v, fsm.MaxBlobBytes)
 		}
 	}
 	if c.Auth != AuthRequired && c.Auth != AuthOff {

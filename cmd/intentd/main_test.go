@@ -39,11 +39,16 @@ func TestParseConfigFlagsEnvAndDefaults(t *testing.T) {
 		t.Fatal("bad env value accepted")
 	}
 	delete(env, "INTENTD_BOOTSTRAP_EXPECT")
+	if c, err := parseConfig([]string{"--max-payload-bytes", "16777216", "--max-result-bytes", "16777216"}, getenv, io.Discard); err != nil ||
+		c.Limits.MaxPayloadBytes != 16<<20 || c.Limits.MaxResultBytes != 16<<20 {
+		t.Fatalf("limits at the ledger's cap: %+v %v", c.Limits, err)
+	}
 	if c, err := parseConfig([]string{"--test-hooks", "--test-bug", "stale-reads"}, getenv, io.Discard); err != nil || c.TestBug != "stale-reads" {
 		t.Fatalf("seeded bug with hooks: %+v %v", c, err)
 	}
 	for _, args := range [][]string{{"--nope"}, {"--id", ""}, {"extra"}, {"--data-dir", ""},
-		{"--test-bug", "stale-reads"}, {"--test-hooks", "--test-bug", "no-such-bug"}} {
+		{"--test-bug", "stale-reads"}, {"--test-hooks", "--test-bug", "no-such-bug"},
+		{"--max-payload-bytes", "16777217"}, {"--max-result-bytes", "16777217"}} {
 		if _, err := parseConfig(args, getenv, io.Discard); err == nil {
 			t.Fatalf("parseConfig(%q) accepted", args)
 		}
