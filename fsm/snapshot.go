@@ -235,7 +235,9 @@ func Restore(r io.Reader) (*Ledger, error) {
 		if !ok || ChainEventHash(ev.Body) != ev.Hash {
 			return nil, fmt.Errorf("%w: audit event %d of %q does not belong or does not hash", ErrBadSnapshot, i, ev.Namespace)
 		}
-		if prevEv != nil && prevEv.Namespace == ev.Namespace && prevEv.Seq >= ev.Seq {
+		// Strictly in (namespace, seq) order, as written: an event
+		// repeated anywhere would replace its twin and lose an event.
+		if prevEv != nil && (prevEv.Namespace > ev.Namespace || (prevEv.Namespace == ev.Namespace && prevEv.Seq >= ev.Seq)) {
 			return nil, fmt.Errorf("%w: audit event %d out of order", ErrBadSnapshot, i)
 		}
 		c.events.ReplaceOrInsert(ev.ChainEvent)
