@@ -96,3 +96,86 @@ func TestLogEncodingWaitsForEveryServer(t *testing.T) {
 		})
 	}
 }
+
+// inConfig reports whether id is a server in n's Raft configuration.
+func inConfig(t *testing.T, n *Node, id string) bool {
+	t.Helper()
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// A server of an older version that joins gossip is not added to the
+// Raft configuration: it could not install this leader's snapshots nor
+// replay its binary entries, and as a voter it would crash-loop. Once it
+// is upgraded in place it is added, and the leader keeps writing binary.
+func TestLeaderDoesNotAddAnOlderServer(t *testing.T) {
+	old := true
+	tc := newTestCluster(t, func(c *Config) {
+		c.LeaveOnShutdown = false
+		if c.ID == "n4" && old {
+			c.MaxLogEncoding = fsm.EncodingJSON
+		}
+	})
+	first := tc.startN(3)[0]
+	ctx := ctxT(t)
+	tc.propose(ctx, claim("before", "o"))
+	n4 := tc.start("n4", 0, first.GossipAddr())
+	waitFor(t, 30*time.Second, "n4 in the leader's gossip", func() bool {
+		_, ok := tc.leader().gossip.lookup("n4")
+		return ok
+	})
+	// n5, of this version, joins after n4: once the leader has added it,
+	// a reconcile has seen n4 too.
+	tc.start("n5", 0, first.GossipAddr())
+	waitFor(t, 30*time.Second, "n5 added as a voter", func() bool { return inConfig(t, tc.leader(), "n5") })
+	leader := tc.leader()
+	if inConfig(t, leader, "n4") {
+		t.Fatal("the leader added n4, which decodes only JSON")
+	}
+	if got := leader.Status().LogEncoding; got != int(fsm.EncodingBinary) {
+		t.Fatalf("log_encoding %d with the older server kept out, want %d", got, fsm.EncodingBinary)
+	}
+
+	raftAddr, gossipAddr := n4.RaftAddr(), n4.GossipAddr()
+	if err := n4.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	delete(tc.nodes, "n4")
+	old = false
+	tc.startAt("n4", raftAddr, gossipAddr, 0, first.GossipAddr())
+	waitFor(t, 30*time.Second, "the upgraded n4 added as a voter", func() bool { return inConfig(t, tc.leader(), "n4") })
+	tc.propose(ctx, claim("after", "o"))
+	if got := lastEntryEncoding(t, tc.leader()); got != fsm.EncodingBinary {
+		t.Fatalf("after n4's upgrade the leader wrote encoding %d", got)
+	}
+}
+
+// A leader that loses leadership forgets the encoding it chose: the next
+// term, its own or another node's, chooses again from its configuration
+// (which another leader may have changed meanwhile).
+func TestEncodingIsChosenAgainEachTerm(t *testing.T) {
+	tc := newTestCluster(t, func(c *Config) { c.LeaveOnShutdown = false })
+	tc.startN(3)
+	ctx := ctxT(t)
+	tc.propose(ctx, claim("k", "o"))
+	old := tc.leader()
+	waitFor(t, 30*time.Second, "the binary encoding", func() bool { return old.Status().LogEncoding == int(fsm.EncodingBinary) })
+	if err := old.raft.LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("leadership transfer: %v", err)
+	}
+	waitFor(t, 30*time.Second, "a new leader", func() bool { return tc.leader() != old })
+	if got := byte(old.encoding.Load()); got != fsm.EncodingJSON {
+		t.Fatalf("the former leader still holds encoding %d", got)
+	}
+	waitFor(t, 30*time.Second, "the new leader to choose binary", func() bool {
+		return tc.leader().Status().LogEncoding == int(fsm.EncodingBinary)
+	})
+}

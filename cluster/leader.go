@@ -30,6 +30,9 @@ func (n *Node) observeLeadership() {
 				n.markBootstrapped()
 				d.start(n.ctx, n.lead)
 			} else {
+				// The encoding was chosen for the configuration of the
+				// term that ended; the next term chooses again.
+				n.encoding.Store(uint32(fsm.EncodingJSON))
 				n.readyTerm.Store(0)
 				d.stop()
 			}
@@ -69,6 +72,9 @@ func (d *duties) stop() {
 // machine has applied everything committed by earlier terms before any
 // linearizable read is served, then membership reconciliation and sweeps.
 func (n *Node) lead(ctx context.Context) {
+	// JSON until this term has looked at its own configuration: another
+	// leader may have added a server of an older version meanwhile.
+	n.encoding.Store(uint32(fsm.EncodingJSON))
 	term := n.raft.CurrentTerm()
 	n.log.Info("became leader", "term", term)
 	for {
@@ -89,20 +95,22 @@ func (n *Node) lead(ctx context.Context) {
 	}
 	n.readyTerm.Store(term)
 	n.log.Info("leader ready", "term", term, "applied", n.raft.AppliedIndex())
+	n.updateEncoding()
+	refused := map[string]byte{} // older servers not added, warned once per version
 
 	reconcile := time.NewTicker(n.cfg.ReconcileInterval)
 	defer reconcile.Stop()
 	sweep := time.NewTicker(n.cfg.SweepInterval)
 	defer sweep.Stop()
-	n.reconcile(ctx)
+	n.reconcile(ctx, refused)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-n.gossip.changed:
-			n.reconcile(ctx)
+			n.reconcile(ctx, refused)
 		case <-reconcile.C:
-			n.reconcile(ctx)
+			n.reconcile(ctx, refused)
 		case <-sweep.C:
 			n.sweep(ctx)
 		}
@@ -124,8 +132,12 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // does: alive members missing from the configuration are added as voters;
 // members that left gracefully are removed. A member that merely failed
 // (dead, not left) stays: it may come back with its data, and removing it
-// would shrink the quorum under a partition.
-func (n *Node) reconcile(ctx context.Context) {
+// would shrink the quorum under a partition. A member that decodes less
+// than this node writes is not added: it could not install this leader's
+// snapshots nor replay the binary entries it may have written, and as a
+// voter it would crash-loop. refused remembers the ones already warned
+// about.
+func (n *Node) reconcile(ctx context.Context, refused map[string]byte) {
 	n.gossip.recordSelf(n.gossipAddr)
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -138,6 +150,12 @@ func (n *Node) reconcile(ctx context.Context) {
 	for _, m := range n.gossip.snapshot() {
 		s, inConf := servers[m.meta.ID]
 		switch {
+		case m.state == memberlist.StateAlive && !inConf && m.meta.Encoding < n.cfg.maxEncoding():
+			if enc, warned := refused[m.meta.ID]; !warned || enc != m.meta.Encoding {
+				refused[m.meta.ID] = m.meta.Encoding
+				n.log.Warn("not adding a server of an older version: it cannot read this leader's snapshots or log; upgrade it",
+					"id", m.meta.ID, "decodes", m.meta.Encoding, "needs", n.cfg.maxEncoding())
+			}
 		case m.state == memberlist.StateAlive && (!inConf || string(s.Address) != m.meta.Raft || s.Suffrage != raft.Voter):
 			n.log.Info("adding voter from gossip", "id", m.meta.ID, "raft", m.meta.Raft)
 			if err := waitFuture(ctx, n.raft.AddVoter(raft.ServerID(m.meta.ID), raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout)); err != nil {
