@@ -172,7 +172,7 @@ func TestEncodingIsChosenAgainEachTerm(t *testing.T) {
 		t.Fatalf("leadership transfer: %v", err)
 	}
 	waitFor(t, 30*time.Second, "a new leader", func() bool { return tc.leader() != old })
-	if got := byte(old.encoding.Load()); got != fsm.EncodingJSON {
+	if got := old.logEncoding(); got != fsm.EncodingJSON {
 		t.Fatalf("the former leader still holds encoding %d", got)
 	}
 	waitFor(t, 30*time.Second, "the new leader to choose binary", func() bool {

@@ -32,7 +32,7 @@ func (n *Node) observeLeadership() {
 			} else {
 				// The encoding was chosen for the configuration of the
 				// term that ended; the next term chooses again.
-				n.encoding.Store(uint32(fsm.EncodingJSON))
+				n.encoding.Store(0)
 				n.readyTerm.Store(0)
 				d.stop()
 			}
@@ -74,7 +74,7 @@ func (d *duties) stop() {
 func (n *Node) lead(ctx context.Context) {
 	// JSON until this term has looked at its own configuration: another
 	// leader may have added a server of an older version meanwhile.
-	n.encoding.Store(uint32(fsm.EncodingJSON))
+	n.encoding.Store(0)
 	term := n.raft.CurrentTerm()
 	n.log.Info("became leader", "term", term)
 	for {
@@ -180,8 +180,9 @@ func (n *Node) reconcile(ctx context.Context, refused map[string]byte) {
 // afterwards cannot replay the binary entries already written: upgrades
 // go one way.)
 func (n *Node) updateEncoding() {
+	term := n.readyTerm.Load() // 0 once leadership is lost: nothing holds
 	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
+	if f.Error() != nil || term == 0 {
 		return
 	}
 	enc := n.cfg.maxEncoding()
@@ -193,9 +194,21 @@ func (n *Node) updateEncoding() {
 		}
 		enc = min(enc, m.meta.Encoding)
 	}
-	if old := byte(n.encoding.Swap(uint32(enc))); old != enc {
-		n.log.Info("log entry encoding", "encoding", enc, "was", old)
+	if old := n.encoding.Swap(term<<8 | uint64(enc)); old != term<<8|uint64(enc) {
+		n.log.Info("log entry encoding", "encoding", enc, "term", term)
 	}
+}
+
+// logEncoding is the encoding Propose writes: the one chosen in the
+// current term, else JSON, which every version decodes. A proposal racing
+// a change of term (leadership lost and won again before the duties of the
+// new term run) so never uses a choice made for another configuration.
+func (n *Node) logEncoding() byte {
+	v := n.encoding.Load()
+	if v == 0 || v>>8 != n.raft.CurrentTerm() {
+		return fsm.EncodingJSON
+	}
+	return byte(v)
 }
 
 // sweep proposes Expire for leases that passed and Purge for finished

@@ -190,9 +190,11 @@ type Node struct {
 	notifyCh  chan bool
 	readyTerm atomic.Uint64 // term whose leader barrier completed
 	lastStamp atomic.Int64  // last time stamped on a proposal
-	// encoding is the log entry encoding Propose writes: the newest every
-	// server in the configuration decodes (updateEncoding).
-	encoding atomic.Uint32
+	// encoding is the log entry encoding Propose writes, the newest every
+	// server in the configuration decodes (updateEncoding), packed with
+	// the term it was chosen in (term<<8 | encoding): it holds only in
+	// that term (logEncoding).
+	encoding atomic.Uint64
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -212,7 +214,6 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), sm: newStateMachine(), notifyCh: make(chan bool, 16)}
-	n.encoding.Store(uint32(fsm.EncodingJSON)) // until the leader has heard from every server
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {

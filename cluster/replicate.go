@@ -37,7 +37,7 @@ func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error
 			break
 		}
 	}
-	data, err := fsm.EncodeAs(byte(n.encoding.Load()), now, cmd)
+	data, err := fsm.EncodeAs(n.logEncoding(), now, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
