@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/google/btree"
 )
@@ -33,6 +34,11 @@ type Ledger struct {
 	chains   map[string]*chain // audit logs by namespace
 
 	scratch []byte // reused to encode audit events; never shared by a Clone
+
+	// cloneMu serialises Clone: a B-tree's Clone writes the copy-on-write
+	// bookkeeping of the tree it copies, so two Clones under a shared read
+	// lock (raft's snapshot and a backup, two backups) would race.
+	cloneMu sync.Mutex
 }
 
 // deadline is an index entry: a time and the record it is due for,
@@ -68,8 +74,11 @@ func New() *Ledger {
 
 // Clone returns a copy of the ledger that shares structure copy-on-write;
 // it costs O(1) and the copy can be read (e.g. encoded into a snapshot)
-// while the original keeps applying.
+// while the original keeps applying. Clones may run concurrently with each
+// other and with readers, not with an apply.
 func (l *Ledger) Clone() *Ledger {
+	l.cloneMu.Lock()
+	defer l.cloneMu.Unlock()
 	c := &Ledger{
 		intents: l.intents.Clone(),
 		leases:  l.leases.Clone(),
