@@ -30,9 +30,6 @@ func (n *Node) observeLeadership() {
 				n.markBootstrapped()
 				d.start(n.ctx, n.lead)
 			} else {
-				// The encoding was chosen for the configuration of the
-				// term that ended; the next term chooses again.
-				n.encoding.Store(0)
 				n.readyTerm.Store(0)
 				d.stop()
 			}
@@ -72,9 +69,6 @@ func (d *duties) stop() {
 // machine has applied everything committed by earlier terms before any
 // linearizable read is served, then membership reconciliation and sweeps.
 func (n *Node) lead(ctx context.Context) {
-	// JSON until this term has looked at its own configuration: another
-	// leader may have added a server of an older version meanwhile.
-	n.encoding.Store(0)
 	term := n.raft.CurrentTerm()
 	n.log.Info("became leader", "term", term)
 	for {
@@ -95,6 +89,8 @@ func (n *Node) lead(ctx context.Context) {
 	}
 	n.readyTerm.Store(term)
 	n.log.Info("leader ready", "term", term, "applied", n.raft.AppliedIndex())
+	// Until now this term writes JSON (logEncoding): another leader may
+	// have added a server of an older version since this node last chose.
 	n.updateEncoding()
 	refused := map[string]byte{} // older servers not added, warned once per version
 

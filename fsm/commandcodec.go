@@ -136,23 +136,15 @@ func (d *reader) refs() []Ref {
 // rawJSON returns the next byte string as a raw JSON value (nil if
 // empty). Like a JSON body, a binary one carries only valid JSON there.
 func (d *reader) rawJSON() []byte {
-	if b := d.jsonBytes(); b != nil {
-		return bytes.Clone(b)
-	}
-	return nil
-}
-
-// jsonBytes is rawJSON without the copy: it aliases the input.
-func (d *reader) jsonBytes() []byte {
 	b := d.bytes()
 	if len(b) == 0 {
 		return nil
 	}
 	if !json.Valid(b) {
-		d.fail("raw value is not JSON")
+		d.fail("%w", errNotJSON)
 		return nil
 	}
-	return b
+	return bytes.Clone(b)
 }
 
 // appendBinary appends cmd's binary body.

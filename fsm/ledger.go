@@ -14,8 +14,9 @@ import (
 const MaxAuditEvents = 64
 
 // Ledger is the replicated state: every intent, indexed by (namespace,
-// key), plus secondary indexes the leader's sweeper reads. It is not safe
-// for concurrent use; the cluster layer serialises Apply against reads.
+// key), plus secondary indexes the leader's sweeper reads. Reads (Clone
+// among them) may run concurrently with each other, not with Apply; the
+// cluster layer serialises Apply against reads.
 type Ledger struct {
 	intents *btree.BTreeG[*record]
 	leases  *btree.BTreeG[deadline] // declared intents by lease deadline

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"unique"
@@ -83,12 +84,13 @@ var errTrailing = errors.New("bytes after the record")
 func decodeRecord(data []byte) (*record, error) {
 	d := reader{b: data}
 	// Text is checked as UTF-8 and the payload and result as JSON, as the
-	// command decoders check them: a restored record must be one that
-	// apply could have made, or the JSON views of it would fail later.
+	// command decoders check them, and the JSON is compacted as apply
+	// compacts it: a restored record must be one that apply could have
+	// made, or the JSON views of it would fail later.
 	ns := d.text()
 	r := &record{key: d.text(), owner: d.text()}
-	r.payload = d.rawJSON()
-	r.result = string(d.jsonBytes())
+	r.payload = bytes.Clone(d.storedJSON())
+	r.result = string(d.storedJSON())
 	r.trail = d.string()
 	var t grantTerms
 	t.tool, t.policy, t.tokenKey = d.text(), d.text(), d.text()
@@ -150,6 +152,18 @@ func decodeRecord(data []byte) (*record, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// storedJSON reads a payload or result as the ledger stores one: compact
+// JSON, as apply leaves it (compactJSON, which a version 2 restore uses
+// too), nil if empty. It aliases the input.
+func (d *reader) storedJSON() []byte {
+	b, err := compactJSON(d.bytes())
+	if err != nil {
+		d.fail("%w", errNotJSON)
+		return nil
+	}
+	return b
 }
 
 // checkTrail decodes a trail without keeping it.

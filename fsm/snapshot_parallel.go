@@ -103,11 +103,12 @@ func (l *Ledger) writeRecords(w *bufio.Writer) error {
 		b := buf.AvailableBuffer()
 		b = append(b, 0, 0, 0, 0)
 		b = appendRecord(b, r)
-		if n := len(b) - 4; n > maxRecordFrame {
+		n := len(b) - 4
+		if n > maxRecordFrame {
 			return fmt.Errorf("%w: intent %s/%s encodes to %d bytes, over the frame limit of %d",
 				ErrUnsnapshottable, r.namespace(), r.key, n, maxRecordFrame)
 		}
-		binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+		binary.BigEndian.PutUint32(b, uint32(n))
 		buf.Write(b)
 		return nil
 	})

@@ -158,10 +158,10 @@ func TestLargeRecordsCutChunksEarly(t *testing.T) {
 	}
 }
 
-// TestVersion2RestoreCompactsPayloads: an intent line whose payload and
-// result carry whitespace (a dump piped through jq) restores them compact,
-// as apply stores them.
-func TestVersion2RestoreCompactsPayloads(t *testing.T) {
+// TestRestoreCompactsPayloads: a payload and result that carry whitespace
+// (a dump piped through jq, a crafted frame) restore compact, as apply
+// stores them, from either snapshot version.
+func TestRestoreCompactsPayloads(t *testing.T) {
 	line := `{"namespace":"ns","key":"k","tool":"t","owner":"o","state":"executed",` +
 		`"fingerprint":"` + strings.Repeat("0", 64) + `","payload":{ "a" : [1, 2] },"result":[ "ok" ]}` + "\n"
 	var got *record
@@ -171,7 +171,18 @@ func TestVersion2RestoreCompactsPayloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(got.payload) != `{"a":[1,2]}` || got.result != `["ok"]` {
-		t.Fatalf("payload %s, result %s: want them compact", got.payload, got.result)
+		t.Fatalf("version 2: payload %s, result %s: want them compact", got.payload, got.result)
+	}
+	loose, err := compact(&Intent{Namespace: "ns", Key: "k", State: StateExecuted, Fingerprint: strings.Repeat("0", 64),
+		Payload: []byte(`{ "a" : [1, 2] }`), Result: []byte(`[ "ok" ]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = decodeRecord(appendRecord(nil, loose)); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.payload) != `{"a":[1,2]}` || got.result != `["ok"]` {
+		t.Fatalf("version 3: payload %s, result %s: want them compact", got.payload, got.result)
 	}
 }
 

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -35,6 +36,20 @@ var DefaultLimits = Limits{
 	DefaultLease:    30 * time.Second,
 	DedupeWindow:    24 * time.Hour,
 	MaxListLimit:    1000,
+}
+
+// Validate refuses limits the ledger cannot honour: a payload or result
+// larger than the state machine stores (fsm.MaxBlobBytes).
+func (l Limits) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"payload", l.MaxPayloadBytes}, {"result", l.MaxResultBytes}} {
+		if f.v > fsm.MaxBlobBytes {
+			return fmt.Errorf("largest %s %d is over the ledger's limit of %d", f.name, f.v, fsm.MaxBlobBytes)
+		}
+	}
+	return nil
 }
 
 func (l Limits) withDefaults() Limits {

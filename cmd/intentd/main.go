@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/auth"
-	"github.com/intentledger/intentd/fsm"
 )
 
 func main() {
@@ -170,13 +169,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 			return c, fmt.Errorf("--test-bug %q: want one of %s", c.TestBug, strings.Join(testBugs, ", "))
 		}
 	}
-	for _, l := range []struct {
-		flag string
-		v    int
-	}{{"--max-payload-bytes", c.Limits.MaxPayloadBytes}, {"--max-result-bytes", c.Limits.MaxResultBytes}} {
-		if l.v > fsm.MaxBlobBytes {
-			return c, fmt.Errorf("%s %d is over the ledger's limit of %d", l.flag, l.v, fsm.MaxBlobBytes)
-		}
+	if err := c.Limits.Validate(); err != nil {
+		return c, fmt.Errorf("--max-payload-bytes / --max-result-bytes: %w", err)
 	}
 	if c.Auth != AuthRequired && c.Auth != AuthOff {
 		return c, fmt.Errorf("--auth must be %s or %s, not %q", AuthRequired, AuthOff, c.Auth)
