@@ -199,6 +199,21 @@ func (n *Node) leaveGossip(timeout time.Duration) error {
 	if err := n.ml.UpdateNode(timeout); err != nil {
 		n.log.Warn("gossip meta update before leave", "err", err)
 	}
+	// Gossip may deliver the leave before the meta that says it is one,
+	// and a member that hears of it first records a failure (a voter kept)
+	// instead of a departure. A push-pull with every member, which Join
+	// does over TCP, hands each the leaving meta before the leave is sent.
+	var peers []string
+	for _, m := range n.ml.Members() {
+		if m.Name != n.cfg.ID {
+			peers = append(peers, m.Address())
+		}
+	}
+	if len(peers) > 0 {
+		if _, err := n.ml.Join(peers); err != nil {
+			n.log.Warn("gossip push of the leaving meta", "err", err)
+		}
+	}
 	return n.ml.Leave(timeout)
 }
 
