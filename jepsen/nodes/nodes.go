@@ -44,7 +44,11 @@ const (
 	// StartTimeout bounds Start and Restart waiting for readiness.
 	StartTimeout = 90 * time.Second
 	// StopTimeout bounds waiting for a process to exit after a signal.
-	StopTimeout   = 30 * time.Second
+	StopTimeout = 30 * time.Second
+	// quitTimeout is how long a node that passed StopTimeout gets, after
+	// SIGQUIT, to print every goroutine's stack into its log before it is
+	// killed.
+	quitTimeout   = 5 * time.Second
 	killTimeout   = 10 * time.Second
 	probeTimeout  = time.Second
 	pollInterval  = 50 * time.Millisecond
@@ -439,8 +443,10 @@ func (c *Cluster) Resume(i int) error {
 
 // Stop sends SIGTERM to node i (a graceful shutdown: with intentd's default
 // --leave-on-terminate it also leaves the voter set) and waits for it to
-// exit, bounded by ctx and StopTimeout; past the bound it kills the node
-// and reports the timeout. A paused node is continued first.
+// exit, bounded by ctx and StopTimeout; past the bound it keeps the
+// evidence (SIGQUIT: the Go runtime prints every goroutine's stack into the
+// node log), then kills the node and reports the timeout. A paused node is
+// continued first.
 func (c *Cluster) Stop(ctx context.Context, i int) error {
 	p, err := c.running(i)
 	if err != nil {
@@ -458,10 +464,23 @@ func (c *Cluster) Stop(ctx context.Context, i int) error {
 	ctx, cancel := context.WithTimeout(ctx, StopTimeout)
 	defer cancel()
 	if err := wait(ctx, p); err != nil {
+		c.quit(i, p)
 		kerr := c.kill(p)
-		return errors.Join(fmt.Errorf("nodes: stop %s: no exit after SIGTERM, killed: %w", Name(i), err), kerr)
+		return errors.Join(fmt.Errorf("nodes: stop %s: no exit after SIGTERM (goroutine dump in its log), killed: %w", Name(i), err), kerr)
 	}
 	return nil
+}
+
+// quit sends SIGQUIT to a node that did not stop in time and waits up to
+// quitTimeout for the Go runtime to dump its goroutines and exit.
+func (c *Cluster) quit(i int, p *proc) {
+	c.noteLog(i, "SIGQUIT (stop timed out: goroutine dump follows)")
+	if err := p.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), quitTimeout)
+	defer cancel()
+	_ = wait(ctx, p)
 }
 
 // Close continues paused nodes, kills every process and waits for them to
