@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -193,28 +194,84 @@ func splitHostPort(addr, defHost string, defPort int) (string, int, error) {
 	return h, port, nil
 }
 
-// leaveGossip announces the departure in the node's meta, then leaves.
-func (n *Node) leaveGossip(timeout time.Duration) error {
+// leaveGossip announces the departure in the node's meta, pushes that meta
+// to every member, then leaves. Each step gets at most leaveBudget and
+// what is left of ctx: a paused member answers nothing, a lossy one late,
+// and neither may hold the shutdown. (memberlist waits forever on a
+// timeout that is not positive, so none is passed.)
+func (n *Node) leaveGossip(ctx context.Context) error {
+	budget := func() (time.Duration, error) {
+		d := leaveBudget
+		if dl, ok := ctx.Deadline(); ok {
+			d = min(d, time.Until(dl))
+		}
+		if d <= 0 || ctx.Err() != nil {
+			return 0, fmt.Errorf("no time left to leave gossip: %w", context.DeadlineExceeded)
+		}
+		return d, nil
+	}
 	n.gossip.leaving.Store(true)
-	if err := n.ml.UpdateNode(timeout); err != nil {
+	d, err := budget()
+	if err != nil {
+		return err
+	}
+	if err := n.ml.UpdateNode(d); err != nil {
 		n.log.Warn("gossip meta update before leave", "err", err)
 	}
 	// Gossip may deliver the leave before the meta that says it is one,
 	// and a member that hears of it first records a failure (a voter kept)
 	// instead of a departure. A push-pull with every member, which Join
-	// does over TCP, hands each the leaving meta before the leave is sent.
-	var peers []string
-	for _, m := range n.ml.Members() {
-		if m.Name != n.cfg.ID {
-			peers = append(peers, m.Address())
-		}
+	// does over TCP, hands each the leaving meta before the leave is sent:
+	// to all of them at once, so one that does not answer costs one
+	// memberlist TCP timeout, not one per member.
+	if d, err = budget(); err != nil {
+		return err
 	}
-	if len(peers) > 0 {
-		if _, err := n.ml.Join(peers); err != nil {
-			n.log.Warn("gossip push of the leaving meta", "err", err)
-		}
+	n.pushToMembers(d)
+	if d, err = budget(); err != nil {
+		return err
 	}
-	return n.ml.Leave(timeout)
+	return n.ml.Leave(d)
+}
+
+// pushToMembers runs a push-pull with every other member concurrently and
+// waits for them for at most d; one still running then ends by itself at
+// memberlist's TCP timeout.
+func (n *Node) pushToMembers(d time.Duration) {
+	var wg sync.WaitGroup
+	members := n.ml.Members()
+	failed := make(chan string, len(members))
+	for _, m := range members {
+		if m.Name == n.cfg.ID {
+			continue
+		}
+		wg.Add(1)
+		go func(name, addr string) {
+			defer wg.Done()
+			if _, err := n.ml.Join([]string{addr}); err != nil {
+				failed <- name
+			}
+		}(m.Name, m.Address())
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		n.log.Warn("gossip push of the leaving meta: some members did not answer in time", "waited", d)
+		return
+	}
+	close(failed)
+	var names []string
+	for name := range failed {
+		names = append(names, name)
+	}
+	if len(names) > 0 {
+		sort.Strings(names)
+		n.log.Warn("gossip push of the leaving meta failed for some members", "members", names)
+	}
 }
 
 // markBootstrapped tells gossip this node belongs to a cluster.

@@ -179,6 +179,7 @@ type Node struct {
 	store  logStore
 	logs   raft.LogStore // store behind an in-memory cache of recent entries
 	trans  *raft.NetworkTransport
+	stream *streamLayer // under trans: closeInbound on shutdown
 	snaps  raft.SnapshotStore
 	sm     *stateMachine
 	ml     *memberlist.Memberlist
@@ -218,7 +219,7 @@ func New(cfg Config) (*Node, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			n.closeAll()
+			_ = n.closeAll(context.Background())
 		}
 	}()
 
@@ -308,9 +309,19 @@ func (n *Node) WaitLeader(ctx context.Context) error {
 	}
 }
 
+// leaveBudget bounds the gossip leave within a shutdown: the leaving
+// meta's broadcast, its push to every member and the leave broadcast each
+// get at most this long.
+const leaveBudget = 2 * time.Second
+
 // Shutdown stops the node gracefully: a leader hands leadership over
 // first, then the node leaves gossip (if configured), stops Raft and closes
-// its stores. It is safe to call more than once.
+// its stores. Every step is bounded by ctx (and the leave by leaveBudget
+// too): a slow, lossy, paused or dead member delays the shutdown by at most
+// those bounds, and when ctx ends first Shutdown returns its error with
+// whatever step was waiting abandoned (the process should then exit: the
+// data directory is as a crash would leave it, which Raft recovers from).
+// It is safe to call more than once.
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.stopOnce.Do(func() {
 		n.stopping.Store(true)
@@ -321,15 +332,15 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			}
 		}
 		if n.cfg.LeaveOnShutdown && n.ml != nil {
-			leaveTimeout := 3 * time.Second
-			if d, ok := ctx.Deadline(); ok && time.Until(d) < leaveTimeout {
-				leaveTimeout = time.Until(d)
-			}
-			if err := n.leaveGossip(leaveTimeout); err != nil {
+			if err := n.leaveGossip(ctx); err != nil {
 				n.log.Warn("gossip leave failed", "err", err)
 			}
 		}
-		n.stopErr = n.closeAll()
+		n.stopErr = n.closeAll(ctx)
+		if n.stopErr != nil {
+			n.log.Error("node stopped with errors", "err", n.stopErr)
+			return
+		}
 		n.log.Info("node stopped")
 	})
 	return n.stopErr
@@ -341,13 +352,18 @@ func (n *Node) Shutdown(ctx context.Context) error {
 func (n *Node) Kill() error {
 	n.stopOnce.Do(func() {
 		n.stopping.Store(true)
-		n.stopErr = n.closeAll()
+		n.stopErr = n.closeAll(context.Background())
 		n.log.Info("node killed")
 	})
 	return n.stopErr
 }
 
-func (n *Node) closeAll() error {
+// closeAll stops gossip and Raft and closes the stores. Raft's shutdown
+// waits for its goroutines; inbound Raft connections are cut first, so
+// none of them waits on a peer (closeInbound). If ctx ends before Raft or
+// the node's own goroutines stop, the stores stay open (a goroutine may
+// still use them) and the error says which step was waiting.
+func (n *Node) closeAll(ctx context.Context) error {
 	n.cancel()
 	var errs []error
 	if n.ml != nil {
@@ -356,11 +372,21 @@ func (n *Node) closeAll() error {
 		}
 	}
 	if n.raft != nil {
-		if err := n.raft.Shutdown().Error(); err != nil {
-			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+		f := n.raft.Shutdown()
+		if n.stream != nil {
+			n.stream.closeInbound()
+		}
+		if err := waitFuture(ctx, f); err != nil {
+			return errors.Join(append(errs, fmt.Errorf("raft shutdown: %w", err))...)
 		}
 	}
-	n.wg.Wait()
+	stopped := make(chan struct{})
+	go func() { n.wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		return errors.Join(append(errs, fmt.Errorf("waiting for the node's goroutines: %w", ctx.Err()))...)
+	}
 	if n.trans != nil {
 		if err := n.trans.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("raft transport: %w", err))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -28,6 +29,44 @@ type streamLayer struct {
 	ln        net.Listener
 	advertise net.Addr
 	tls       *tls.Config // nil: plaintext
+
+	mu      sync.Mutex
+	inbound map[*inboundConn]struct{} // accepted and not yet closed
+}
+
+// inboundConn is an accepted connection the stream layer can cut.
+type inboundConn struct {
+	net.Conn
+	s    *streamLayer
+	once sync.Once
+}
+
+// Close closes the connection and forgets it.
+func (c *inboundConn) Close() error {
+	c.once.Do(func() {
+		c.s.mu.Lock()
+		delete(c.s.inbound, c)
+		c.s.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// closeInbound cuts every accepted connection. raft reads an
+// InstallSnapshot's data on its main goroutine with no deadline (so does
+// its refusal of a stale one, which drains the stream), so a sender that
+// stalls mid-stream (paused, partitioned, or hostile) holds that goroutine,
+// and Raft's Shutdown waits for it, until the connection ends. Shutdown
+// cuts them: once Raft is stopping no inbound RPC has anywhere to go.
+func (s *streamLayer) closeInbound() {
+	s.mu.Lock()
+	conns := make([]*inboundConn, 0, len(s.inbound))
+	for c := range s.inbound {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }
 
 // hostAddr is an advertised address kept as host:port, so a peer may dial
@@ -75,17 +114,21 @@ func newStreamLayer(bind, advertise string, tlsConf *tls.Config) (*streamLayer, 
 			return nil, errors.New("raft TLS needs a certificate, RootCAs, ClientCAs and RequireAndVerifyClientCert (mutual TLS)")
 		}
 	}
-	return &streamLayer{ln: ln, advertise: adv, tls: conf}, nil
+	return &streamLayer{ln: ln, advertise: adv, tls: conf, inbound: map[*inboundConn]struct{}{}}, nil
 }
 
 // Accept implements net.Listener. The TLS handshake runs on the first read
 // in raft's connection goroutine, so a slow or hostile peer never stalls
 // the accept loop.
 func (s *streamLayer) Accept() (net.Conn, error) {
-	c, err := s.ln.Accept()
+	raw, err := s.ln.Accept()
 	if err != nil {
 		return nil, err
 	}
+	c := &inboundConn{Conn: raw, s: s}
+	s.mu.Lock()
+	s.inbound[c] = struct{}{}
+	s.mu.Unlock()
 	if s.tls != nil {
 		return tls.Server(c, s.tls), nil
 	}
@@ -127,6 +170,7 @@ func (n *Node) newTransport() (*raft.NetworkTransport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: raft transport: %w", err)
 	}
+	n.stream = sl
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  sl,
 		MaxPool: raftPoolSize,

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -59,14 +60,41 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return 1
 	}
 	<-ctx.Done()
-	logger.Info("shutting down: stop accepting, hand over leadership, leave gossip, close raft")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	if err := m.Shutdown(shutdownCtx); err != nil {
+	logger.Info("shutting down: stop accepting, hand over leadership, leave gossip, close raft",
+		"timeout", cfg.ShutdownTimeout)
+	if err := shutdownWithin(cfg.ShutdownTimeout, stderr, m.Shutdown); err != nil {
 		logger.Error("shutdown", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// errShutdownTimedOut is shutdownWithin's error when a step did not return.
+var errShutdownTimedOut = errors.New("shutdown did not finish within --shutdown-timeout; exiting anyway (the data directory is as a crash leaves it, which Raft recovers from)")
+
+// shutdownWithin runs shutdown with a context that ends after timeout and
+// returns its error, or, if it has not returned by then, writes every
+// goroutine's stack to w (the evidence of the step that hung) and returns
+// errShutdownTimedOut without waiting further: --shutdown-timeout is a
+// real bound on the process.
+func shutdownWithin(timeout time.Duration, w io.Writer, shutdown func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- shutdown(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done: // the steps noticed the deadline themselves
+		return err
+	default:
+	}
+	fmt.Fprintf(w, "intentd: shutdown still running after %v; goroutines:\n", timeout)
+	_ = pprof.Lookup("goroutine").WriteTo(w, 2)
+	return errShutdownTimedOut
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -113,7 +141,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.DurationVar(&c.Raft.SnapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot (jittered up to twice)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on graceful shutdown")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on graceful shutdown: past it the process dumps its goroutines to the log and exits")
 	registerSecurityFlags(fs, &c.Security)
 	fs.StringVar(&c.Auth, "auth", c.Auth, "required: every API call but /healthz, /readyz, /metrics and /v1/keys needs an API key; off: DEVELOPMENT ONLY, no authentication")
 	fs.Float64Var(&c.RateLimits.PerClient, "rate-limit-client", c.RateLimits.PerClient, "requests per second per client (API key, or address without auth); 0 turns it off")
@@ -179,7 +207,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		return c, err
 	}
 	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = 30 * time.Second
+		c.ShutdownTimeout = DefaultConfig().ShutdownTimeout
 	}
 	return c, nil
 }

@@ -79,7 +79,7 @@ func DefaultConfig() Config {
 		Limits:           ledger.DefaultLimits,
 		LogLevel:         "info",
 		LogFormat:        "text",
-		ShutdownTimeout:  30 * time.Second,
+		ShutdownTimeout:  20 * time.Second,
 		Auth:             AuthRequired,
 		RateLimits:       httpapi.DefaultRateLimits,
 	}
@@ -238,13 +238,28 @@ func (m *Main) HTTPAddr() string { return m.ln.Addr().String() }
 // Node returns the cluster node.
 func (m *Main) Node() *cluster.Node { return m.node }
 
-// Shutdown stops accepting requests and drains the ones in flight, then
-// shuts the node down gracefully (leadership handover, gossip leave, Raft
-// close).
+// httpDrain bounds how long Shutdown waits for requests in flight (a
+// long-poll may wait up to a minute) before it closes their connections.
+const httpDrain = 5 * time.Second
+
+// Shutdown stops accepting requests and drains the ones in flight (for at
+// most httpDrain, or a quarter of ctx's time if that is less, then cuts
+// them), then shuts the node down gracefully (leadership handover, gossip
+// leave, Raft close), bounded by ctx.
 func (m *Main) Shutdown(ctx context.Context) error {
 	var errs []error
-	if err := m.srv.Shutdown(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	drain := httpDrain
+	if d, ok := ctx.Deadline(); ok {
+		drain = min(drain, time.Until(d)/4)
+	}
+	drainCtx, cancel := context.WithTimeout(ctx, drain)
+	err := m.srv.Shutdown(drainCtx)
+	cancel()
+	if err != nil {
+		m.log.Warn("requests still in flight after the drain; closing their connections", "drain", drain)
+		if err := m.srv.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("http close: %w", err))
+		}
 	}
 	if err := m.node.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("node shutdown: %w", err))

@@ -67,8 +67,11 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	}
 	defer net.Close()
 	// Small snapshot settings so a follower cut off for a few seconds must
-	// install a snapshot (snapshot-install, partitions, kills).
-	extra := []string{"--test-hooks", "--snapshot-threshold", "256", "--trailing-logs", "128", "--snapshot-interval", "1s"}
+	// install a snapshot (snapshot-install, partitions, kills). A node's own
+	// shutdown bound comes well before the harness's (nodes.StopTimeout),
+	// so a hung step is reported by the node, with its goroutines.
+	extra := []string{"--test-hooks", "--snapshot-threshold", "256", "--trailing-logs", "128", "--snapshot-interval", "1s",
+		"--shutdown-timeout", "10s"}
 	if o.bug != "" {
 		extra = append(extra, "--test-bug", o.bug)
 	}
@@ -107,14 +110,23 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	var nemErr error
 	wg.Add(2)
 	go func() { defer wg.Done(); w.Run(runCtx) }()
-	go func() { defer wg.Done(); nemErr = nemesis.Run(runCtx, env, nems, o.interval, o.hold) }()
+	go func() {
+		defer wg.Done()
+		// A failed fault step ends the run, not the analysis: the nemesis
+		// has healed everything, and the history so far is checked.
+		if nemErr = nemesis.Run(runCtx, env, nems, o.interval, o.hold); nemErr != nil {
+			stopRun()
+		}
+	}()
 	go showProgress(runCtx, stderr, rec, o.duration)
 	wg.Wait()
 	if ctx.Err() != nil {
 		return exitError, fmt.Errorf("interrupted: %w", ctx.Err())
 	}
+	harness := ""
 	if nemErr != nil {
-		return exitError, fmt.Errorf("nemesis: %w", nemErr)
+		harness = nemErr.Error()
+		progress(stderr, "\r\033[Kjepsen: HARNESS TROUBLE: %v\n", nemErr)
 	}
 
 	// Healed: wait for the cluster, then the final reads (W2) and digests.
@@ -142,14 +154,23 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 			Detail: fmt.Sprintf("%d keys could not be read after healing", unread)})
 	}
 	runInfo := report.Run{Seed: o.seed, Command: o.reproduce(), Nodes: o.nodes, Nemeses: o.nemeses,
-		Workloads: workloads(o), Duration: o.duration, Started: started}
+		Workloads: workloads(o), Duration: o.duration, Started: started, Harness: harness}
 	if err := report.Write(o.results, runInfo, ops, effects, faults, res, lin); err != nil {
 		return exitError, fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintln(stdout, report.Summary(runInfo, res))
+	return verdict(o, res, nemErr, stdout)
+}
+
+// verdict is the run's exit code. What the checkers found comes first: a
+// violation is exitInvalid (and a caught seeded bug exitValid) whatever
+// else happened; a run with no finding whose harness failed is exitError,
+// never a pass.
+func verdict(o options, res checker.Result, harnessErr error, stdout io.Writer) (int, error) {
+	var code int
 	switch {
 	case o.bug == "" && res.Valid:
-		return exitValid, nil
+		code = exitValid
 	case o.bug == "":
 		return exitInvalid, nil
 	case caughtBySafetyChecker(res):
@@ -157,8 +178,12 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 		return exitValid, nil
 	default:
 		fmt.Fprintf(stdout, "positive control %q: MISSED (the suite did not find the seeded bug)\n", o.bug)
-		return exitInvalid, nil
+		code = exitInvalid
 	}
+	if harnessErr != nil {
+		return exitError, fmt.Errorf("the harness failed, so the run proves less than it should: %w", harnessErr)
+	}
+	return code, nil
 }
 
 func progress(w io.Writer, format string, args ...any) { fmt.Fprintf(w, format, args...) }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/intentledger/intentd/jepsen/checker"
 )
 
 func TestParseFlagsWorkloadsAndReproduce(t *testing.T) {
@@ -30,6 +33,38 @@ func TestParseFlagsWorkloadsAndReproduce(t *testing.T) {
 	for _, bad := range [][]string{{"--nodes", "4"}, {"--workload", "w9"}, {"--hold", "10s", "--interval", "5s"}, {"--clients", "0"}} {
 		if _, err := parse(bad, io.Discard); err == nil {
 			t.Errorf("parse(%q) accepted", bad)
+		}
+	}
+}
+
+// The exit code says what the checkers found first and the harness's
+// trouble second; a run whose harness failed never passes on no finding.
+func TestVerdictKeepsFindingsAndHarnessTroubleApart(t *testing.T) {
+	harness := errors.New("nemesis membership: heal: no exit")
+	violation := checker.Result{Valid: false, Violations: []checker.Violation{{Checker: checker.SafetyCheckers[0]}}}
+	clean := checker.Result{Valid: true}
+	for _, c := range []struct {
+		name    string
+		bug     string
+		res     checker.Result
+		harness error
+		want    int
+	}{
+		{"clean run", "", clean, nil, exitValid},
+		{"clean history, harness failed", "", clean, harness, exitError},
+		{"violation", "", violation, nil, exitInvalid},
+		{"violation, harness failed", "", violation, harness, exitInvalid},
+		{"control caught", "stale-reads", violation, nil, exitValid},
+		{"control caught, harness failed", "stale-reads", violation, harness, exitValid},
+		{"control missed", "stale-reads", clean, nil, exitInvalid},
+		{"control missed, harness failed", "stale-reads", clean, harness, exitError},
+	} {
+		got, err := verdict(options{bug: c.bug}, c.res, c.harness, io.Discard)
+		if got != c.want {
+			t.Errorf("%s: exit %d, want %d", c.name, got, c.want)
+		}
+		if (got == exitError) != (err != nil) {
+			t.Errorf("%s: exit %d with error %v", c.name, got, err)
 		}
 	}
 }

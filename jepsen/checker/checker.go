@@ -407,12 +407,12 @@ func checkEveryOpOK(ok []history.Op, require []history.OpType) []Violation {
 }
 
 // checkFaultsHit reports leader-targeted faults after which the same node
-// still led: such a fault did not test failover. A fault still active, or
-// cut short by the run's end, is not judged.
+// still led: such a fault did not test failover. A fault still active, cut
+// short by the run's end, or failed (a harness event) is not judged.
 func checkFaultsHit(faults []history.Fault) []Violation {
 	var vs []Violation
 	for _, f := range faults {
-		if !contains(LeaderFaults, f.Nemesis) || f.End == 0 || f.Cut {
+		if !contains(LeaderFaults, f.Nemesis) || f.End == 0 || f.Cut || f.Failed != "" {
 			continue
 		}
 		if f.LeaderBefore == "" || f.LeaderAfter == "" || f.LeaderBefore == f.LeaderAfter {

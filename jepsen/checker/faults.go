@@ -81,8 +81,8 @@ func unavailability(ops []history.Op, faults []history.Fault) Unavailability {
 	var u Unavailability
 	var lengths []time.Duration
 	for _, f := range faults {
-		if !leaderTargeted(f) || f.Cut {
-			continue // a fault the run's end cut short had no time to recover in
+		if !leaderTargeted(f) || f.Cut || f.Failed != "" {
+			continue // cut short by the run's end (no time to recover in), or a harness failure
 		}
 		u.Faults++
 		w := Window{Nemesis: f.Nemesis, Detail: f.Detail, Start: f.Start, OpID: -1}

@@ -91,6 +91,10 @@ type Fault struct {
 	// healed early, so a checker that needs the whole fault (did it move
 	// the leader?) does not judge it.
 	Cut bool `json:"cut,omitempty"`
+	// Failed is the harness's error when the fault could not be started,
+	// healed or recovered from: a harness event, not a finding about the
+	// system, and no checker judges the fault by what it was meant to do.
+	Failed string `json:"failed,omitempty"`
 }
 
 // Recorder collects a run's history. It is safe for concurrent use. When
@@ -192,6 +196,20 @@ func (r *Recorder) EndFault(i int, leaderAfter string, cut bool) {
 	f.End = r.Now()
 	f.LeaderAfter = leaderAfter
 	f.Cut = cut
+	cp := *f
+	r.write(event{Event: "fault", Fault: &cp})
+}
+
+// FailFault records that fault i failed (to start, heal or recover) with
+// err: a harness event.
+func (r *Recorder) FailFault(i int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := &r.faults[i]
+	f.Failed = err.Error()
+	if f.End == 0 {
+		f.End = r.Now()
+	}
 	cp := *f
 	r.write(event{Event: "fault", Fault: &cp})
 }

@@ -90,6 +90,9 @@ type cluster interface {
 	SetClockOffset(ctx context.Context, i int, offset time.Duration) error
 	Pause(i int) error
 	Resume(i int) error
+	// Recover continues paused nodes, starts the ones not running and
+	// resets clock offsets.
+	Recover(ctx context.Context) error
 	ElectionTimeout() time.Duration
 }
 
@@ -305,6 +308,14 @@ func Run(ctx context.Context, env *Env, nems []Nemesis, interval, hold time.Dura
 		case <-timer.C:
 		}
 		if err := runOne(ctx, env, nems[st.pick], st.rng(), hold); err != nil {
+			// A harness failure ends the schedule but not the run: heal
+			// what can be healed so the history so far can be checked.
+			env.logf("%v; healing everything and ending the fault schedule", err)
+			healCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), HealTimeout)
+			defer cancel()
+			if herr := env.healAll(healCtx); herr != nil {
+				return errors.Join(err, fmt.Errorf("healing everything after it: %w", herr))
+			}
 			return err
 		}
 		if ctx.Err() != nil {
@@ -340,7 +351,9 @@ func plan(r *rand.Rand, pick int, interval time.Duration) step {
 	}
 }
 
-// runOne injects, holds, heals and records one fault.
+// runOne injects, holds, heals and records one fault. A step that fails
+// (start, heal, recovery) is recorded on the fault as a harness event and
+// returned.
 func runOne(ctx context.Context, env *Env, nem Nemesis, r *rand.Rand, hold time.Duration) (err error) {
 	name := nem.Name()
 	before := env.leaderName(ctx)
@@ -349,6 +362,12 @@ func runOne(ctx context.Context, env *Env, nem Nemesis, r *rand.Rand, hold time.
 	detail, targets, heal, startErr := nem.Start(ctx, &stepEnv)
 	healCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), HealTimeout)
 	defer cancel()
+	record := func() int {
+		if env.Rec == nil {
+			return -1
+		}
+		return env.Rec.StartFault(history.Fault{Nemesis: name, Detail: detail, Targets: targets, LeaderBefore: before})
+	}
 	if startErr != nil {
 		if heal != nil {
 			if herr := heal(healCtx); herr != nil {
@@ -359,11 +378,18 @@ func runOne(ctx context.Context, env *Env, nem Nemesis, r *rand.Rand, hold time.
 			env.logf("nemesis %s: not started, run ended: %v", name, startErr)
 			return nil
 		}
-		return fmt.Errorf("nemesis %s: start: %w", name, startErr)
+		err := fmt.Errorf("nemesis %s: start: %w", name, startErr)
+		if idx := record(); idx >= 0 {
+			env.Rec.FailFault(idx, err)
+		}
+		return err
 	}
-	idx := -1
-	if env.Rec != nil {
-		idx = env.Rec.StartFault(history.Fault{Nemesis: name, Detail: detail, Targets: targets, LeaderBefore: before})
+	idx := record()
+	fail := func(err error) error {
+		if idx >= 0 {
+			env.Rec.FailFault(idx, err)
+		}
+		return err
 	}
 	env.logf("nemesis %s: %s (targets %s)", name, detail, strings.Join(targets, ","))
 	timer := time.NewTimer(hold)
@@ -394,12 +420,36 @@ func runOne(ctx context.Context, env *Env, nem Nemesis, r *rand.Rand, hold time.
 	}
 	switch {
 	case healErr != nil:
-		return fmt.Errorf("nemesis %s: heal: %w", name, healErr)
+		return fail(fmt.Errorf("nemesis %s: heal: %w", name, healErr))
 	case recoverErr != nil:
-		return fmt.Errorf("nemesis %s: cluster did not recover after healing: %w", name, recoverErr)
+		return fail(fmt.Errorf("nemesis %s: cluster did not recover after healing: %w", name, recoverErr))
 	}
 	env.logf("nemesis %s: healed (leader %s -> %s)", name, orNone(before), orNone(after))
 	return nil
+}
+
+// healAll undoes every fault the harness can: it heals the network,
+// continues paused nodes, starts stopped or killed ones and sets every
+// clock right, then waits for the cluster to recover. Run calls it after a
+// failed step, so the history that is left can still be checked.
+func (e *Env) healAll(ctx context.Context) error {
+	var errs []error
+	if nw, err := e.network(); err == nil {
+		if err := nw.Heal(); err != nil {
+			errs = append(errs, fmt.Errorf("heal the network: %w", err))
+		}
+	}
+	c, err := e.nodes()
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if err := c.Recover(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := e.waitRecovered(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("cluster did not recover: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 func orNone(s string) string {

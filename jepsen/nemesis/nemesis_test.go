@@ -116,6 +116,17 @@ func (f *fake) Resume(i int) error {
 	return nil
 }
 
+func (f *fake) Recover(context.Context) error {
+	if err := f.call("recover"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.dead)
+	clear(f.paused)
+	return nil
+}
+
 func (f *fake) snapshot() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -333,9 +344,36 @@ func TestRunUndoesAPartialStart(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "injected failure") {
 		t.Fatalf("Run: %v, want the injected failure", err)
 	}
-	want := []string{fmt.Sprintf("kill n%d", ids[0]), f.failOn, fmt.Sprintf("restart n%d", ids[0])}
+	// The partial start is undone, then everything is healed.
+	want := []string{fmt.Sprintf("kill n%d", ids[0]), f.failOn, fmt.Sprintf("restart n%d", ids[0]), "heal", "recover"}
 	if got := f.snapshot(); !reflect.DeepEqual(got, want) {
 		t.Errorf("calls %q, want %q", got, want)
+	}
+}
+
+// A step that fails is a harness event on the fault's record; the schedule
+// ends there with everything healed, so the run can still be checked.
+func TestRunRecordsAFailedHealAndHealsEverything(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	f := newFake(3)
+	rec := history.NewRecorder(nil)
+	env := &Env{Rand: rand.New(rand.NewSource(1)), net: f, cluster: f, Rec: rec}
+	f.failOn = "resume n1" // pause-leader's heal: the fake's leader is n1
+	err := Run(ctx, env, all(t, "pause-leader"), time.Millisecond, time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "heal") || !strings.Contains(err.Error(), "injected failure") {
+		t.Fatalf("Run: %v, want the failed heal", err)
+	}
+	_, _, faults := rec.Snapshot()
+	if len(faults) != 1 || !strings.Contains(faults[0].Failed, "injected failure") || faults[0].End == 0 {
+		t.Fatalf("faults %+v, want one ended fault marked failed", faults)
+	}
+	calls := f.snapshot()
+	if n := len(calls); n < 2 || calls[n-2] != "heal" || calls[n-1] != "recover" {
+		t.Fatalf("calls %q: want the network healed and the nodes recovered last", calls)
+	}
+	if l, err := f.Leader(ctx); err != nil || l != 1 {
+		t.Fatalf("after recovery the leader is %d (%v), want n1 back", l, err)
 	}
 }
 
@@ -347,7 +385,9 @@ func TestRingAndBridgeNeedFiveNodes(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "at least 5 nodes") {
 			t.Errorf("%s on 3 nodes: %v", name, err)
 		}
-		if calls := f.snapshot(); len(calls) != 0 {
+		// No fault was injected: the only calls are the heal-everything
+		// that follows any failed step.
+		if calls := f.snapshot(); !reflect.DeepEqual(calls, []string{"heal", "recover"}) {
 			t.Errorf("%s on 3 nodes acted: %q", name, calls)
 		}
 	}

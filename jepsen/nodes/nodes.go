@@ -483,6 +483,31 @@ func (c *Cluster) quit(i int, p *proc) {
 	_ = wait(ctx, p)
 }
 
+// Recover brings every node back after a harness failure: a paused node is
+// continued, one not running is started again on its data (and waited for,
+// bounded by ctx), and every running node's clock offset is set to zero.
+func (c *Cluster) Recover(ctx context.Context) error {
+	var errs []error
+	for i := 1; i <= c.n; i++ {
+		if c.Paused(i) {
+			if err := c.Resume(i); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if _, err := c.running(i); err != nil {
+			c.noteLog(i, "recover: starting it again")
+			if err := c.Restart(ctx, i); err != nil {
+				errs = append(errs, fmt.Errorf("nodes: recover %s: %w", Name(i), err))
+				continue
+			}
+		}
+		if err := c.SetClockOffset(ctx, i, 0); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Close continues paused nodes, kills every process and waits for them to
 // exit. It is idempotent.
 func (c *Cluster) Close() error {

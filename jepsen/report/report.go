@@ -44,6 +44,10 @@ type Run struct {
 	Workloads []string
 	Duration  time.Duration
 	Started   time.Time
+	// Harness is the harness's own trouble (a fault step that failed), ""
+	// when none: the checkers still judged the history it left, and the
+	// verdict names both.
+	Harness string
 }
 
 // Write writes results.json, linearizability.html, latency.svg and

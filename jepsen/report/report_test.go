@@ -252,6 +252,7 @@ func TestSummary(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
+		harness   string
 		res       checker.Result
 		firstLine string
 		contains  []string
@@ -264,10 +265,15 @@ func TestSummary(t *testing.T) {
 		{name: "invalid", res: invalid, firstLine: "INVALID (25 violations)",
 			contains: []string{"violations (first 20 of 25)", "violation number 19 (ops 19,119)", "reproduce: go run"},
 			lacks:    []string{"violation number 20"}},
+		{name: "harness trouble", harness: "nemesis membership: heal: no exit", res: res,
+			firstLine: "valid but HARNESS TROUBLE",
+			contains:  []string{"harness: nemesis membership: heal: no exit", "checkers judged the history"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := Summary(testRun(), tc.res)
+			run := testRun()
+			run.Harness = tc.harness
+			s := Summary(run, tc.res)
 			first, _, _ := strings.Cut(s, "\n")
 			if !strings.Contains(first, tc.firstLine) {
 				t.Errorf("first line %q lacks %q", first, tc.firstLine)

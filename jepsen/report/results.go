@@ -10,7 +10,9 @@ import (
 // Results is the document written to results.json. Times are
 // milliseconds (or seconds where the name says so) from the run start.
 type Results struct {
-	Valid            bool                      `json:"valid"`
+	Valid bool `json:"valid"`
+	// Harness is the harness's own trouble, "" when none (see Run.Harness).
+	Harness          string                    `json:"harness_error,omitempty"`
 	Run              RunInfo                   `json:"run"`
 	Ops              int                       `json:"ops"`
 	Effects          int                       `json:"effects"`
@@ -106,6 +108,8 @@ type FaultInfo struct {
 	EndMS        float64  `json:"end_ms"` // 0 when it never ended
 	LeaderBefore string   `json:"leader_before,omitempty"`
 	LeaderAfter  string   `json:"leader_after,omitempty"`
+	Cut          bool     `json:"cut,omitempty"`
+	Failed       string   `json:"failed,omitempty"`
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -116,7 +120,8 @@ func nemesisInfo(c checker.OutcomeCounts, faults int) NemesisInfo {
 
 func resultsDocument(run Run, faults []history.Fault, res checker.Result) Results {
 	doc := Results{
-		Valid: res.Valid,
+		Valid:   res.Valid,
+		Harness: run.Harness,
 		Run: RunInfo{Seed: run.Seed, Command: run.Command, Nodes: run.Nodes, Nemeses: nonNil(run.Nemeses),
 			Workloads: nonNil(run.Workloads), DurationS: run.Duration.Seconds()},
 		Ops: res.Ops, Effects: res.Effects,
@@ -161,7 +166,8 @@ func resultsDocument(run Run, faults []history.Fault, res checker.Result) Result
 	}
 	for _, f := range faults {
 		doc.Faults = append(doc.Faults, FaultInfo{Nemesis: f.Nemesis, Detail: f.Detail, Targets: f.Targets,
-			StartMS: millis(f.Start), EndMS: millis(f.End), LeaderBefore: f.LeaderBefore, LeaderAfter: f.LeaderAfter})
+			StartMS: millis(f.Start), EndMS: millis(f.End), LeaderBefore: f.LeaderBefore, LeaderAfter: f.LeaderAfter,
+			Cut: f.Cut, Failed: f.Failed})
 	}
 	return doc
 }

@@ -21,8 +21,14 @@ func Summary(run Run, res checker.Result) string {
 	if !res.Valid {
 		verdict = fmt.Sprintf("INVALID (%d violations)", len(res.Violations))
 	}
+	if run.Harness != "" {
+		verdict += " but HARNESS TROUBLE"
+	}
 	fmt.Fprintf(&b, "intentd fault run: %s: seed %d, %d nodes, %v, nemeses %s, workloads %s\n", verdict, run.Seed,
 		run.Nodes, run.Duration.Round(time.Second), listOrNone(run.Nemeses), listOrNone(run.Workloads))
+	if run.Harness != "" {
+		fmt.Fprintf(&b, "harness: %s\n(the schedule stopped there; everything was healed and the checkers judged the history up to it)\n", run.Harness)
+	}
 
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)

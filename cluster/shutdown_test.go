@@ -1,0 +1,84 @@
+package cluster
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// A peer that starts sending an InstallSnapshot and then stalls (a leader
+// paused or cut off mid-stream, or a stranger on the Raft port) holds the
+// receiver's Raft goroutine, which reads the stream with no deadline, even
+// to refuse a stale one. Before the fix Shutdown waited for that goroutine
+// forever: the fault suite's membership nemesis saw a node hang for 30 s
+// after SIGTERM and lost the whole run.
+func TestShutdownIsBoundedWhileAPeerStallsASnapshot(t *testing.T) {
+	tc := newTestCluster(t, nil)
+	tc.startN(3)
+	leader := tc.leader()
+	var follower *Node
+	for _, n := range tc.nodes {
+		if n != leader {
+			follower = n
+			break
+		}
+	}
+
+	sender, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, 30*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	stalled, unstall := io.Pipe()
+	defer unstall.Close()
+	sent := make(chan error, 1)
+	go func() {
+		req := &raft.InstallSnapshotRequest{
+			RPCHeader:          raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("stranger"), Addr: []byte(sender.LocalAddr())},
+			SnapshotVersion:    raft.SnapshotVersionMax,
+			Term:               1, // stale: refused, but the stream is drained first
+			Leader:             []byte(sender.LocalAddr()),
+			LastLogIndex:       1,
+			LastLogTerm:        1,
+			Size:               1 << 20,
+			ConfigurationIndex: 1,
+		}
+		var resp raft.InstallSnapshotResponse
+		sent <- sender.InstallSnapshot(raft.ServerID(follower.ID()), raft.ServerAddress(follower.RaftAddr()), req, &resp, stalled)
+	}()
+	// The follower's Raft goroutine is stuck once it falls ever further
+	// behind the log the others keep committing (heartbeats are answered
+	// off that goroutine, so they do not tell).
+	for i := 0; ; i++ {
+		if i == 500 {
+			t.Fatal("the follower kept up: the stalled snapshot stream never held its Raft goroutine")
+		}
+		r := tc.propose(ctxT(t), claim("k"+strconv.Itoa(i), "o"))
+		if r.Index > follower.raft.LastIndex()+20 {
+			break
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- follower.Shutdown(ctx) }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("shutdown while a peer stalls a snapshot: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("shutdown hung while a peer stalled a snapshot stream (the bound was 10 s)")
+	}
+	unstall.Close()
+	<-sent
+	// The rest of the cluster goes on without it.
+	if _, err := tc.leader().Propose(ctxT(t), claim("after", "o")); err != nil {
+		t.Fatalf("propose after the follower left: %v", err)
+	}
+}
