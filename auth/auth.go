@@ -89,6 +89,9 @@ var (
 	// ErrInvalidCredentials: the presented key is malformed or matches no
 	// configured key.
 	ErrInvalidCredentials = errors.New("invalid API key")
+	// ErrForbidden: the presented key is valid but lacks the role the
+	// call needs.
+	ErrForbidden = errors.New("the API key lacks the role this call needs")
 )
 
 // assignable lists the roles a configured key may hold, in display order.

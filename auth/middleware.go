@@ -72,21 +72,66 @@ func Middleware(ks *Keyset, required func(c echo.Context) (role Role, public boo
 			if public || role == Public {
 				return next(c)
 			}
-			tok, err := bearerToken(c.Request().Header)
+			p, err := ks.Check(c.Request(), role)
 			if err != nil {
-				return unauthenticated(c, err)
-			}
-			p, err := ks.Authenticate(tok)
-			if err != nil {
-				return unauthenticated(c, err)
-			}
-			if !p.Has(role) {
-				return forbidden(c, p, role)
+				call := "this call"
+				if route := c.Path(); route != "" {
+					call = c.Request().Method + " " + route
+				}
+				return refuse(c.Response(), p, role, call, err)
 			}
 			c.Set(principalKey, p)
 			return next(c)
 		}
 	}
+}
+
+// Require wraps a plain net/http handler (outside the echo API, e.g. the
+// fault suite's debug hooks) so that it serves only requests whose API key
+// holds role, with the same check (Keyset.Check) and the same 401 and 403
+// answers as Middleware. A nil or disabled ks lets every request through.
+func Require(ks *Keyset, role Role, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ks.IsDisabled() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		call := "this call"
+		if r.Pattern != "" {
+			call = r.Pattern
+		}
+		p, err := ks.Check(r, role)
+		if err != nil {
+			if werr := refuse(w, p, role, call, err); werr != nil {
+				http.Error(w, werr.Error(), http.StatusInternalServerError)
+			}
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Check is the one API key check, shared by Middleware and Require: it
+// authenticates r's bearer token and checks that its key holds role. It
+// fails with ErrNoCredentials or ErrInvalidCredentials (401), or with
+// ErrForbidden (403) and the key's principal. In development mode (nil or
+// disabled ks) every request is the development principal.
+func (ks *Keyset) Check(r *http.Request, role Role) (Principal, error) {
+	if ks.IsDisabled() {
+		return devPrincipal(), nil
+	}
+	tok, err := bearerToken(r.Header)
+	if err != nil {
+		return Principal{}, err
+	}
+	p, err := ks.Authenticate(tok)
+	if err != nil {
+		return Principal{}, err
+	}
+	if !p.Has(role) {
+		return p, fmt.Errorf("%w: key %q lacks role %s", ErrForbidden, p.Name, role)
+	}
+	return p, nil
 }
 
 // PrincipalFrom returns the principal Middleware stored for this request;
@@ -119,38 +164,48 @@ func bearerToken(h http.Header) (string, error) {
 	return tok, nil
 }
 
-func unauthenticated(c echo.Context, err error) error {
+// refuse answers a failed Check: 403 for ErrForbidden, else 401. call
+// names the refused call in a 403's detail.
+func refuse(w http.ResponseWriter, p Principal, role Role, call string, err error) error {
+	if errors.Is(err, ErrForbidden) {
+		return forbidden(w, p, role, call)
+	}
+	return unauthenticated(w, err)
+}
+
+func unauthenticated(w http.ResponseWriter, err error) error {
 	challenge := `Bearer realm="` + realm + `"`
 	if !errors.Is(err, ErrNoCredentials) {
 		challenge += `, error="invalid_token"`
 	}
-	c.Response().Header().Set(echo.HeaderWWWAuthenticate, challenge)
-	return writeProblem(c, problem{
+	w.Header().Set(echo.HeaderWWWAuthenticate, challenge)
+	return writeProblem(w, problem{
 		Type: ProblemTypeBase + CodeUnauthenticated, Title: "Authentication required: a valid API key is needed",
 		Status: http.StatusUnauthorized, Detail: err.Error(), Code: CodeUnauthenticated,
 	})
 }
 
-func forbidden(c echo.Context, p Principal, role Role) error {
-	call := "this call"
-	if route := c.Path(); route != "" {
-		call = c.Request().Method + " " + route
-	}
-	c.Response().Header().Set(echo.HeaderWWWAuthenticate,
+func forbidden(w http.ResponseWriter, p Principal, role Role, call string) error {
+	w.Header().Set(echo.HeaderWWWAuthenticate,
 		`Bearer realm="`+realm+`", error="insufficient_scope", scope="`+string(role)+`"`)
-	return writeProblem(c, problem{
+	return writeProblem(w, problem{
 		Type: ProblemTypeBase + CodeForbidden, Title: "The API key lacks the role this call needs",
 		Status: http.StatusForbidden, Code: CodeForbidden,
 		Detail: fmt.Sprintf("key %q has roles %v; %s needs %s", p.Name, p.Roles, call, role),
 	})
 }
 
-func writeProblem(c echo.Context, p problem) error {
+func writeProblem(w http.ResponseWriter, p problem) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(p); err != nil {
 		return fmt.Errorf("encode problem: %w", err)
 	}
-	return c.Blob(p.Status, contentTypeProblem, buf.Bytes())
+	w.Header().Set(echo.HeaderContentType, contentTypeProblem)
+	w.WriteHeader(p.Status)
+	if _, err := w.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("write problem: %w", err)
+	}
+	return nil
 }

@@ -2,10 +2,14 @@ package cluster
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -125,6 +129,148 @@ func TestSnapshotRestoresIntoAFreshClusterWithTheSameDigest(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// reheader returns snap with its header line changed by change and the
+// SHA-256 trailer computed again, as anyone can.
+func reheader(t *testing.T, snap []byte, change func(hdr map[string]any)) []byte {
+	t.Helper()
+	nl := bytes.IndexByte(snap, '\n')
+	trailer := bytes.LastIndexByte(snap[:len(snap)-1], '\n') + 1
+	dec := json.NewDecoder(bytes.NewReader(snap[:nl]))
+	dec.UseNumber() // indexes and times as written
+	var hdr map[string]any
+	if err := dec.Decode(&hdr); err != nil {
+		t.Fatal(err)
+	}
+	change(hdr)
+	line, err := json.Marshal(hdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := append(append(line, '\n'), snap[nl+1:trailer]...)
+	sum := sha256.Sum256(body)
+	return append(body, fmt.Sprintf(`{"sha256":%q}`+"\n", hex.EncodeToString(sum[:]))...)
+}
+
+// restoreOnLeader asks whoever leads to restore data (force) until one
+// answers definitely: leadership may move on a loaded machine.
+func restoreOnLeader(t *testing.T, tc *testCluster, data []byte) (info SnapshotInfo, err error) {
+	t.Helper()
+	ctx := ctxT(t)
+	waitFor(t, 30*time.Second, "a definite answer to a restore", func() bool {
+		l := tc.leader()
+		if l == nil {
+			return false
+		}
+		info, err = l.Restore(ctx, data, true)
+		return !errors.Is(err, ledger.ErrNotLeader) && !errors.Is(err, ledger.ErrNoLeader)
+	})
+	return info, err
+}
+
+// sameDigestEverywhere waits until every node holds the same digest and
+// returns it.
+func sameDigestEverywhere(t *testing.T, tc *testCluster) string {
+	t.Helper()
+	var digest string
+	waitFor(t, 30*time.Second, "every node to hold the same digest", func() bool {
+		digest = ""
+		for _, n := range tc.nodes {
+			d, _ := n.Digest()
+			if digest != "" && d != digest {
+				return false
+			}
+			digest = d
+		}
+		return true
+	})
+	return digest
+}
+
+// TestRestoreRefusesInvalidValuesAndKeepsServing: a snapshot with a sound
+// trailer but values no ledger holds (an index that wraps Raft, a clock
+// that overflows every lease, a signing seed that cannot sign, a clock
+// far ahead of the cluster's) is refused before Raft sees it, even with
+// force; the cluster keeps its state and goes on granting and reading.
+// A plausible index far past the cluster's log restores, and Raft goes on
+// from there.
+func TestRestoreRefusesInvalidValuesAndKeepsServing(t *testing.T) {
+	tc := newTestCluster(t, nil)
+	tc.startN(3)
+	ctx := ctxT(t)
+	maxToken := fill(t, tc, "keep", 6)
+	if r := tc.propose(ctx, &fsm.AddSigningKey{Key: fsm.SigningKey{ID: "k1", Seed: bytes.Repeat([]byte{1}, 32)}}); r.Status != fsm.StatusOK {
+		t.Fatalf("add signing key: %+v", r)
+	}
+	var buf bytes.Buffer
+	if _, err := tc.leader().WriteSnapshot(ctx, &buf); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	snap := buf.Bytes()
+	before := sameDigestEverywhere(t, tc)
+
+	for _, tc2 := range []struct {
+		name   string
+		change func(hdr map[string]any)
+	}{
+		{"applied index 2^64-1", func(hdr map[string]any) { hdr["index"] = json.Number("18446744073709551615") }},
+		{"clock near 2^63", func(hdr map[string]any) { hdr["now"] = json.Number("9223372036854775000") }},
+		{"3-byte signing seed", func(hdr map[string]any) {
+			hdr["keys"].([]any)[0].(map[string]any)["seed"] = "AQID"
+		}},
+		{"clock a year ahead of the leader's", func(hdr map[string]any) {
+			hdr["now"] = json.Number(strconv.FormatInt(time.Now().Add(365*24*time.Hour).UnixNano(), 10))
+		}},
+	} {
+		t.Run(tc2.name, func(t *testing.T) {
+			bad := reheader(t, snap, tc2.change)
+			if _, err := fsm.Restore(bytes.NewReader(reheader(t, snap, func(map[string]any) {}))); err != nil {
+				t.Fatalf("the unchanged snapshot, resealed: %v", err)
+			}
+			_, err := restoreOnLeader(t, tc, bad)
+			if !errors.Is(err, fsm.ErrInvalidSnapshot) || !errors.Is(err, fsm.ErrBadSnapshot) {
+				t.Fatalf("restore: %v, want ErrInvalidSnapshot", err)
+			}
+			if d := sameDigestEverywhere(t, tc); d != before {
+				t.Fatalf("digest %s after a refused restore, want %s", d, before)
+			}
+		})
+	}
+
+	// Still serving: a grant fenced above every earlier token, and a
+	// linearizable read of it.
+	r := tc.propose(ctx, claim("after-refusals", "o9"))
+	if r.Status != fsm.StatusGranted || r.Intent.FencingToken <= maxToken {
+		t.Fatalf("claim after the refused restores: %+v", r)
+	}
+	var in *fsm.Intent
+	if err := tc.leader().Read(ctx, ledger.Linearizable, func(l *fsm.Ledger) { in = l.Get("default", "after-refusals") }); err != nil ||
+		in == nil || in.State != fsm.StateDeclared || in.FencingToken != r.Intent.FencingToken {
+		t.Fatalf("linearizable read after the refused restores: %+v, %v", in, err)
+	}
+
+	// A large but plausible index: Raft installs the snapshot past it and
+	// goes on; new tokens are above it.
+	const far = uint64(1) << 40
+	info, err := restoreOnLeader(t, tc, reheader(t, snap, func(hdr map[string]any) {
+		hdr["index"] = json.Number(strconv.FormatUint(far, 10))
+	}))
+	if err != nil || info.Index != far {
+		t.Fatalf("restore at index %d: %+v, %v", far, info, err)
+	}
+	if d := sameDigestEverywhere(t, tc); d != info.Digest {
+		t.Fatalf("digest %s after the restore, want %s", d, info.Digest)
+	}
+	r = tc.propose(ctx, claim("after-restore", "o9"))
+	if r.Status != fsm.StatusGranted || r.Intent.FencingToken <= far {
+		t.Fatalf("claim after a restore at index %d: %+v", far, r)
+	}
+	if err := tc.leader().Read(ctx, ledger.Linearizable, func(l *fsm.Ledger) { in = l.Get("default", "after-restore") }); err != nil ||
+		in == nil || in.FencingToken != r.Intent.FencingToken {
+		t.Fatalf("linearizable read after the restore: %+v, %v", in, err)
+	}
+	sameDigestEverywhere(t, tc)
 }
 
 func TestPeersJSONRecoversALostQuorum(t *testing.T) {

@@ -4,25 +4,93 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger"
 )
 
 // stateMachine adapts the pure fsm.Ledger to raft.BatchingFSM. Raft applies
 // from one goroutine; readers share a read lock. It tracks the applied
 // index itself because raft's AppliedIndex advances when a batch is handed
 // to the FSM goroutine, before the FSM has applied it.
+//
+// After each batch, once the lock is released (the change is visible to
+// reads), it tells its subscribers which intents the batch may have changed
+// (fsm.Touched); after a Restore, that everything may have.
 type stateMachine struct {
 	mu      sync.RWMutex
 	l       *fsm.Ledger
 	applied uint64
 	changed chan struct{} // closed and replaced whenever applied moves
+
+	// touched is the apply goroutine's buffer of the keys a batch may have
+	// changed; raft never runs Apply, ApplyBatch or Restore concurrently.
+	touched []fsm.Ref
+	// sinks are the subscribers, replaced (never changed in place) under
+	// sinkMu and read without a lock on the apply path.
+	sinkMu sync.Mutex
+	sinks  atomic.Pointer[[]*subscription]
 }
+
+// subscription is one subscriber; its address identifies it.
+type subscription struct{ sink ledger.ChangeSink }
+
+// maxTouchedBuffer bounds the touched buffer kept between batches (a large
+// sweep grows it once).
+const maxTouchedBuffer = 4096
 
 func newStateMachine() *stateMachine {
 	return &stateMachine{l: fsm.New(), changed: make(chan struct{})}
+}
+
+// subscribe makes the state machine report its changes to sink until the
+// returned func is called.
+func (s *stateMachine) subscribe(sink ledger.ChangeSink) (unsubscribe func()) {
+	sub := &subscription{sink: sink}
+	s.sinkMu.Lock()
+	defer s.sinkMu.Unlock()
+	var next []*subscription
+	if cur := s.sinks.Load(); cur != nil {
+		next = append(next, *cur...)
+	}
+	next = append(next, sub)
+	s.sinks.Store(&next)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.sinkMu.Lock()
+			defer s.sinkMu.Unlock()
+			var next []*subscription
+			for _, have := range *s.sinks.Load() {
+				if have != sub {
+					next = append(next, have)
+				}
+			}
+			s.sinks.Store(&next)
+		})
+	}
+}
+
+// subscribers returns the current subscribers (nil when none).
+func (s *stateMachine) subscribers() []*subscription {
+	if p := s.sinks.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// notify tells the subscribers what a batch may have changed.
+func (s *stateMachine) notify(keys []fsm.Ref, all bool) {
+	for _, sub := range s.subscribers() {
+		if all {
+			sub.sink.AllChanged()
+		} else if len(keys) > 0 {
+			sub.sink.KeysChanged(keys)
+		}
+	}
 }
 
 // Apply implements raft.FSM.
@@ -30,14 +98,24 @@ func (s *stateMachine) Apply(l *raft.Log) interface{} {
 	return s.ApplyBatch([]*raft.Log{l})[0]
 }
 
-// ApplyBatch implements raft.BatchingFSM: one lock for a whole batch.
+// ApplyBatch implements raft.BatchingFSM: one lock for a whole batch, then
+// one notification of the intents it may have changed.
 func (s *stateMachine) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
+	touched, all := s.touched[:0], false
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	// Looked at under the lock: a subscriber whose long-poll read the
+	// state before this batch subscribed before that read, so before this.
+	track := len(s.subscribers()) > 0
 	for i, l := range logs {
 		if l.Type == raft.LogCommand {
-			out[i] = s.l.Apply(l.Index, l.Data)
+			if track {
+				var a bool
+				out[i], touched, a = s.l.ApplyTouched(l.Index, l.Data, touched)
+				all = all || a
+			} else {
+				out[i] = s.l.Apply(l.Index, l.Data)
+			}
 		}
 		if l.Index > s.applied {
 			s.applied = l.Index
@@ -45,6 +123,16 @@ func (s *stateMachine) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	if track {
+		s.notify(touched, all)
+	}
+	if cap(touched) <= maxTouchedBuffer {
+		clear(touched) // drop the key strings of the batch
+		s.touched = touched[:0]
+	} else {
+		s.touched = nil
+	}
 	return out
 }
 
@@ -79,7 +167,6 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore ledger: %w", err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.l = l
 	s.applied = l.AppliedIndex()
 	if ir, ok := rc.(*indexedReader); ok && ir.index > s.applied {
@@ -90,6 +177,8 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	s.notify(nil, true)
 	return nil
 }
 

@@ -3,7 +3,9 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sort"
 	"strconv"
@@ -41,14 +43,18 @@ type member struct {
 	addr  string
 }
 
-// gossip is memberlist's delegate and event sink.
+// gossip is memberlist's delegate, event sink and admission check.
 type gossip struct {
+	log          *slog.Logger
 	self         memberMeta
 	bootstrapped atomic.Bool
 	leaving      atomic.Bool
-	mu           sync.Mutex
-	members      map[string]member // by node ID
-	changed      chan struct{}     // signalled (non-blocking) on any event
+	conflicts    atomic.Uint64 // members refused for a name already held
+	// trustIDs is the seeded bug Bugs.TrustAnnouncedIDs.
+	trustIDs bool
+	mu       sync.Mutex
+	members  map[string]member // by node ID
+	changed  chan struct{}     // signalled (non-blocking) on any event
 }
 
 func (g *gossip) NodeMeta(limit int) []byte {
@@ -66,6 +72,51 @@ func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (g *gossip) LocalState(join bool) []byte                { return nil }
 func (g *gossip) MergeRemoteState(buf []byte, join bool)     {}
 
+// ErrBadMember is a gossip member refused admission: its meta does not
+// parse, or it announces a node ID other than its memberlist name.
+var ErrBadMember = errors.New("cluster: gossip member refused")
+
+// NotifyAlive implements memberlist.AliveDelegate: a member is admitted
+// only if its meta parses and names the node it is. memberlist itself
+// refuses a second member under a name it knows alive (NotifyConflict), so
+// with the ID bound to the name no member can take over another's ID, and
+// the forwarding, voter and encoding decisions keyed by ID stay with the
+// node that owns it.
+func (g *gossip) NotifyAlive(n *memberlist.Node) error {
+	if g.trustIDs {
+		return nil
+	}
+	meta, err := g.parseMeta(n)
+	if err != nil {
+		return err
+	}
+	if meta.Raft == "" || meta.HTTP == "" {
+		return fmt.Errorf("%w: member %q announces no Raft or HTTP address", ErrBadMember, n.Name)
+	}
+	return nil
+}
+
+// NotifyConflict implements memberlist.ConflictDelegate: a second member
+// claimed a name (so a node ID) that a live member holds; memberlist
+// ignores it.
+func (g *gossip) NotifyConflict(existing, other *memberlist.Node) {
+	g.conflicts.Add(1)
+	g.log.Warn("a second gossip member claims a node ID that a live member holds; refused",
+		"id", existing.Name, "holder", existing.Address(), "claimant", other.Address())
+}
+
+// parseMeta decodes a member's meta and checks it names the member.
+func (g *gossip) parseMeta(n *memberlist.Node) (memberMeta, error) {
+	var meta memberMeta
+	if err := json.Unmarshal(n.Meta, &meta); err != nil {
+		return meta, fmt.Errorf("%w: member %q: meta: %v", ErrBadMember, n.Name, err)
+	}
+	if meta.ID != n.Name && !g.trustIDs {
+		return meta, fmt.Errorf("%w: member %q announces node ID %q", ErrBadMember, n.Name, meta.ID)
+	}
+	return meta, nil
+}
+
 // NotifyJoin implements memberlist.EventDelegate.
 func (g *gossip) NotifyJoin(n *memberlist.Node) { g.record(n, memberlist.StateAlive) }
 
@@ -76,8 +127,7 @@ func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n, memberlist.State
 // both a graceful leave and a failure, with a stale Node.State; the
 // member's last announced meta tells them apart.
 func (g *gossip) NotifyLeave(n *memberlist.Node) {
-	var meta memberMeta
-	if json.Unmarshal(n.Meta, &meta) == nil && meta.Leaving {
+	if meta, err := g.parseMeta(n); err == nil && meta.Leaving {
 		g.record(n, memberlist.StateLeft)
 		return
 	}
@@ -85,9 +135,9 @@ func (g *gossip) NotifyLeave(n *memberlist.Node) {
 }
 
 func (g *gossip) record(n *memberlist.Node, state memberlist.NodeStateType) {
-	var meta memberMeta
-	if err := json.Unmarshal(n.Meta, &meta); err != nil || meta.ID == "" {
-		return // not an intentd node
+	meta, err := g.parseMeta(n)
+	if err != nil || meta.ID == "" {
+		return // not an intentd node, or one NotifyAlive refused
 	}
 	m := member{meta: meta, state: state, addr: n.Address()}
 	g.mu.Lock()
@@ -139,9 +189,11 @@ func (n *Node) startGossip(hasState bool) error {
 		return fmt.Errorf("cluster: gossip address: %w", err)
 	}
 	n.gossip = &gossip{
-		self:    memberMeta{ID: n.cfg.ID, Raft: n.RaftAddr(), HTTP: n.cfg.HTTPAddr, Encoding: n.cfg.maxEncoding()},
-		members: make(map[string]member),
-		changed: make(chan struct{}, 1),
+		log:      n.log,
+		trustIDs: n.cfg.Bugs.TrustAnnouncedIDs,
+		self:     memberMeta{ID: n.cfg.ID, Raft: n.RaftAddr(), HTTP: n.cfg.HTTPAddr, Encoding: n.cfg.maxEncoding()},
+		members:  make(map[string]member),
+		changed:  make(chan struct{}, 1),
 	}
 	n.gossip.bootstrapped.Store(hasState)
 	mc := memberlist.DefaultLocalConfig()
@@ -162,6 +214,8 @@ func (n *Node) startGossip(hasState bool) error {
 	}
 	mc.Delegate = n.gossip
 	mc.Events = n.gossip
+	mc.Alive = n.gossip
+	mc.Conflict = n.gossip
 	mc.Logger = newStdLogger(n.log, "memberlist")
 	if n.cfg.GossipTuning != nil {
 		n.cfg.GossipTuning(mc)

@@ -12,6 +12,17 @@ import (
 	"github.com/intentledger/intentd/ledger"
 )
 
+// refusals are the members reconcile did not add, so it warns once and
+// does not probe a refused address on every round.
+type refusals struct {
+	older      map[string]byte      // decodes an older encoding: the version warned about
+	unverified map[string]time.Time // Raft address failed the node identity check: when
+}
+
+// verifyBackoff is how long reconcile waits before it checks a member that
+// failed the node identity check again.
+const verifyBackoff = 30 * time.Second
+
 // sweepBatch bounds the keys in one Expire or Purge command.
 const sweepBatch = 256
 
@@ -92,7 +103,7 @@ func (n *Node) lead(ctx context.Context) {
 	// Until now this term writes JSON (logEncoding): another leader may
 	// have added a server of an older version since this node last chose.
 	n.updateEncoding()
-	refused := map[string]byte{} // older servers not added, warned once per version
+	refused := &refusals{older: map[string]byte{}, unverified: map[string]time.Time{}}
 
 	reconcile := time.NewTicker(n.cfg.ReconcileInterval)
 	defer reconcile.Stop()
@@ -126,14 +137,16 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 
 // reconcile makes the Raft configuration follow gossip, as Consul's leader
 // does: alive members missing from the configuration are added as voters;
-// members that left gracefully are removed. A member that merely failed
+// members that left gracefully are removed. With TLS a member is added
+// only once its Raft address proved the node identity it claims
+// (verifyServer). A member that merely failed
 // (dead, not left) stays: it may come back with its data, and removing it
 // would shrink the quorum under a partition. A member that decodes less
 // than this node writes is not added: it could not install this leader's
 // snapshots nor replay the binary entries it may have written, and as a
 // voter it would crash-loop. refused remembers the ones already warned
 // about.
-func (n *Node) reconcile(ctx context.Context, refused map[string]byte) {
+func (n *Node) reconcile(ctx context.Context, refused *refusals) {
 	n.gossip.recordSelf(n.gossipAddr)
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -147,12 +160,23 @@ func (n *Node) reconcile(ctx context.Context, refused map[string]byte) {
 		s, inConf := servers[m.meta.ID]
 		switch {
 		case m.state == memberlist.StateAlive && !inConf && m.meta.Encoding < n.cfg.maxEncoding():
-			if enc, warned := refused[m.meta.ID]; !warned || enc != m.meta.Encoding {
-				refused[m.meta.ID] = m.meta.Encoding
+			if enc, warned := refused.older[m.meta.ID]; !warned || enc != m.meta.Encoding {
+				refused.older[m.meta.ID] = m.meta.Encoding
 				n.log.Warn("not adding a server of an older version: it cannot read this leader's snapshots or log; upgrade it",
 					"id", m.meta.ID, "decodes", m.meta.Encoding, "needs", n.cfg.maxEncoding())
 			}
 		case m.state == memberlist.StateAlive && (!inConf || string(s.Address) != m.meta.Raft || s.Suffrage != raft.Voter):
+			if at, ok := refused.unverified[m.meta.ID]; ok && time.Since(at) < verifyBackoff {
+				continue
+			}
+			if err := n.stream.verifyServer(m.meta.Raft, m.meta.ID); err != nil {
+				refused.unverified[m.meta.ID] = time.Now()
+				n.unverified.Add(1)
+				n.log.Warn("not adding a gossip member as a voter: its Raft address does not prove its node identity",
+					"id", m.meta.ID, "raft", m.meta.Raft, "err", err, "retry_in", verifyBackoff)
+				continue
+			}
+			delete(refused.unverified, m.meta.ID)
 			n.log.Info("adding voter from gossip", "id", m.meta.ID, "raft", m.meta.Raft)
 			if err := waitFuture(ctx, n.raft.AddVoter(raft.ServerID(m.meta.ID), raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout)); err != nil {
 				n.log.Warn("add voter failed", "id", m.meta.ID, "err", err)

@@ -77,6 +77,12 @@ type Config struct {
 	// RaftTLS, when set, runs Raft over mutual TLS (see transport.go); it
 	// must require and verify client certificates. nil is plaintext.
 	RaftTLS *tls.Config
+	// PeerIdentity returns the node ID a verified TLS peer's certificate
+	// carries, or an error for one that is not a node of the cluster
+	// (tlsutil.PeerIdentity); required with RaftTLS. A peer speaks Raft to
+	// this node only as a server of its configuration, and a gossip member
+	// becomes a voter only if its Raft address proves its ID.
+	PeerIdentity func(*tls.ConnectionState) (string, error)
 	// GossipKey, when set, encrypts and authenticates gossip with this
 	// AES key (16, 24 or 32 bytes); members without it cannot join.
 	GossipKey []byte
@@ -103,6 +109,10 @@ type Bugs struct {
 	// LeadershipLostIsFailure reports ErrLeadershipLost as a definite
 	// failure although the entry may still commit.
 	LeadershipLostIsFailure bool
+	// TrustAnnouncedIDs admits every gossip member and records it under
+	// the node ID its meta announces, whatever its name (the trust
+	// boundary before node IDs were bound to gossip names).
+	TrustAnnouncedIDs bool
 }
 
 // RaftTuning holds the Raft settings the ledger exposes.
@@ -196,6 +206,9 @@ type Node struct {
 	// the term it was chosen in (term<<8 | encoding): it holds only in
 	// that term (logEncoding).
 	encoding atomic.Uint64
+	// unverified counts members not added because their Raft address did
+	// not prove their node identity.
+	unverified atomic.Uint64
 
 	ctx      context.Context
 	cancel   context.CancelFunc

@@ -95,17 +95,19 @@ func (n *Node) notLeader() error {
 	return e
 }
 
+// SubscribeChanges implements ledger.ChangeFeed: after every batch this
+// node's state machine applies, sink learns which intents it may have
+// changed (fsm.Touched), and after it restores a snapshot, that all may
+// have. Every node reports its own applies, so long-polls on a follower
+// (stale reads) wake as its replica catches up.
+func (n *Node) SubscribeChanges(sink ledger.ChangeSink) (unsubscribe func()) {
+	return n.sm.subscribe(sink)
+}
+
 // Read implements ledger.Replicator. A stale read serves the local state
 // machine. A linearizable read (leader only) notes the commit index,
 // confirms leadership with a quorum (VerifyLeader), checks the term did not
 // change and waits until the state machine has applied the noted index; a
-// Changed implements ledger.ChangeNotifier: the channel closes when this
-// node's state machine next applies a batch.
-func (n *Node) Changed() <-chan struct{} {
-	_, ch := n.sm.appliedIndex()
-	return ch
-}
-
 // new leader serves none before its term's barrier has applied.
 func (n *Node) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
 	if c == ledger.Stale || n.cfg.Bugs.StaleReads {

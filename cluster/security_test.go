@@ -17,40 +17,71 @@ import (
 	"github.com/intentledger/intentd/ledger"
 )
 
-// devPKI writes a CA with certificates for nodes n1..n4 and returns a
-// mutual-TLS config per node.
-func devPKI(t *testing.T) map[string]*tls.Config {
+// testPKI is a development PKI for nodes n1..n4: a mutual-TLS config per
+// node and the node identity check, as cmd/intentd builds them.
+type testPKI struct {
+	files    tlsutil.Files
+	peers    map[string]*tls.Config
+	identity func(*tls.ConnectionState) (string, error)
+}
+
+func devPKI(t *testing.T) testPKI {
 	t.Helper()
 	nodes := []string{"n1", "n2", "n3", "n4"}
 	files, err := tlsutil.DevPKI{Dir: filepath.Join(t.TempDir(), "pki"), Nodes: nodes}.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]*tls.Config{}
+	p := testPKI{files: files, peers: map[string]*tls.Config{}}
 	for _, n := range nodes {
-		c, err := tlsutil.PeerConfig(files.Node[n], files.NodeKey[n], files.CA)
+		c, err := tlsutil.PeerConfig(files.Node[n], files.NodeKey[n], files.CA, tlsutil.DefaultCluster, n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[n] = c
+		p.peers[n] = c
 	}
-	return out
+	pool := p.peers["n1"].RootCAs
+	p.identity = func(cs *tls.ConnectionState) (string, error) {
+		return tlsutil.PeerIdentity(cs, pool, tlsutil.DefaultCluster)
+	}
+	return p
+}
+
+// clientTLS is a TLS config that presents a client certificate (no node
+// identity) signed by the node CA itself, as an operator who reused the
+// node CA for API clients would hand out: it must not speak Raft.
+func (p testPKI) clientTLS(t *testing.T) *tls.Config {
+	t.Helper()
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "c.pem"), filepath.Join(dir, "c-key.pem")
+	if err := tlsutil.IssueClient(p.files.CA, p.files.CAKey, "api-client", cert, key, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tlsutil.LoadKeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.peers["n1"].Clone()
+	c.Certificates = []tls.Certificate{pair}
+	c.VerifyConnection = nil // the client does not care who answers
+	return c
 }
 
 var gossipKeyA = []byte("0123456789abcdef0123456789abcdef")
 
 // tlsCluster is a 3-node cluster whose Raft runs over mutual TLS and whose
 // gossip is encrypted.
-func tlsCluster(t *testing.T, peers map[string]*tls.Config) *testCluster {
+func tlsCluster(t *testing.T, pki testPKI) *testCluster {
 	return newTestCluster(t, func(c *Config) {
-		c.RaftTLS = peers[c.ID]
+		c.RaftTLS = pki.peers[c.ID]
+		c.PeerIdentity = pki.identity
 		c.GossipKey = gossipKeyA
 	})
 }
 
 func TestTLSClusterFormsReplicatesAndRefusesPlaintextPeers(t *testing.T) {
-	peers := devPKI(t)
-	tc := tlsCluster(t, peers)
+	pki := devPKI(t)
+	tc := tlsCluster(t, pki)
 	tc.startN(3)
 	leader := tc.leader()
 	ctx := ctxT(t)
@@ -69,21 +100,27 @@ func TestTLSClusterFormsReplicatesAndRefusesPlaintextPeers(t *testing.T) {
 	})
 
 	// Speak to the leader's Raft port the way each kind of peer would, with
-	// a harmless stale-term AppendEntries: an authenticated peer gets an
-	// answer (Success false), the others get no answer at all.
+	// a harmless stale-term AppendEntries: a server of the configuration
+	// gets an answer (Success false), every other peer no answer at all.
 	target := raft.ServerAddress(leader.RaftAddr())
 	term := leader.raft.CurrentTerm()
 	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("intruder"), Addr: []byte("intruder")},
 		Term: 0, Leader: []byte("intruder")}
 	other := devPKI(t) // another CA
+	member := "n2"
+	if leader.ID() == member {
+		member = "n3"
+	}
 	cases := []struct {
 		name    string
 		tls     *tls.Config // nil: raft's plaintext TCP transport
 		refused bool
 	}{
 		{"plaintext raft peer", nil, true},
-		{"peer with a certificate from another CA", other["n4"], true},
-		{"peer with a certificate from the cluster CA (control)", peers["n4"], false},
+		{"peer with a certificate from another CA", other.peers["n4"], true},
+		{"client certificate signed by the node CA", pki.clientTLS(t), true},
+		{"node certificate of a node outside the configuration", pki.peers["n4"], true},
+		{"node certificate of a server of the configuration (control)", pki.peers[member], false},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,7 +132,7 @@ func TestTLSClusterFormsReplicatesAndRefusesPlaintextPeers(t *testing.T) {
 					t.Fatal(err)
 				}
 			} else {
-				sl, err := newStreamLayer("127.0.0.1:0", "", tt.tls)
+				sl, err := newStreamLayer("127.0.0.1:0", "", tt.tls, pki.identity)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -170,24 +207,30 @@ func TestGossipKeyKeepsOutsidersOutAndLetsMembersIn(t *testing.T) {
 }
 
 func TestStreamLayerRefusesUnadvertisableAndHalfConfiguredTLS(t *testing.T) {
-	peers := devPKI(t)
-	half := peers["n1"].Clone()
+	pki := devPKI(t)
+	half := pki.peers["n1"].Clone()
 	half.ClientAuth = tls.NoClientCert
 	cases := []struct {
 		name, bind, advertise string
 		tls                   *tls.Config
+		noIdentity            bool
 		ok                    bool
 	}{
-		{"unspecified bind without advertise", "0.0.0.0:0", "", nil, false},
-		{"unspecified advertise", "127.0.0.1:0", "0.0.0.0:8200", nil, false},
-		{"advertise without port", "127.0.0.1:0", "n1", nil, false},
-		{"unspecified bind with a DNS advertise", "0.0.0.0:0", "n1:8200", nil, true},
-		{"TLS without client verification", "127.0.0.1:0", "", half, false},
-		{"mutual TLS", "127.0.0.1:0", "", peers["n1"], true},
+		{"unspecified bind without advertise", "0.0.0.0:0", "", nil, false, false},
+		{"unspecified advertise", "127.0.0.1:0", "0.0.0.0:8200", nil, false, false},
+		{"advertise without port", "127.0.0.1:0", "n1", nil, false, false},
+		{"unspecified bind with a DNS advertise", "0.0.0.0:0", "n1:8200", nil, false, true},
+		{"TLS without client verification", "127.0.0.1:0", "", half, false, false},
+		{"mutual TLS without the node identity check", "127.0.0.1:0", "", pki.peers["n1"], true, false},
+		{"mutual TLS", "127.0.0.1:0", "", pki.peers["n1"], false, true},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
-			sl, err := newStreamLayer(tt.bind, tt.advertise, tt.tls)
+			identity := pki.identity
+			if tt.noIdentity {
+				identity = nil
+			}
+			sl, err := newStreamLayer(tt.bind, tt.advertise, tt.tls, identity)
 			if (err == nil) != tt.ok {
 				t.Fatalf("newStreamLayer(%q, %q) = %v, want ok=%v", tt.bind, tt.advertise, err, tt.ok)
 			}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"testing"
@@ -80,5 +81,18 @@ func TestShutdownIsBoundedWhileAPeerStallsASnapshot(t *testing.T) {
 	// The rest of the cluster goes on without it.
 	if _, err := tc.leader().Propose(ctxT(t), claim("after", "o")); err != nil {
 		t.Fatalf("propose after the follower left: %v", err)
+	}
+}
+
+// Pipelined replication stays off: raft v1.7's pipeline wedges after a
+// follower answers Success=false (hashicorp/raft#612), which the fault suite
+// saw as a node whose Shutdown waited forever on a replication goroutine
+// left from its last term as leader.
+func TestReplicationIsNotPipelined(t *testing.T) {
+	tc := newTestCluster(t, nil)
+	n := tc.start("n1", 1)
+	tc.leader()
+	if _, err := n.trans.AppendEntriesPipeline("n2", "127.0.0.1:1"); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		t.Fatalf("the Raft transport pipelines replication (%v): hashicorp/raft#612 can wedge it", err)
 	}
 }

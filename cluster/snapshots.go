@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -65,7 +66,8 @@ func (s *Snapshot) Index() uint64 { return s.l.AppliedIndex() }
 func (s *Snapshot) Intents() int { return s.l.Len() }
 
 // Write writes the snapshot in the state machine's deterministic encoding
-// (JSON lines with a SHA-256 trailer, which fsm.Restore verifies).
+// (fsm.Ledger.WriteSnapshot, with a SHA-256 trailer; fsm.Restore verifies it and
+// every value).
 func (s *Snapshot) Write(w io.Writer) (SnapshotInfo, error) {
 	h := sha256.New()
 	cw := &countingWriter{w: io.MultiWriter(w, h)}
@@ -95,14 +97,27 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return k, err
 }
 
+// maxRestoreClockLead is how far ahead of the leader's clock a restored
+// ledger's clock may be. The ledger's time never runs backwards, so a
+// ledger restored with a clock ahead of the cluster's would hold its time
+// there until the cluster's clock caught up: no lease would pass, no
+// dedupe window end and no execution token lapse until then. A backup's
+// clock is behind the restoring leader's, but for the skew between the
+// two clusters' clocks.
+const maxRestoreClockLead = 24 * time.Hour
+
 // Restore replaces the ledger of the whole cluster with a snapshot written
 // by WriteSnapshot. It runs on the leader (a follower answers
 // ledger.NotLeaderError) through raft's user restore: the snapshot is
-// checked first (format, order, SHA-256 trailer), installed at a Raft index
-// past both the current log and the snapshot's own index, and followers
-// install it from the leader. New commands therefore get log indexes, and
-// so fencing tokens, above every token in the snapshot. Unless force is
-// set, a ledger that holds intents is refused with ledger.ErrNotEmpty.
+// checked first (format, order, SHA-256 trailer and every value, by
+// fsm.Restore, and its clock against this leader's), installed at a Raft
+// index past both the current log and the snapshot's own index, and
+// followers install it from the leader. New commands therefore get log
+// indexes, and so fencing tokens, above every token in the snapshot.
+// Unless force is set, a ledger that holds intents is refused with
+// ledger.ErrNotEmpty. A snapshot that fails its checks is refused with an
+// error wrapping fsm.ErrBadSnapshot (and fsm.ErrInvalidSnapshot for a
+// value), and the cluster is left as it was.
 func (n *Node) Restore(ctx context.Context, data []byte, force bool) (SnapshotInfo, error) {
 	if n.stopping.Load() {
 		return SnapshotInfo{}, ledger.ErrShuttingDown
@@ -110,9 +125,18 @@ func (n *Node) Restore(ctx context.Context, data []byte, force bool) (SnapshotIn
 	if n.raft.State() != raft.Leader {
 		return SnapshotInfo{}, n.notLeader()
 	}
+	// Every check comes before raft.Restore: once raft has installed the
+	// snapshot it panics if the state machine fails to restore it. The
+	// state machine restores with fsm.Restore too, which is deterministic,
+	// so what passes here restores there.
 	l, err := fsm.Restore(bytes.NewReader(data))
 	if err != nil {
 		return SnapshotInfo{}, fmt.Errorf("cluster: %w", err)
+	}
+	if lead := time.Duration(l.Now() - n.cfg.Clock().UnixNano()); lead > maxRestoreClockLead {
+		return SnapshotInfo{}, fmt.Errorf("cluster: %w: %w: the snapshot's clock is %s ahead of this leader's (at most %s): "+
+			"no lease would pass and no token lapse until the cluster's clock caught up",
+			fsm.ErrBadSnapshot, fsm.ErrInvalidSnapshot, lead.Round(time.Second), maxRestoreClockLead)
 	}
 	info := SnapshotInfo{Index: l.AppliedIndex(), Intents: l.Len(), Digest: l.Digest(), Bytes: int64(len(data))}
 	if !force {
@@ -124,6 +148,11 @@ func (n *Node) Restore(ctx context.Context, data []byte, force bool) (SnapshotIn
 			return SnapshotInfo{}, fmt.Errorf("cluster: %w (it holds %d intents)", ledger.ErrNotEmpty, cur)
 		}
 	}
+	// Raft installs the snapshot one index past the larger of its log's
+	// last index and meta.Index. fsm.Restore refused an applied index above
+	// fsm.MaxSnapshotIndex, so that index cannot wrap to 0 (a hostile
+	// 2^64-1 did, and raft panicked), and the fencing tokens of new grants
+	// stay above every token in the snapshot.
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: l.AppliedIndex(), Size: int64(len(data))}
 	done := make(chan error, 1)
 	go func() { done <- n.raft.Restore(meta, bytes.NewReader(data), n.cfg.ApplyTimeout) }()

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -16,6 +17,9 @@ import (
 const (
 	raftPoolSize = 3
 	raftTimeout  = 10 * time.Second
+	// verifyTimeout bounds the node identity check of a prospective voter
+	// (the leader's reconcile waits for it).
+	verifyTimeout = 2 * time.Second
 )
 
 // streamLayer is raft's StreamLayer over TCP, optionally wrapped in mutual
@@ -29,6 +33,10 @@ type streamLayer struct {
 	ln        net.Listener
 	advertise net.Addr
 	tls       *tls.Config // nil: plaintext
+	// identity names the node a verified TLS peer is (with tls); allow
+	// says whether that node may speak Raft to this one now.
+	identity func(*tls.ConnectionState) (string, error)
+	allow    func(id string) bool
 
 	mu      sync.Mutex
 	inbound map[*inboundConn]struct{} // accepted and not yet closed
@@ -79,7 +87,7 @@ func (a hostAddr) String() string  { return string(a) }
 
 // newStreamLayer listens on bind and advertises advertise (default: the
 // bound address, which must then be a specific IP).
-func newStreamLayer(bind, advertise string, tlsConf *tls.Config) (*streamLayer, error) {
+func newStreamLayer(bind, advertise string, tlsConf *tls.Config, identity func(*tls.ConnectionState) (string, error)) (*streamLayer, error) {
 	var adv net.Addr
 	if advertise != "" {
 		host, port, err := net.SplitHostPort(advertise)
@@ -113,8 +121,12 @@ func newStreamLayer(bind, advertise string, tlsConf *tls.Config) (*streamLayer, 
 			_ = ln.Close()
 			return nil, errors.New("raft TLS needs a certificate, RootCAs, ClientCAs and RequireAndVerifyClientCert (mutual TLS)")
 		}
+		if identity == nil {
+			_ = ln.Close()
+			return nil, errors.New("raft TLS needs the peer identity check (Config.PeerIdentity)")
+		}
 	}
-	return &streamLayer{ln: ln, advertise: adv, tls: conf, inbound: map[*inboundConn]struct{}{}}, nil
+	return &streamLayer{ln: ln, advertise: adv, tls: conf, identity: identity, inbound: map[*inboundConn]struct{}{}}, nil
 }
 
 // Accept implements net.Listener. The TLS handshake runs on the first read
@@ -130,10 +142,53 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	s.inbound[c] = struct{}{}
 	s.mu.Unlock()
 	if s.tls != nil {
-		return tls.Server(c, s.tls), nil
+		return &peerConn{Conn: tls.Server(c, s.tls), s: s}, nil
 	}
 	return c, nil
 }
+
+// peerConn is an inbound TLS connection that speaks Raft only once its
+// peer proved to be a node allowed to (handshake, then the node identity
+// against the configuration). The check runs on the first read, in raft's
+// connection goroutine, bounded by raftTimeout.
+type peerConn struct {
+	net.Conn // *tls.Conn
+	s        *streamLayer
+	once     sync.Once
+	err      error
+}
+
+func (c *peerConn) Read(b []byte) (int, error) {
+	c.once.Do(func() { c.err = c.verify() })
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *peerConn) verify() error {
+	tc := c.Conn.(*tls.Conn)
+	ctx, cancel := context.WithTimeout(context.Background(), raftTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = tc.Close()
+		return fmt.Errorf("raft TLS handshake with %s: %w", tc.RemoteAddr(), err)
+	}
+	cs := tc.ConnectionState()
+	id, err := c.s.identity(&cs)
+	if err == nil && c.s.allow != nil && !c.s.allow(id) {
+		err = fmt.Errorf("%w: node %q is not a server of this node's configuration", ErrPeerRefused, id)
+	}
+	if err != nil {
+		_ = tc.Close()
+		return fmt.Errorf("raft peer %s refused: %w", tc.RemoteAddr(), err)
+	}
+	return nil
+}
+
+// ErrPeerRefused is a Raft peer that proved a node identity this node does
+// not accept.
+var ErrPeerRefused = errors.New("cluster: raft peer refused")
 
 // Close implements net.Listener.
 func (s *streamLayer) Close() error { return s.ln.Close() }
@@ -143,7 +198,9 @@ func (s *streamLayer) Close() error { return s.ln.Close() }
 func (s *streamLayer) Addr() net.Addr { return s.advertise }
 
 // Dial implements raft.StreamLayer. Over TLS it completes the handshake
-// within timeout, verifying the peer against the CA and the dialled host.
+// within timeout, verifying that the peer is a node of the cluster (the
+// TLS configuration's VerifyConnection, the node CA and the server name it
+// sets) or, without one, the dialled host.
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout}
 	if s.tls == nil {
@@ -164,17 +221,73 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	return conn, nil
 }
 
+// verifyServer dials a prospective server's Raft address and checks, with
+// TLS, that it proves the node identity id: a gossip member is added as a
+// voter only if the node at that address is the node it claims to be.
+// Without TLS there is nothing to check.
+func (s *streamLayer) verifyServer(address, id string) error {
+	if s.tls == nil {
+		return nil
+	}
+	conn, err := s.Dial(raft.ServerAddress(address), verifyTimeout)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cs := conn.(*tls.Conn).ConnectionState()
+	got, err := s.identity(&cs)
+	if err != nil {
+		return err
+	}
+	if got != id {
+		return fmt.Errorf("%w: the server at %s is node %q, not %q", ErrPeerRefused, address, got, id)
+	}
+	return nil
+}
+
 // newTransport builds the Raft network transport over the stream layer.
 func (n *Node) newTransport() (*raft.NetworkTransport, error) {
-	sl, err := newStreamLayer(n.cfg.RaftAddr, n.cfg.RaftAdvertise, n.cfg.RaftTLS)
+	sl, err := newStreamLayer(n.cfg.RaftAddr, n.cfg.RaftAdvertise, n.cfg.RaftTLS, n.cfg.PeerIdentity)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: raft transport: %w", err)
 	}
+	sl.allow = n.mayRaft
 	n.stream = sl
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  sl,
 		MaxPool: raftPoolSize,
-		Timeout: raftTimeout,
-		Logger:  newHCLog(n.log, "raft-net"),
+		// Pipelined replication is off (see DESIGN.md, Transport): raft
+		// v1.7's pipeline wedges when a follower answers Success=false
+		// (hashicorp/raft#612): the leader never replicates to that
+		// follower again, and the stuck goroutine holds Raft's Shutdown
+		// forever. The fault suite caught it as a node that would not stop.
+		MaxRPCsInFlight: 1,
+		Timeout:         raftTimeout,
+		Logger:          newHCLog(n.log, "raft-net"),
 	}), nil
+}
+
+// mayRaft says whether node id may speak Raft to this node: a server of
+// this node's latest configuration (committed or being added) may; when
+// this node is in no configuration of its own (new, or removed and about
+// to be added back) any node of the cluster may, since it has no vote to
+// protect and the leader that adds it may be one it never knew.
+func (n *Node) mayRaft(id string) bool {
+	if n.raft == nil {
+		return true // starting: raft has not read its configuration yet
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	member := false
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return true
+		}
+		if string(s.ID) == n.cfg.ID {
+			member = true
+		}
+	}
+	return !member
 }

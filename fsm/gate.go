@@ -133,8 +133,8 @@ func (a *applier) deletePolicy(c *DeletePolicy) *Result {
 
 func (a *applier) addSigningKey(c *AddSigningKey) *Result {
 	k := c.Key
-	if !keyIDRE.MatchString(k.ID) || len(k.Seed) != 32 {
-		return &Result{Status: StatusMalformed, Detail: "a signing key needs an id of 1..64 [A-Za-z0-9_-] and a 32-byte seed"}
+	if err := k.Validate(); err != nil {
+		return &Result{Status: StatusMalformed, Detail: err.Error()}
 	}
 	for _, have := range a.l.keys {
 		if have.ID == k.ID {

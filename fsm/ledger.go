@@ -223,7 +223,13 @@ func (l *Ledger) Apply(index uint64, data []byte) *Result {
 
 // ApplyCommand applies a decoded command at index.
 func (l *Ledger) ApplyCommand(index uint64, cmd Command) *Result {
-	if at := cmd.header().At; at > l.now {
+	if at := cmd.header().At; at < 0 || at > MaxSnapshotTime {
+		// A time no snapshot could hold: applied, the ledger would write
+		// snapshots no replica can restore.
+		l.index = index
+		return &Result{Index: index, Status: StatusMalformed,
+			Detail: fmt.Sprintf("command time %d is outside 0..%d (the year 2200)", at, MaxSnapshotTime)}
+	} else if at > l.now {
 		l.now = at
 	}
 	l.index = index

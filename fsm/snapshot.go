@@ -156,9 +156,15 @@ func (l *Ledger) Digest() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Restore reads a snapshot written by WriteSnapshot and returns the
-// ledger. It verifies the header, the count and the checksum, and that
-// keys arrive in strictly increasing order.
+// Restore reads a snapshot written by WriteSnapshot (or WriteSnapshotJSON)
+// and returns the ledger. It verifies the header, the count and the
+// checksum, and that keys arrive in strictly increasing order; and, since
+// anyone can compute a checksum, every value as well: a snapshot holding
+// a value no sequence of commands could have produced (an index past
+// MaxSnapshotIndex, a time past MaxSnapshotTime or the clock, a malformed
+// signing key or policy, a record inconsistent with its state, a broken
+// audit chain) is refused with an error wrapping both ErrBadSnapshot and
+// ErrInvalidSnapshot. Every error wraps ErrBadSnapshot.
 func Restore(r io.Reader) (*Ledger, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	h := sha256.New()
@@ -176,36 +182,30 @@ func Restore(r io.Reader) (*Ledger, error) {
 	if hdr.Count < 0 || hdr.Events < 0 {
 		return nil, fmt.Errorf("%w: count %d, events %d", ErrBadSnapshot, hdr.Count, hdr.Events)
 	}
+	// Every value is checked before it is used (restore_validate.go): the
+	// trailer proves no more than that the bytes were not damaged.
+	bounds, err := checkHeader(&hdr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
+	}
 	l := New()
 	l.index, l.now = hdr.Index, hdr.Now
-	if err := hdr.Settings.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: settings: %w", ErrBadSnapshot, err)
-	}
 	l.settings = hdr.Settings
 	l.keys = hdr.Keys
-	policies := map[string]*Policy{}
-	for _, p := range hdr.Policies {
-		if p == nil || p.Validate() != nil || policies[p.Name] != nil {
-			return nil, fmt.Errorf("%w: bad or repeated policy", ErrBadSnapshot)
+	if len(hdr.Policies) > 0 {
+		l.policies = make(map[string]*Policy, len(hdr.Policies))
+		for _, p := range hdr.Policies {
+			l.policies[p.Name] = p
 		}
-		policies[p.Name] = p
-	}
-	if len(policies) > 0 {
-		l.policies = policies
 		l.reorder()
 	}
-	heads := map[string]ChainHead{}
 	for _, h := range hdr.Chains {
-		if _, dup := heads[h.Namespace]; dup {
-			return nil, fmt.Errorf("%w: audit log %q twice", ErrBadSnapshot, h.Namespace)
-		}
-		heads[h.Namespace] = h
 		c := newChain(h.Namespace)
 		c.head = h
 		l.chains[h.Namespace] = c
 	}
 	var prev *record
-	put := func(i int, r *record) error { // decoded concurrently, put in order
+	put := func(i int, r *record) error { // decoded and checked concurrently, put in order
 		if prev != nil && !lessRecord(prev, r) {
 			return fmt.Errorf("%w: intent %d out of order", ErrBadSnapshot, i)
 		}
@@ -214,34 +214,37 @@ func Restore(r io.Reader) (*Ledger, error) {
 		return nil
 	}
 	if hdr.Version == snapshotVersionJSON {
-		err = readIntentLines(br, h, hdr.Count, put)
+		err = readIntentLinesChecked(br, h, hdr.Count, bounds.checkRecord, put)
 	} else {
-		err = readRecords(br, h, hdr.Count, put)
+		err = readRecords(br, h, hdr.Count, bounds.checkRecord, put)
 	}
 	if err != nil {
 		return nil, err
 	}
+	chains := newChainChecker(bounds, hdr.Chains)
 	var prevEv *snapshotEvent
-	for i := 0; i < hdr.Events; i++ {
-		line, err := readLine(br, h)
-		if err != nil {
-			return nil, fmt.Errorf("%w: audit event %d: %w", ErrBadSnapshot, i, err)
-		}
-		ev := snapshotEvent{ChainEvent: new(ChainEvent)}
-		if err := json.Unmarshal(line, &ev); err != nil {
-			return nil, fmt.Errorf("%w: audit event %d: %w", ErrBadSnapshot, i, err)
-		}
-		c, ok := l.chains[ev.Namespace]
-		if !ok || ChainEventHash(ev.Body) != ev.Hash {
-			return nil, fmt.Errorf("%w: audit event %d of %q does not belong or does not hash", ErrBadSnapshot, i, ev.Namespace)
+	err = readEvents(br, h, hdr.Events, func(i int, e chainEventLine) error {
+		c, ok := l.chains[e.Namespace]
+		if !ok {
+			return fmt.Errorf("%w: audit event %d of %q does not belong", ErrBadSnapshot, i, e.Namespace)
 		}
 		// Strictly in (namespace, seq) order, as written: an event
 		// repeated anywhere would replace its twin and lose an event.
-		if prevEv != nil && (prevEv.Namespace > ev.Namespace || (prevEv.Namespace == ev.Namespace && prevEv.Seq >= ev.Seq)) {
-			return nil, fmt.Errorf("%w: audit event %d out of order", ErrBadSnapshot, i)
+		if prevEv != nil && (prevEv.Namespace > e.Namespace || (prevEv.Namespace == e.Namespace && prevEv.Seq >= e.Seq)) {
+			return fmt.Errorf("%w: audit event %d out of order", ErrBadSnapshot, i)
 		}
-		c.events.ReplaceOrInsert(ev.ChainEvent)
-		prevEv = &ev
+		if err := chains.event(e.Namespace, e.ChainEvent, e.body); err != nil {
+			return fmt.Errorf("%w: audit event %d: %w", ErrBadSnapshot, i, err)
+		}
+		c.events.ReplaceOrInsert(e.ChainEvent)
+		prevEv = &e.snapshotEvent
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := chains.done(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	line, err = readLine(br, nil)

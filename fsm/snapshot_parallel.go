@@ -168,29 +168,31 @@ func (l *Ledger) writeChunks(w *bufio.Writer, encode func(*bytes.Buffer, *record
 		})
 }
 
-// decodeJob is one chunk of a snapshot's intents: their encodings (record
-// frames or JSON lines) and, once decoded, their records.
-type decodeJob struct {
-	first   int // position of the first intent in the snapshot
-	raw     [][]byte
-	records []*record
-	err     error
+// decodeJob is one chunk of a snapshot's intents or audit log events:
+// their encodings (record frames or JSON lines) and, once decoded, their
+// values.
+type decodeJob[T any] struct {
+	first  int // position of the first element in the snapshot
+	raw    [][]byte
+	values []T
+	err    error
 }
 
-// readChunks reads count intents, chunk by chunk, with read (which feeds
-// every byte to h), decodes the chunks concurrently with decode and hands
-// the records to put in snapshot order.
-func readChunks(count int, read func(i int) ([]byte, error), decode func(raw []byte) (*record, error),
-	put func(i int, r *record) error) error {
+// readChunks reads count elements (what names them in errors: "intent",
+// "audit event"), chunk by chunk, with read (which feeds every byte to
+// the snapshot's hash), decodes the chunks concurrently with decode and
+// hands the values to put in snapshot order.
+func readChunks[T any](what string, count int, read func(i int) ([]byte, error), decode func(raw []byte) (T, error),
+	put func(i int, v T) error) error {
 	return pipeline(snapshotWorkers(),
-		func(send func(*decodeJob) bool) error {
+		func(send func(*decodeJob[T]) bool) error {
 			for first := 0; first < count; {
 				n := min(snapshotChunk, count-first)
-				j := &decodeJob{first: first, raw: make([][]byte, 0, n)}
+				j := &decodeJob[T]{first: first, raw: make([][]byte, 0, n)}
 				for size := 0; len(j.raw) < n && size < snapshotChunkBytes; {
 					raw, err := read(first + len(j.raw))
 					if err != nil {
-						return fmt.Errorf("%w: intent %d: %w", ErrBadSnapshot, first+len(j.raw), err)
+						return fmt.Errorf("%w: %s %d: %w", ErrBadSnapshot, what, first+len(j.raw), err)
 					}
 					j.raw = append(j.raw, raw)
 					size += len(raw)
@@ -202,24 +204,24 @@ func readChunks(count int, read func(i int) ([]byte, error), decode func(raw []b
 			}
 			return nil
 		},
-		func(j *decodeJob) {
-			j.records = make([]*record, 0, len(j.raw))
+		func(j *decodeJob[T]) {
+			j.values = make([]T, 0, len(j.raw))
 			for k, raw := range j.raw {
-				r, err := decode(raw)
+				v, err := decode(raw)
 				if err != nil {
-					j.err = fmt.Errorf("%w: intent %d: %w", ErrBadSnapshot, j.first+k, err)
+					j.err = fmt.Errorf("%w: %s %d: %w", ErrBadSnapshot, what, j.first+k, err)
 					break
 				}
-				j.records = append(j.records, r)
+				j.values = append(j.values, v)
 			}
 			j.raw = nil
 		},
-		func(j *decodeJob) error {
+		func(j *decodeJob[T]) error {
 			if j.err != nil {
 				return j.err
 			}
-			for k, r := range j.records {
-				if err := put(j.first+k, r); err != nil {
+			for k, v := range j.values {
+				if err := put(j.first+k, v); err != nil {
 					return err
 				}
 			}
@@ -227,10 +229,11 @@ func readChunks(count int, read func(i int) ([]byte, error), decode func(raw []b
 		})
 }
 
-// readRecords reads count record frames (version 3).
-func readRecords(br *bufio.Reader, h hash.Hash, count int, put func(i int, r *record) error) error {
+// frameReader reads record frames (version 3) from br, one per call,
+// feeding every byte to h.
+func frameReader(br *bufio.Reader, h hash.Hash) func(int) ([]byte, error) {
 	var size [4]byte
-	read := func(int) ([]byte, error) {
+	return func(int) ([]byte, error) {
 		if _, err := io.ReadFull(br, size[:]); err != nil {
 			return nil, unexpectedEOF(err)
 		}
@@ -246,7 +249,27 @@ func readRecords(br *bufio.Reader, h hash.Hash, count int, put func(i int, r *re
 		h.Write(frame)
 		return frame, nil
 	}
-	return readChunks(count, read, decodeRecord, put)
+}
+
+// checked is decode followed by check, so that a record's values are
+// checked on the goroutine that decoded it, in parallel with the others.
+func checked(decode func([]byte) (*record, error), check func(*record) error) func([]byte) (*record, error) {
+	return func(raw []byte) (*record, error) {
+		r, err := decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		if err := check(r); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+}
+
+// readRecords reads count record frames (version 3), checks each record
+// with check and hands them to put in order.
+func readRecords(br *bufio.Reader, h hash.Hash, count int, check func(*record) error, put func(i int, r *record) error) error {
+	return readChunks("intent", count, frameReader(br, h), checked(decodeRecord, check), put)
 }
 
 // eagerFrame is the largest frame read into one allocation of its
@@ -268,26 +291,69 @@ func readFrame(br *bufio.Reader, n int) ([]byte, error) {
 	return frame.Bytes(), nil
 }
 
-// readIntentLines reads count JSON intent lines (version 2).
+// readIntentLines reads count JSON intent lines (version 2) and hands
+// their records to put in order, checking their form but not their values.
 func readIntentLines(br *bufio.Reader, h hash.Hash, count int, put func(i int, r *record) error) error {
+	return readIntentLinesChecked(br, h, count, nil, put)
+}
+
+// readIntentLinesChecked is readIntentLines that also checks each record
+// with check, when it is not nil.
+func readIntentLinesChecked(br *bufio.Reader, h hash.Hash, count int, check func(*record) error, put func(i int, r *record) error) error {
 	read := func(int) ([]byte, error) { return readLine(br, h) }
-	decode := func(line []byte) (*record, error) {
-		in := new(Intent)
-		if err := json.Unmarshal(line, in); err != nil {
-			return nil, err
-		}
-		// Stored payloads and results are compact, as apply leaves them;
-		// a dump edited by hand (or by jq) may not be.
-		var err error
-		if in.Payload, err = compactJSON(in.Payload); err != nil {
-			return nil, err
-		}
-		if in.Result, err = compactJSON(in.Result); err != nil {
-			return nil, err
-		}
-		return compact(in) // refuses a state it does not know
+	decode := decodeIntentLine
+	if check != nil {
+		decode = checked(decode, check)
 	}
-	return readChunks(count, read, decode, put)
+	return readChunks("intent", count, read, decode, put)
+}
+
+// decodeIntentLine decodes one JSON intent line (version 2) into the
+// record apply would have stored.
+func decodeIntentLine(line []byte) (*record, error) {
+	in := new(Intent)
+	if err := json.Unmarshal(line, in); err != nil {
+		return nil, err
+	}
+	// Stored payloads and results are compact, as apply leaves them;
+	// a dump edited by hand (or by jq) may not be.
+	var err error
+	if in.Payload, err = compactJSON(in.Payload); err != nil {
+		return nil, err
+	}
+	if in.Result, err = compactJSON(in.Result); err != nil {
+		return nil, err
+	}
+	return compact(in) // refuses a state it does not know
+}
+
+// chainEventLine is an audit log event line decoded, its hash verified,
+// and its body decoded.
+type chainEventLine struct {
+	snapshotEvent
+	body *ChainBody
+}
+
+// readEvents reads count audit log event lines, decodes them and checks
+// their hashes concurrently, and hands them to put in order.
+func readEvents(br *bufio.Reader, h hash.Hash, count int, put func(i int, e chainEventLine) error) error {
+	read := func(int) ([]byte, error) { return readLine(br, h) }
+	return readChunks("audit event", count, read, decodeEventLine, put)
+}
+
+// decodeEventLine decodes an audit log event line and its body, and
+// verifies its hash.
+func decodeEventLine(line []byte) (chainEventLine, error) {
+	e := chainEventLine{snapshotEvent: snapshotEvent{ChainEvent: new(ChainEvent)}}
+	if err := json.Unmarshal(line, &e.snapshotEvent); err != nil {
+		return e, err
+	}
+	if ChainEventHash(e.Body) != e.Hash {
+		return e, fmt.Errorf("event %d of %q does not hash to its hash", e.Seq, e.Namespace)
+	}
+	var err error
+	e.body, err = decodeChainBody(e.Namespace, e.ChainEvent)
+	return e, err
 }
 
 // unexpectedEOF is err, with a clean end of input named for what it is

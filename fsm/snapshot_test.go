@@ -244,9 +244,19 @@ func header(format string, version int, count int) string {
 	return fmt.Sprintf(`{"format":%q,"version":%d,"index":7,"now":%d,"count":%d}`, format, version, t0, count)
 }
 
+// intentLine is a version 2 intent line in state, with the fields a
+// ledger holds in that state: a grant's owner, token and lease, or an
+// approval gate, and times no later than the header's clock.
 func intentLine(nsp, key string, state fsm.State) string {
-	return fmt.Sprintf(`{"namespace":%q,"key":%q,"tool":"t","fingerprint":"f","state":%q,"dedupe_window_ms":1,"created_at":1,"updated_at":1,"version":1}`,
-		nsp, key, state)
+	gate, updated := `"owner":"o","fencing_token":1,"generation":1,"lease_ms":1000,"lease_deadline":1000000001`, 1
+	switch state {
+	case fsm.StatePendingApproval, fsm.StateApproved, fsm.StateRejected:
+		gate = `"require_approval":true,"approvals_required":1`
+	case fsm.StateInDoubt:
+		updated = 1000000002 // after the lease passed
+	}
+	return fmt.Sprintf(`{"namespace":%q,"key":%q,"tool":"t","fingerprint":"f","state":%q,%s,"dedupe_window_ms":1,"created_at":1,"updated_at":%d,"version":1}`,
+		nsp, key, state, gate, updated)
 }
 
 func TestRestoreHandBuilt(t *testing.T) {
@@ -260,6 +270,18 @@ func TestRestoreHandBuilt(t *testing.T) {
 	eq(t, "AppliedIndex", l.AppliedIndex(), uint64(7))
 	eq(t, "Now", l.Now(), t0)
 	eq(t, "state", l.Get("a", "y").State, fsm.StateDeclared)
+
+	// A claim creates at most one intent: eight need eight commands.
+	lines := []string{strings.Replace(header(fsm.SnapshotFormat, jsonVersion, len(fsm.States)), `"index":7`, `"index":8`, 1)}
+	for i, s := range fsm.States {
+		lines = append(lines, intentLine("a", fmt.Sprint(i), s))
+	}
+	if l, err = fsm.Restore(bytes.NewReader(seal(lines...))); err != nil {
+		t.Fatalf("hand-built snapshot with every state rejected: %v", err)
+	}
+	for _, s := range fsm.States {
+		eq(t, "count of "+string(s), l.Counts()[s], 1)
+	}
 }
 
 func TestRestoreRejects(t *testing.T) {
@@ -384,6 +406,10 @@ func FuzzRestore(f *testing.F) {
 	f.Add(seal(header(fsm.SnapshotFormat, jsonVersion, 1), intentLine("a", "x", "nope")))
 	f.Add(seal(header(fsm.SnapshotFormat, jsonVersion, 1<<40)))
 	f.Add([]byte(header(fsm.SnapshotFormat, jsonVersion, 1) + "\n" + intentLine("a", "x", fsm.StateInDoubt) + "\n"))
+	f.Add(seal(strings.Replace(header(fsm.SnapshotFormat, jsonVersion, 0), `"index":7`, `"index":18446744073709551615`, 1)))
+	f.Add(seal(strings.Replace(header(fsm.SnapshotFormat, jsonVersion, 0), `"now":`, `"now":9223372036854775807,"x":`, 1)))
+	f.Add(seal(strings.Replace(header(fsm.SnapshotFormat, jsonVersion, 1), "}", `,"keys":[{"id":"k","seed":"AQID","created_at":0}]}`, 1),
+		intentLine("a", "x", fsm.StateDeclared)))
 	f.Add([]byte("\n\n\n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -129,6 +129,10 @@ func (a *applier) decideUnder(w *Intent, c *Claim, pol *Policy) {
 	w.TokenTTLMS = a.l.effective(pol, func(p *Policy) int64 { return p.TokenTTLMS }, DefaultTokenTTLMS)
 }
 
+// windowOK reports whether ms (a lease or dedupe window, 0 meaning the
+// default) is one a snapshot can hold.
+func windowOK(ms int64) bool { return ms >= 0 && ms <= MaxWindowMS }
+
 // claimGate is what a claim that would start a new grant or approval
 // needs from its policy: the policy, and the lease a grant gets.
 type claimGate struct {
@@ -138,8 +142,9 @@ type claimGate struct {
 
 func (a *applier) claim(c *Claim) *Result {
 	payload, err := compactJSON(c.Payload)
-	if err != nil || c.LeaseMS < 0 || c.Owner == "" {
-		return &Result{Status: StatusMalformed, Detail: "claim needs a JSON payload, an owner and a lease that is not negative"}
+	if err != nil || c.Owner == "" || !windowOK(c.LeaseMS) || !windowOK(c.DefaultLeaseMS) || !windowOK(c.DedupeWindowMS) {
+		return &Result{Status: StatusMalformed, Detail: fmt.Sprintf(
+			"claim needs a JSON payload, an owner, and a lease and dedupe window of 0..%d ms", MaxWindowMS)}
 	}
 	pol, err := a.l.policyFor(c.Policy, c.Tool)
 	if err != nil {
@@ -307,8 +312,8 @@ func (a *applier) renew(c *Renew) *Result {
 		return notFound(c.Namespace, c.Key)
 	}
 	attempt := AuditEvent{Op: "renew", Owner: c.Owner, FencingToken: c.FencingToken}
-	if c.LeaseMS <= 0 {
-		return a.unchangedMalformed(orig, w, "lease_ms must be positive")
+	if c.LeaseMS <= 0 || !windowOK(c.LeaseMS) {
+		return a.unchangedMalformed(orig, w, fmt.Sprintf("lease_ms must be 1..%d", MaxWindowMS))
 	}
 	if w.Owner != c.Owner || w.FencingToken != c.FencingToken {
 		return a.refuse(orig, w, StatusFenced, attempt,

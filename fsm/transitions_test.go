@@ -1,6 +1,7 @@
 package fsm_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1005,6 +1006,11 @@ func TestMalformedClaimWritesNothing(t *testing.T) {
 		"no owner":       func(c *fsm.Claim) { c.Owner = "" },
 		"zero lease":     func(c *fsm.Claim) { c.LeaseMS = 0 },
 		"negative lease": func(c *fsm.Claim) { c.LeaseMS = -5 },
+		// Windows no snapshot could hold (restore refuses them).
+		"lease over MaxWindowMS":         func(c *fsm.Claim) { c.LeaseMS = fsm.MaxWindowMS + 1 },
+		"dedupe window over MaxWindowMS": func(c *fsm.Claim) { c.DedupeWindowMS = fsm.MaxWindowMS + 1 },
+		"default lease over MaxWindowMS": func(c *fsm.Claim) { c.LeaseMS, c.DefaultLeaseMS = 0, fsm.MaxWindowMS+1 },
+		"negative dedupe window":         func(c *fsm.Claim) { c.DedupeWindowMS = -1 },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -1025,6 +1031,35 @@ func TestMalformedClaimWritesNothing(t *testing.T) {
 		eq(t, "Status", r.Status, fsm.StatusMalformed)
 		eq(t, "Len", h.l.Len(), 0)
 	})
+}
+
+// What apply accepts, a snapshot can hold: a command stamped outside
+// 0..MaxSnapshotTime, or a renewal past MaxWindowMS, changes nothing, and
+// the ledger still restores from its own snapshot.
+func TestApplyRefusesWhatNoSnapshotCouldHold(t *testing.T) {
+	h := newHarness(t)
+	g := h.must(claim("k", "A", payloadA), fsm.StatusGranted)
+	h.must(&fsm.Renew{Namespace: ns, Key: "k", Owner: "A", FencingToken: g.Intent.FencingToken, LeaseMS: fsm.MaxWindowMS + 1},
+		fsm.StatusMalformed)
+	for _, at := range []int64{fsm.MaxSnapshotTime + 1, -1} {
+		if r := h.applyAt(at, claim("k2", "B", payloadA)); r.Status != fsm.StatusMalformed {
+			t.Fatalf("a claim stamped %d: %v, want malformed", at, r.Status)
+		}
+	}
+	if h.l.Len() != 1 || h.l.Now() > fsm.MaxSnapshotTime {
+		t.Fatalf("refused commands changed the ledger: %d intents, clock %d", h.l.Len(), h.l.Now())
+	}
+	var buf bytes.Buffer
+	if err := h.l.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	back, err := fsm.Restore(&buf)
+	if err != nil {
+		t.Fatalf("the ledger cannot restore its own snapshot: %v", err)
+	}
+	if back.Len() != 1 || back.Digest() != h.l.Digest() {
+		t.Fatalf("restored %d intents", back.Len())
+	}
 }
 
 func TestMalformedResultChangesNothing(t *testing.T) {

@@ -32,8 +32,9 @@ func dropHopHeaders(h http.Header) {
 }
 
 // leaderURL is the URL of the request's path and query on the leader,
-// whose address is host:port (or a URL with a scheme).
-func leaderURL(leader string, r *http.Request) (*url.URL, error) {
+// whose address is host:port (or a URL with a scheme); with forceTLS the
+// scheme is https whatever the address says.
+func leaderURL(leader string, r *http.Request, forceTLS bool) (*url.URL, error) {
 	u := &url.URL{Scheme: "http", Host: leader}
 	if strings.Contains(leader, "://") {
 		parsed, err := url.Parse(leader)
@@ -45,6 +46,12 @@ func leaderURL(leader string, r *http.Request) (*url.URL, error) {
 	if u.Host == "" {
 		return nil, fmt.Errorf("leader address %q has no host", leader)
 	}
+	if forceTLS {
+		u.Scheme = "https"
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("leader address %q: scheme %q is neither http nor https", leader, u.Scheme)
+	}
 	u.Path, u.RawPath, u.RawQuery = r.URL.Path, r.URL.RawPath, r.URL.RawQuery
 	return u, nil
 }
@@ -55,7 +62,7 @@ func leaderURL(leader string, r *http.Request) (*url.URL, error) {
 // may have applied it) and a read is unavailable.
 func (s *Server) forward(c echo.Context, leader string, body []byte, write bool) error {
 	in := c.Request()
-	target, err := leaderURL(leader, in)
+	target, err := leaderURL(leader, in, s.forwardTLS)
 	if err != nil {
 		return s.writeProblem(c, newProblem(CodeNotLeader, err.Error()))
 	}
@@ -67,7 +74,7 @@ func (s *Server) forward(c echo.Context, leader string, body []byte, write bool)
 	dropHopHeaders(out.Header)
 	out.Header.Del("Content-Length")
 	out.Header.Set(HeaderForwardedBy, s.nodeID)
-	if !forwarded(in) {
+	if !claimsForwarded(in) {
 		// The original client's address, for the leader's per-client limit.
 		if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
 			out.Header.Set("X-Forwarded-For", ip)
@@ -75,6 +82,9 @@ func (s *Server) forward(c echo.Context, leader string, body []byte, write bool)
 	}
 	if body == nil {
 		out.Body, out.ContentLength = http.NoBody, 0
+	}
+	if s.peers != nil {
+		s.peers.Sign(out)
 	}
 
 	s.metrics.forwarded.Inc()
@@ -84,6 +94,14 @@ func (s *Server) forward(c echo.Context, leader string, body []byte, write bool)
 		// long on top of the usual bound.
 		cp := *client
 		cp.Timeout += wait
+		client = &cp
+	}
+	if streams(c) && client.Timeout > 0 {
+		// A snapshot or an export moves as long as bytes move: the leader's
+		// rolling deadlines and the caller's connection bound it, not a
+		// fixed timeout.
+		cp := *client
+		cp.Timeout = 0
 		client = &cp
 	}
 	resp, err := client.Do(out)
@@ -109,4 +127,16 @@ func (s *Server) forward(c echo.Context, leader string, body []byte, write bool)
 		s.log.Warn("httpapi: copying the leader's response", "leader", leader, "err", err)
 	}
 	return nil
+}
+
+// streams reports whether the request moves a snapshot or a JSONL export,
+// whose size, not the cluster's speed, decides how long it takes.
+func streams(c echo.Context) bool {
+	switch c.Path() {
+	case "/v1/admin/snapshot", "/v1/admin/snapshot/restore":
+		return true
+	case "/v1/audit":
+		return c.QueryParam("format") == "jsonl"
+	}
+	return false
 }

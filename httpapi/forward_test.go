@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/peerauth"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
 )
@@ -122,8 +123,78 @@ func TestForwardLoopGuard(t *testing.T) {
 		t.Error("b forwarded the request back to a")
 	}
 
-	// A request that arrives already forwarded is never forwarded again.
+	// A request that says it was forwarded is never forwarded again, even
+	// when no node signed it (its header is not trusted for anything else).
 	problemOf(t, b.do(t, http.MethodGet, keyPath("k"), nil, HeaderForwardedBy, "x"), http.StatusServiceUnavailable, CodeNotLeader)
+	if len(a.forwardedBy) != 0 {
+		t.Error("b forwarded a request that claimed to be forwarded already")
+	}
+}
+
+// Nodes that cannot sign (no shared secret: development) still never
+// forward a request back and forth.
+func TestForwardLoopGuardWithoutPeerAuth(t *testing.T) {
+	unsigned := func(c *Config) { c.PeerAuth = peerauth.New(c.NodeID, nil, nil) }
+	mem := ledgertest.NewMemory(epoch)
+	repA := &followerReplicator{local: mem}
+	a := newEnvOver(t, mem, repA, withNodeID("a"), unsigned)
+	memB := ledgertest.NewMemory(epoch)
+	repB := &followerReplicator{local: memB}
+	b := newEnvOver(t, memB, repB, withNodeID("b"), unsigned)
+	repA.setLeader("b", b.hostPort())
+	repB.setLeader("a", a.hostPort())
+	problemOf(t, a.do(t, http.MethodPost, "/v1/intents", newClaim("k", "o")), http.StatusServiceUnavailable, CodeNotLeader)
+	if by := <-b.forwardedBy; by != "a" {
+		t.Errorf("b saw %s %q, want a", HeaderForwardedBy, by)
+	}
+	if len(a.forwardedBy) != 0 {
+		t.Error("b forwarded the request back to a")
+	}
+}
+
+// Forwarding headers count only when a node of the cluster signed them: a
+// client that sends X-Intentd-Forwarded-By to skip the per-key limit, or
+// X-Forwarded-For to pass for another client, gets neither.
+func TestClientForwardHeadersAreNotTrusted(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.RateLimits = &RateLimits{PerKey: 0.001, KeyBurst: 1, PerClient: 0.001, ClientBurst: 3}
+	})
+	forged := []string{HeaderForwardedBy, "n9", "X-Forwarded-For", "203.0.113.7"}
+	problemOf(t, e.do(t, http.MethodGet, keyPath("k"), nil, forged...), http.StatusNotFound, "not_found")
+	r := e.do(t, http.MethodGet, keyPath("k"), nil, forged...)
+	problemOf(t, r, http.StatusTooManyRequests, "rate_limited")
+	if !strings.Contains(string(r.body), "key") {
+		t.Errorf("the forged header skipped the per-key limit: %s", r)
+	}
+	// The per-client bucket is the real address's, whatever X-Forwarded-For says.
+	problemOf(t, e.do(t, http.MethodGet, keyPath("other"), nil, "X-Forwarded-For", "198.51.100.1"), http.StatusNotFound, "not_found")
+	problemOf(t, e.do(t, http.MethodGet, keyPath("third"), nil, "X-Forwarded-For", "198.51.100.2"), http.StatusTooManyRequests, "rate_limited")
+	m := string(e.do(t, http.MethodGet, "/metrics", nil).body)
+	if !strings.Contains(m, "intentd_http_untrusted_forward_headers_total 2") {
+		t.Errorf("untrusted forward headers not counted:\n%s", m)
+	}
+
+	// A signature from another cluster (another secret) is not trusted either.
+	other := peerauth.New("n9", []byte("another cluster's secret, 32 b!!"), nil)
+	req := httptestRequest(t, e, http.MethodGet, keyPath("k"))
+	other.Sign(req)
+	if e.api.peers.Verify(req) {
+		t.Error("a request signed with another cluster's secret was trusted")
+	}
+	mine := peerauth.New("n2", testClusterSecret, nil)
+	mine.Sign(req)
+	if !e.api.peers.Verify(req) {
+		t.Error("a request signed by a node of the cluster was not trusted")
+	}
+}
+
+func httptestRequest(t *testing.T, e *testEnv, method, path string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
 }
 
 func TestForwardWithoutLeader(t *testing.T) {

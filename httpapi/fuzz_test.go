@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/ledger"
@@ -17,7 +18,8 @@ import (
 
 // FuzzClaimBody posts arbitrary bodies to POST /v1/intents against a fresh
 // ledger: the answer is never a 5xx other than 503 and never a panic, is
-// always JSON, and a 4xx writes nothing.
+// always JSON, a 4xx writes nothing, and a body that is not valid UTF-8 is
+// a 400 (never decoded with U+FFFD in place of its bad bytes).
 func FuzzClaimBody(f *testing.F) {
 	for _, seed := range []string{
 		`{"key":"k","tool":"t","owner":"o","payload":{"a":1}}`,
@@ -35,6 +37,21 @@ func FuzzClaimBody(f *testing.F) {
 		``,
 		`{} {}`,
 		"{\"key\":\"\xff\",\"tool\":\"t\",\"owner\":\"o\"}",
+		// Text that is not UTF-8, or escapes that decode to no character.
+		"{\"key\":\"z\xfe\",\"tool\":\"t\",\"owner\":\"o\",\"payload\":{}}",
+		"{\"key\":\"k\",\"tool\":\"t\x80\",\"owner\":\"o\",\"payload\":{}}",
+		"{\"key\":\"k\",\"tool\":\"t\",\"owner\":\"o\",\"payload\":{\"a\":\"x\xff\"}}",
+		"{\"key\":\"k\",\"tool\":\"t\",\"owner\":\"o\",\"payload\":{\"a\xff\":1}}",
+		`{"key":"z\udc00","tool":"t","owner":"o","payload":{}}`,
+		`{"key":"z\ud800","tool":"t","owner":"o","payload":{}}`,
+		`{"key":"z\ud800\u0041","tool":"t","owner":"o","payload":{}}`,
+		`{"key":"k","tool":"t","owner":"o","payload":["\udfff"]}`,
+		`{"key":"\ud83d\ude00","tool":"t","owner":"o","payload":"\ud83d\ude00"}`,
+		"{\"key\":\"z\xc0\xaf\",\"tool\":\"t\",\"owner\":\"o\",\"payload\":{}}",
+		"{\"key\":\"z\xe0\x80\xaf\",\"tool\":\"t\",\"owner\":\"o\",\"payload\":{}}",
+		"{\"key\":\"z\xed\xa0\x80\",\"tool\":\"t\",\"owner\":\"o\",\"payload\":{}}",
+		"{\"key\":\"z\xf4\x90\x80\x80\",\"tool\":\"t\",\"owner\":\"o\",\"payload\":{}}",
+		"{\"key\":\"z\uFFFD\",\"tool\":\"t\",\"owner\":\"o\",\"payload\":{}}",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -42,7 +59,9 @@ func FuzzClaimBody(f *testing.F) {
 	// input.
 	rep := &swappable{}
 	svc := ledger.New(rep, ledger.Limits{})
-	api := New(Config{Service: svc, Now: func() time.Time { return epoch }})
+	// Rate limits off: they are not what this fuzzes, and a fast run
+	// would otherwise meet them.
+	api := New(Config{Service: svc, Now: func() time.Time { return epoch }, RateLimits: &RateLimits{}})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		mem := ledgertest.NewMemory(epoch)
 		rep.set(mem)
@@ -60,6 +79,9 @@ func FuzzClaimBody(f *testing.F) {
 		}
 		if !json.Valid(rec.Body.Bytes()) {
 			t.Fatalf("answer is not JSON: %q", rec.Body)
+		}
+		if !utf8.Valid(body) && status != http.StatusBadRequest {
+			t.Fatalf("status %d for a body that is not UTF-8: %q", status, body)
 		}
 		switch {
 		case status >= 400 && status < 500:

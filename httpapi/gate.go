@@ -196,7 +196,7 @@ func (s *Server) exportAudit(c echo.Context, ns string, since uint64, cons ledge
 	}
 	c.Response().Header().Set(echo.HeaderContentType, "application/jsonl")
 	c.Response().WriteHeader(http.StatusOK)
-	w := bufio.NewWriter(c.Response())
+	w := bufio.NewWriter(newTransfer(c).writer(c.Response()))
 	writeLine := func(v any) error {
 		data, err := jsonLine(v)
 		if err != nil {

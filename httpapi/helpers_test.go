@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/peerauth"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
 	"github.com/intentledger/intentd/token"
@@ -100,6 +101,11 @@ func newEnvOver(t testing.TB, mem *ledgertest.Memory, r ledger.Replicator, opts 
 	}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.PeerAuth == nil {
+		// Every test node shares one cluster secret, as real nodes share
+		// the gossip key.
+		cfg.PeerAuth = peerauth.New(cfg.NodeID, testClusterSecret, nil)
 	}
 	// The cluster's first signing key, as the first grant would add it,
 	// so tests count only their own writes.
@@ -314,6 +320,9 @@ func (e *testEnv) claimOK(t testing.TB, key, owner string) wireAnswer {
 	t.Helper()
 	return answer(t, e.do(t, http.MethodPost, "/v1/intents", newClaim(key, owner)), http.StatusCreated)
 }
+
+// testClusterSecret is the shared secret of the test nodes' cluster.
+var testClusterSecret = []byte("0123456789abcdef0123456789abcdef")
 
 func withNodeID(id string) envOption { return func(c *Config) { c.NodeID = id } }
 

@@ -12,9 +12,13 @@ type metrics struct {
 	duration  *prometheus.HistogramVec
 	claims    *prometheus.CounterVec
 	forwarded prometheus.Counter
+	// untrustedForwards counts requests whose forwarding headers no node
+	// signed (dropped).
+	untrustedForwards prometheus.Counter
 	// tokenVerifies counts execution token verifications by status.
 	tokenVerifies *prometheus.CounterVec
-	// rateLimited counts 429 answers by limit (client or key).
+	// rateLimited counts 429 answers by limit (client, key or
+	// auth_failures).
 	rateLimited *prometheus.CounterVec
 }
 
@@ -22,11 +26,11 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	return &metrics{
 		requests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "intentd_http_requests_total",
-			Help: "HTTP requests answered, by route template, method and status code.",
+			Help: "HTTP requests answered, by route template (or unmatched), method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS or other) and status code.",
 		}, []string{"route", "method", "code"})),
 		duration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "intentd_http_request_duration_seconds",
-			Help:    "Time to answer an HTTP request, by route template, method and status code.",
+			Help:    "Time to answer an HTTP request, by route template (or unmatched), method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS or other) and status code.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route", "method", "code"})),
 		claims: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -35,7 +39,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}, []string{"status"})),
 		rateLimited: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "intentd_http_rate_limited_total",
-			Help: "Requests answered 429 rate_limited, by the limit that was hit (client or key).",
+			Help: "Requests answered 429 rate_limited, by the limit that was hit (client, key or auth_failures).",
 		}, []string{"limit"})),
 		tokenVerifies: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "intentd_token_verifications_total",
@@ -44,6 +48,10 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		forwarded: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "intentd_http_forwarded_total",
 			Help: "Requests this node forwarded to the leader.",
+		})),
+		untrustedForwards: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "intentd_http_untrusted_forward_headers_total",
+			Help: "Requests that carried forwarding headers no node of the cluster signed; the headers were dropped.",
 		})),
 	}
 }

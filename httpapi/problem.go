@@ -37,6 +37,7 @@ const (
 	CodeTokenInvalid     = "token_invalid"
 	CodePolicyNotFound   = "policy_not_found"
 	CodeRateLimited      = "rate_limited"
+	CodeTooManyWaiters   = "too_many_waiters"
 )
 
 // codeGrantedNew is the table entry for a grant that created a new
@@ -87,6 +88,7 @@ var codes = map[string]codeSpec{
 	CodePolicyNotFound:                {status: http.StatusNotFound, title: "No such policy"},
 	CodeForbidden:                     {status: http.StatusForbidden, title: "Forbidden"},
 	CodeRateLimited:                   {status: http.StatusTooManyRequests, title: "Too many requests: slow down and retry after Retry-After", retryAfter: time.Second},
+	CodeTooManyWaiters:                {status: http.StatusTooManyRequests, title: "Too many long-polls wait on this node or key: retry after Retry-After, or read without waiting", retryAfter: time.Second},
 
 	// Bad input: nothing was written.
 	CodeBadRequest:       {status: http.StatusBadRequest, title: "Bad request"},
@@ -239,6 +241,8 @@ func errorProblem(err error, write bool, now time.Time) (p *problem, internal bo
 		return newProblem(CodeNoLeader, err.Error()), false
 	case errors.Is(err, ledger.ErrShuttingDown):
 		return newProblem(CodeShuttingDown, err.Error()), false
+	case errors.Is(err, ledger.ErrTooManyWaiters):
+		return newProblem(CodeTooManyWaiters, err.Error()), false
 	case errors.Is(err, ledger.ErrOutcomeUnknown),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		if write {

@@ -23,13 +23,14 @@ import (
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/peerauth"
 	"github.com/intentledger/intentd/ledger"
 )
 
 // HeaderForwardedBy marks a request a node forwarded to the leader; its
 // value is the forwarding node's ID. A request carrying it is never
 // forwarded again.
-const HeaderForwardedBy = "X-Intentd-Forwarded-By"
+const HeaderForwardedBy = peerauth.HeaderForwardedBy
 
 // HeaderIdempotencyKey may carry the key of a claim instead of the body.
 const HeaderIdempotencyKey = "Idempotency-Key"
@@ -87,6 +88,13 @@ type Config struct {
 	// MaxSnapshotBytes bounds an uploaded snapshot; 0 means
 	// DefaultMaxSnapshotBytes.
 	MaxSnapshotBytes int64
+	// PeerAuth signs the requests this node forwards and verifies those
+	// it receives; nil trusts no forwarding header.
+	PeerAuth PeerAuth
+	// ForwardTLS forwards over HTTPS whatever scheme the leader's
+	// advertised address names (TLS is on: a member advertising http://
+	// must not receive a client's request in the clear).
+	ForwardTLS bool
 }
 
 // Server is the HTTP API of one node.
@@ -106,9 +114,15 @@ type Server struct {
 	keys *auth.Keyset
 	// clientLimits and keyLimits are the rate limits (nil: off).
 	clientLimits, keyLimits *limiterSet
+	// authFailures limits failed authentications per address (nil: off).
+	authFailures *limiterSet
 	// snaps and maxSnapshot serve the admin endpoints (admin.go).
 	snaps       ledger.Snapshotter
 	maxSnapshot int64
+	// peers verifies forwarded requests (peerauth.go).
+	peers PeerAuth
+	// forwardTLS forces https when forwarding.
+	forwardTLS bool
 }
 
 // New returns a Server for cfg. It panics if cfg.Service is nil or the
@@ -120,6 +134,7 @@ func New(cfg Config) *Server {
 	s := &Server{
 		svc: cfg.Service, cluster: cfg.Cluster, reg: cfg.Registry, log: cfg.Logger,
 		fwd: cfg.ForwardClient, nodeID: cfg.NodeID, maxBody: cfg.MaxBodyBytes, now: cfg.Now, identify: cfg.Identify,
+		peers: cfg.PeerAuth, forwardTLS: cfg.ForwardTLS,
 	}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
@@ -144,6 +159,7 @@ func New(cfg Config) *Server {
 	}
 	s.clientLimits = newLimiterSet(limits.PerClient, limits.ClientBurst, time.Now)
 	s.keyLimits = newLimiterSet(limits.PerKey, limits.KeyBurst, time.Now)
+	s.authFailures = newLimiterSet(limits.AuthFailures, limits.AuthFailureBurst, time.Now)
 	if cfg.Auth != nil && !cfg.Auth.IsDisabled() {
 		s.keys = cfg.Auth
 		if s.identify == nil {
@@ -172,11 +188,16 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.observe)
+	e.Use(s.trustForwarding)
+	// The metrics' route label: the registered routes, filled in below.
+	routes := map[string]bool{}
+	e.Use(s.observe(routes))
 	if s.keys != nil {
+		e.Use(s.limitAuthFailures)
 		e.Use(auth.Middleware(s.keys, auth.ByRoute(auth.DefaultRoutes())))
 	}
 	e.Use(s.rateLimit)
+	e.Use(s.requireUTF8)
 
 	e.POST("/v1/intents", s.claim)
 	e.GET("/v1/intents", s.list)
@@ -203,28 +224,61 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	s.adminRoutes(e)
+	for _, r := range e.Routes() {
+		routes[r.Method+" "+r.Path] = true
+	}
 	return e
 }
 
-// observe records metrics, turns panics into 500 problems and errors
-// into answers, so the metrics see the final status.
-func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		start := time.Now()
-		err := s.safely(next, c)
-		route := c.Path()
-		var he *echo.HTTPError
-		if errors.As(err, &he) && (he.Code == http.StatusNotFound || he.Code == http.StatusMethodNotAllowed) {
-			route = "unmatched"
+// observe returns the middleware that records metrics, turns panics into
+// 500 problems and errors into answers, so the metrics see the final
+// status. Every label comes from a fixed set, whatever the client sends:
+// route is the template of a registered route (routes holds them as
+// "METHOD /template", filled in before the first request) or
+// "unmatched", method is one of httpMethods or "other", code is the status.
+func (s *Server) observe(routes map[string]bool) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			err := s.safely(next, c)
+			if err != nil {
+				s.handleError(err, c)
+			}
+			method := methodLabel(c.Request().Method)
+			route := c.Path()
+			if !routes[method+" "+route] {
+				route = "unmatched"
+			}
+			code := codeLabel(c.Response().Status)
+			s.metrics.requests.WithLabelValues(route, method, code).Inc()
+			s.metrics.duration.WithLabelValues(route, method, code).Observe(time.Since(start).Seconds())
+			return nil
 		}
-		if err != nil {
-			s.handleError(err, c)
-		}
-		method, code := c.Request().Method, strconv.Itoa(c.Response().Status)
-		s.metrics.requests.WithLabelValues(route, method, code).Inc()
-		s.metrics.duration.WithLabelValues(route, method, code).Observe(time.Since(start).Seconds())
-		return nil
 	}
+}
+
+// httpMethods are the methods the metrics name; any other is "other".
+var httpMethods = []string{
+	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete, http.MethodOptions,
+}
+
+// methodLabel is method if it is one of httpMethods, else "other".
+func methodLabel(method string) string {
+	for _, m := range httpMethods {
+		if method == m {
+			return m
+		}
+	}
+	return "other"
+}
+
+// codeLabel is the status code, or "other" outside 100-599.
+func codeLabel(status int) string {
+	if status < 100 || status > 599 {
+		return "other"
+	}
+	return strconv.Itoa(status)
 }
 
 // safely runs h, turning a panic into an error.
@@ -303,7 +357,7 @@ func writeBody(c echo.Context, status int, contentType string, v any) error {
 func (s *Server) fail(c echo.Context, err error, body []byte) error {
 	write := isWrite(c.Request())
 	var nl *ledger.NotLeaderError
-	if errors.As(err, &nl) && nl.LeaderHTTP != "" && !forwarded(c.Request()) {
+	if errors.As(err, &nl) && nl.LeaderHTTP != "" && !claimsForwarded(c.Request()) {
 		return s.forward(c, nl.LeaderHTTP, body, write)
 	}
 	p, internal := errorProblem(err, write, s.now())
@@ -318,7 +372,8 @@ func isWrite(r *http.Request) bool {
 	return r.Method != http.MethodGet && r.Method != http.MethodHead
 }
 
-// forwarded reports whether r was forwarded by another node.
+// forwarded reports whether r was forwarded by another node (after
+// trustForwarding, only a signed forward still carries the header).
 func forwarded(r *http.Request) bool {
 	return len(r.Header.Values(HeaderForwardedBy)) > 0
 }
@@ -413,11 +468,14 @@ func (s *Server) actorOf(c echo.Context, bodyActor string) string {
 	return bodyActor
 }
 
-// isAdmin reports whether the request may act across namespaces.
+// isAdmin reports whether the request may act across namespaces. It fails
+// closed: with auth on, a request without an identity is not an admin.
+// Only development mode (auth off: no keys and no Identify) makes every
+// caller an admin, as Config.Auth documents.
 func (s *Server) isAdmin(c echo.Context) bool {
 	if s.identify == nil {
-		return true
+		return s.keys == nil // New sets identify whenever auth is on
 	}
 	id, ok := s.identify(c)
-	return !ok || id.Admin
+	return ok && id.Admin
 }

@@ -28,6 +28,12 @@ var (
 	ErrUnprocessable = errors.New("unprocessable request")
 )
 
+// ErrTooManyWaiters refuses a long-poll (Service.Wait) that would have to
+// wait while Limits.MaxWaiters long-polls already wait on the node, or
+// Limits.MaxWaitersPerKey on its key. Nothing was written; retry later, or
+// read without waiting.
+var ErrTooManyWaiters = errors.New("too many long-polls waiting")
+
 // NotLeaderError says which node leads, when known, so a caller can
 // forward the request there.
 type NotLeaderError struct {

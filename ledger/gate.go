@@ -107,50 +107,74 @@ func (s *Service) Audit(ctx context.Context, namespace string, since uint64, lim
 	return page, err
 }
 
-// ChangeNotifier is implemented by a Replicator that can tell when its
-// state machine applies something, so Wait need not poll.
-type ChangeNotifier interface {
-	// Changed returns a channel closed at the next apply.
-	Changed() <-chan struct{}
-}
-
 // MaxWait bounds a long-poll.
 const MaxWait = 60 * time.Second
 
-// waitPoll is how often Wait reads again when the replicator cannot
-// notify it.
+// waitPoll is how often Wait reads again when the replicator can tell
+// neither which keys changed (ChangeFeed) nor that something did
+// (ChangeNotifier).
 const waitPoll = 50 * time.Millisecond
 
 // Wait reads the intent like Get, but when its version is not above
 // afterVersion (or it does not exist yet) it waits up to wait for a change
 // before answering with what it then finds: a long-poll for an approval or
 // a result. The error is fsm.ErrNotFound when there is still no intent.
+//
+// A long-poll that has to wait is woken only when its key changes (or the
+// state is restored from a snapshot), and reads again then. It holds one of
+// Limits.MaxWaiters slots on the node and of Limits.MaxWaitersPerKey on its
+// key while it waits; past either it is refused with ErrTooManyWaiters, but
+// only after one read, so a poll already answered, or one this node must
+// forward to the leader (a NotLeaderError), never is. After Close it answers
+// at once with what it has.
 func (s *Service) Wait(ctx context.Context, namespace, key string, afterVersion uint64, wait time.Duration, c Consistency) (*fsm.Intent, error) {
 	if wait < 0 || wait > MaxWait {
 		return nil, badField(ErrUnprocessable, "wait", "must be between 0 and %v", MaxWait)
 	}
+	ns, err := s.keyAndNamespace(namespace, key)
+	if err != nil {
+		return nil, err
+	}
+	// Register before the first read, and arm again before each later one:
+	// a change applied after a read then always wakes this poll. A poll
+	// that does not wait takes no slot.
+	var w *waiter
+	var changed <-chan struct{}
+	var full error
+	if wait > 0 {
+		w, changed, full = s.waiters.add(ns, key)
+		if w != nil {
+			defer s.waiters.remove(w)
+		}
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	notifier, _ := s.r.(ChangeNotifier)
 	for {
-		var changed <-chan struct{}
-		if notifier != nil {
-			changed = notifier.Changed() // before the read: no change can slip between
+		var coarse <-chan struct{}
+		if s.coarse != nil {
+			coarse = s.coarse.Changed() // before the read, as changed is
 		}
-		in, err := s.Get(ctx, namespace, key, c)
+		in, err := s.Get(ctx, ns, key, c)
 		if err != nil && !errors.Is(err, fsm.ErrNotFound) {
 			return nil, err
 		}
 		if in != nil && in.Version > afterVersion {
 			return in, nil
 		}
+		if full != nil {
+			return nil, full
+		}
 		var poll <-chan time.Time
-		if changed == nil {
+		if s.unsubscribe == nil && coarse == nil {
 			poll = time.After(waitPoll)
 		}
 		select {
 		case <-changed:
+			changed = s.waiters.arm(w)
+		case <-coarse:
 		case <-poll:
+		case <-s.waiters.done:
+			return in, err
 		case <-timer.C:
 			return in, err
 		case <-ctx.Done():

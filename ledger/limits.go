@@ -22,6 +22,12 @@ type Limits struct {
 	DefaultLease    time.Duration
 	DedupeWindow    time.Duration
 	MaxListLimit    int
+	// MaxWaiters bounds the long-polls (Service.Wait) waiting on this node
+	// at once, and MaxWaitersPerKey those waiting on one (namespace, key):
+	// a long-poll that would have to wait past either is refused with
+	// ErrTooManyWaiters.
+	MaxWaiters       int
+	MaxWaitersPerKey int
 }
 
 // DefaultLimits are the limits used when a field is zero.
@@ -36,6 +42,9 @@ var DefaultLimits = Limits{
 	DefaultLease:    30 * time.Second,
 	DedupeWindow:    24 * time.Hour,
 	MaxListLimit:    1000,
+
+	MaxWaiters:       4096,
+	MaxWaitersPerKey: 64,
 }
 
 // Validate refuses limits the ledger cannot honour: a payload or result
@@ -47,6 +56,14 @@ func (l Limits) Validate() error {
 	}{{"payload", l.MaxPayloadBytes}, {"result", l.MaxResultBytes}} {
 		if f.v > fsm.MaxBlobBytes {
 			return fmt.Errorf("largest %s %d is over the ledger's limit of %d", f.name, f.v, fsm.MaxBlobBytes)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"maximum lease", l.MaxLease}, {"default lease", l.DefaultLease}, {"dedupe window", l.DedupeWindow}} {
+		if f.d.Milliseconds() > fsm.MaxWindowMS {
+			return fmt.Errorf("%s %v is over the ledger's limit of %d ms", f.name, f.d, fsm.MaxWindowMS)
 		}
 	}
 	return nil
@@ -70,6 +87,8 @@ func (l Limits) withDefaults() Limits {
 	pick(&l.MaxPayloadBytes, d.MaxPayloadBytes)
 	pick(&l.MaxResultBytes, d.MaxResultBytes)
 	pick(&l.MaxListLimit, d.MaxListLimit)
+	pick(&l.MaxWaiters, d.MaxWaiters)
+	pick(&l.MaxWaitersPerKey, d.MaxWaitersPerKey)
 	pickD(&l.MinLease, d.MinLease)
 	pickD(&l.MaxLease, d.MaxLease)
 	pickD(&l.DefaultLease, d.DefaultLease)

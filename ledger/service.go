@@ -48,6 +48,14 @@ type Service struct {
 	// checkThenClaim is a seeded bug for the fault suite (see
 	// SeedCheckThenClaimBug).
 	checkThenClaim bool
+
+	// waiters are the long-polls (Wait) by key. The replicator feeds them
+	// its changes when it is a ChangeFeed (unsubscribe, then set, stops
+	// that); otherwise coarse, when set, says that anything changed.
+	waiters     *waiters
+	coarse      ChangeNotifier
+	unsubscribe func()
+	closeOnce   sync.Once
 }
 
 // SeedCheckThenClaimBug makes Claim decide from a local read made before
@@ -58,8 +66,18 @@ type Service struct {
 func (s *Service) SeedCheckThenClaimBug() { s.checkThenClaim = true }
 
 // New returns a Service over r with limits (zero fields take defaults).
+// When r is a ChangeFeed the Service follows its changes until Close.
 func New(r Replicator, limits Limits) *Service {
-	return &Service{r: r, limits: limits.withDefaults()}
+	s := &Service{r: r, limits: limits.withDefaults()}
+	s.waiters = newWaiters(s.limits.MaxWaiters, s.limits.MaxWaitersPerKey)
+	if f, ok := r.(ChangeFeed); ok {
+		if s.unsubscribe = f.SubscribeChanges(s.waiters); s.unsubscribe == nil {
+			s.unsubscribe = func() {}
+		}
+	} else if n, ok := r.(ChangeNotifier); ok {
+		s.coarse = n
+	}
+	return s
 }
 
 // Limits returns the limits in force.

@@ -29,6 +29,13 @@ run() { # name, expected exit code, args...
 
 run faults --nodes 3 --seed "$SEED" --duration 120s --interval 5s --hold 2500ms \
   --nemesis kill-leader,isolate-leader,partition-halves,pause-leader,deafen-leader,kill-random,loss,clock-skew,snapshot-install,membership,restart-read
+# The trust boundary, with TLS on: rogue gossip members (one announcing
+# the leader's ID, one taking its name, one claiming a new ID without a node
+# certificate) and strangers on the leader's Raft port (plaintext, a client
+# certificate of the node CA, another CA's node certificate) get nothing,
+# while leaders are killed and the cluster is split.
+run trust --nodes 3 --seed "$SEED" --tls --duration 45s --interval 5s --hold 2500ms \
+  --nemesis rogue-member,raft-poke,kill-leader,partition-halves --workload w1,w2
 # Each positive control gets the faults that expose its bug: stale reads
 # from a leader cut off from the others (every isolate-leader opens that
 # window; a partition-halves only when the leader lands in the minority, and
@@ -43,4 +50,8 @@ run control-check-then-claim --nodes 3 --seed "$SEED" --duration 30s --interval 
 # down expose this bug, so it gets more faults and a higher rate.
 run control-leadership-lost --nodes 3 --seed "$SEED" --duration 60s --interval 3s --hold 2s --rate 400 \
   --nemesis deafen-leader --workload w1,w2 --bug leadership-lost-is-failure
+# Gossip members recorded under whatever node ID they announce (the trust
+# boundary before IDs were bound to gossip names): rogue-member must see it.
+run control-trust-gossip-ids --nodes 3 --seed "$SEED" --duration 20s --interval 4s --hold 2500ms \
+  --nemesis rogue-member --workload w1,w2 --bug trust-gossip-ids
 exit $status

@@ -166,12 +166,12 @@ func TestSnapshotDump(t *testing.T) {
 func TestCertsAndTLSFlags(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
 	r := runCLI(t, "certs", "--dir", dir, "--nodes", "a,b", "--hosts", "example.internal")
-	expect(t, r, exitOK, "development PKI", "ca.pem", "a.pem", "client.pem")
+	expect(t, r, exitOK, "development PKI", "ca.pem", "client-ca.pem", "a.pem", "client.pem", "intentd://local/server/a")
 	if r := runCLI(t, "certs", "--dir", dir); r.code == exitOK {
 		t.Fatalf("a second run replaced the CA: %s", r)
 	}
-	// An HTTPS node that requires client certificates from that CA.
-	conf, err := tlsutil.ServerConfig(filepath.Join(dir, "a.pem"), filepath.Join(dir, "a-key.pem"), filepath.Join(dir, "ca.pem"))
+	// An HTTPS node that requires client certificates from the client CA.
+	conf, err := tlsutil.ServerConfig(filepath.Join(dir, "a.pem"), filepath.Join(dir, "a-key.pem"), filepath.Join(dir, "client-ca.pem"), filepath.Join(dir, "ca.pem"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,8 +127,11 @@ func TestAuthRequiredByDefault(t *testing.T) {
 		t.Fatal("--auth maybe accepted")
 	}
 	c, err := parseConfig(nil, func(k string) string {
-		if k == auth.EnvVar {
+		switch k {
+		case auth.EnvVar:
 			return "agents:payments:agent:" + auth.HashKey("ik_test-key-with-enough-entropy-0123456789")
+		case "INTENTD_GOSSIP_KEY":
+			return testGossipKey
 		}
 		return ""
 	}, io.Discard)

@@ -134,6 +134,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&c.Limits.MaxResultBytes, "max-result-bytes", c.Limits.MaxResultBytes, "largest result accepted")
 	fs.DurationVar(&c.Limits.DefaultLease, "default-lease", c.Limits.DefaultLease, "lease when a claim names none")
 	fs.DurationVar(&c.Limits.DedupeWindow, "dedupe-window", c.Limits.DedupeWindow, "how long a finished intent blocks reuse of its key")
+	fs.IntVar(&c.Limits.MaxWaiters, "max-waiters", c.Limits.MaxWaiters, "long-polls (GET ...?wait=) that may wait on this node at once; more are answered 429 too_many_waiters")
+	fs.IntVar(&c.Limits.MaxWaitersPerKey, "max-waiters-per-key", c.Limits.MaxWaitersPerKey, "long-polls that may wait on one intent key at once")
 	fs.DurationVar(&c.Raft.HeartbeatTimeout, "raft-heartbeat-timeout", c.Raft.HeartbeatTimeout, "Raft heartbeat timeout")
 	fs.DurationVar(&c.Raft.ElectionTimeout, "raft-election-timeout", c.Raft.ElectionTimeout, "Raft election timeout")
 	fs.Uint64Var(&c.Raft.SnapshotThreshold, "snapshot-threshold", c.Raft.SnapshotThreshold, "log entries between snapshots")
@@ -148,6 +150,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&c.RateLimits.ClientBurst, "rate-limit-client-burst", c.RateLimits.ClientBurst, "burst of the per-client limit")
 	fs.Float64Var(&c.RateLimits.PerKey, "rate-limit-key", c.RateLimits.PerKey, "requests per second on one intent key; 0 turns it off")
 	fs.IntVar(&c.RateLimits.KeyBurst, "rate-limit-key-burst", c.RateLimits.KeyBurst, "burst of the per-key limit")
+	fs.Float64Var(&c.RateLimits.AuthFailures, "rate-limit-auth-failures", c.RateLimits.AuthFailures, "failed authentications per second per client address, past which the address gets 429; 0 turns it off")
+	fs.IntVar(&c.RateLimits.AuthFailureBurst, "rate-limit-auth-failure-burst", c.RateLimits.AuthFailureBurst, "burst of the failed-authentication limit")
 	fs.StringVar(&c.APIKeysFile, "api-keys-file", "", "JSON file of API keys (name, namespace, roles, sha256); also "+auth.EnvVar)
 	fs.StringVar(&c.PprofAddr, "pprof", "", "serve Go's /debug/pprof/ profiling endpoints on this separate address (e.g. 127.0.0.1:6060; off when empty)")
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "TESTING ONLY: serve /debug/digest and /debug/clock-offset for the fault suite")
@@ -203,7 +207,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if c.Auth != AuthRequired && c.Auth != AuthOff {
 		return c, fmt.Errorf("--auth must be %s or %s, not %q", AuthRequired, AuthOff, c.Auth)
 	}
-	if err := c.Security.validate(); err != nil {
+	if err := c.Security.validate(c.Auth != AuthOff); err != nil {
 		return c, err
 	}
 	if c.ShutdownTimeout <= 0 {

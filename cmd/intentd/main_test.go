@@ -11,8 +11,11 @@ import (
 	"time"
 )
 
+// testGossipKey is a gossip key for configurations that require one.
+const testGossipKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
 func TestParseConfigFlagsEnvAndDefaults(t *testing.T) {
-	env := map[string]string{}
+	env := map[string]string{"INTENTD_GOSSIP_KEY": testGossipKey}
 	getenv := func(k string) string { return env[k] }
 
 	c, err := parseConfig([]string{"--data-dir", "/tmp/x"}, getenv, io.Discard)

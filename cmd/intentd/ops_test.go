@@ -103,7 +103,7 @@ func TestHTTPSClusterServesForwardsAndRefusesStrangers(t *testing.T) {
 	tn := newTestNodes(t)
 	secure := func(c *Config) {
 		c.Security = SecurityConfig{TLSCert: good.files.Node[c.ID], TLSKey: good.files.NodeKey[c.ID],
-			TLSCA: good.files.CA, TLSClientCA: good.files.CA, GossipKey: "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}
+			TLSCA: good.files.CA, TLSClientCA: good.files.ClientCA, GossipKey: "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}
 	}
 	n1 := tn.startCfg("n1", 3, anyAddrs, secure)
 	tn.startCfg("n2", 3, anyAddrs, secure, n1.Node().GossipAddr())
@@ -182,17 +182,26 @@ func TestHTTPSClusterServesForwardsAndRefusesStrangers(t *testing.T) {
 
 func TestSecurityFlagsValidate(t *testing.T) {
 	getenv := func(string) string { return "" }
+	key := []string{"--gossip-key", testGossipKey}
 	cases := []struct {
 		args []string
 		ok   bool
 	}{
-		{[]string{}, true},
-		{[]string{"--tls-cert", "c", "--tls-key", "k", "--tls-ca", "ca"}, true},
+		{key, true},
+		// The gossip key is the membership credential: required with auth
+		// (the default) or TLS; only --auth=off without TLS runs without.
+		{[]string{}, false},
+		{[]string{"--auth=off"}, true},
+		{[]string{"--auth=off", "--tls-cert", "c", "--tls-key", "k", "--tls-ca", "ca"}, false},
+		{append([]string{"--tls-cert", "c", "--tls-key", "k", "--tls-ca", "ca"}, key...), true},
+		{append([]string{"--cluster-name", "prod-eu"}, key...), true},
+		{append([]string{"--cluster-name", "Prod.EU"}, key...), false},
+		{append([]string{"--cluster-name", ""}, key...), false},
 		{[]string{"--tls-cert", "c", "--tls-key", "k"}, false},
 		{[]string{"--tls-cert", "c", "--tls-ca", "ca"}, false},
 		{[]string{"--tls-ca", "ca"}, false},
 		{[]string{"--tls-client-ca", "ca"}, false},
-		{[]string{"--gossip-key", "MDEyMzQ1Njc4OWFiY2RlZg=="}, true},
+		{[]string{"--gossip-key", "MDEyMzQ1Njc4OWFiY2RlZg=="}, true}, // 16 bytes
 		{[]string{"--gossip-key", "c2hvcnQ="}, false},
 		{[]string{"--gossip-key", "not base64!"}, false},
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 func TestPprofFlagServesProfilesOnItsOwnListener(t *testing.T) {
-	c, err := parseConfig([]string{"--pprof", "127.0.0.1:0"}, func(string) string { return "" }, io.Discard)
+	c, err := parseConfig([]string{"--pprof", "127.0.0.1:0", "--auth=off"}, func(string) string { return "" }, io.Discard)
 	if err != nil || c.PprofAddr != "127.0.0.1:0" {
 		t.Fatalf("--pprof: %+v %v", c, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/intentledger/intentd/httpapi"
+	"github.com/intentledger/intentd/internal/peerauth"
 	"github.com/intentledger/intentd/internal/tlsutil"
 )
 
@@ -30,8 +31,14 @@ type SecurityConfig struct {
 	// too, because followers forward with theirs.
 	TLSClientCA string
 	// GossipKey is a base64 AES key (16, 24 or 32 bytes) that encrypts
-	// and authenticates gossip; every member needs the same one.
+	// and authenticates gossip; every member needs the same one. It is the
+	// cluster's membership credential (a node without it cannot join) and
+	// keys the proof that a forwarded request comes from a node, so it is
+	// required whenever auth is required or TLS is on.
 	GossipKey string
+	// ClusterName is the cluster node certificates name (their
+	// server.<name>.intentd DNS SAN and intentd://<name>/server/<id> URI).
+	ClusterName string
 }
 
 // registerSecurityFlags adds the security flags to fs (and so to the
@@ -41,14 +48,27 @@ func registerSecurityFlags(fs *flag.FlagSet, s *SecurityConfig) {
 	fs.StringVar(&s.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&s.TLSCA, "tls-ca", "", "PEM CA bundle that signs node certificates (required with --tls-cert)")
 	fs.StringVar(&s.TLSClientCA, "tls-client-ca", "", "require HTTP API clients to present a certificate signed by this PEM CA")
-	fs.StringVar(&s.GossipKey, "gossip-key", "", "base64 AES key (16, 24 or 32 bytes) encrypting gossip; the same on every node")
+	fs.StringVar(&s.GossipKey, "gossip-key", "", "base64 AES key (16, 24 or 32 bytes) encrypting and authenticating gossip, the same on every node; required unless --auth=off without TLS")
+	fs.StringVar(&s.ClusterName, "cluster-name", tlsutil.DefaultCluster, "the cluster's name in node certificates (intentctl certs --cluster)")
 }
 
 // TLS reports whether the node runs with TLS.
 func (s SecurityConfig) TLS() bool { return s.TLSCert != "" || s.TLSKey != "" }
 
 // validate checks the flags fit together (files are read at start).
-func (s SecurityConfig) validate() error {
+// errGossipKeyRequired refuses a node that would run without its
+// membership credential.
+var errGossipKeyRequired = errors.New("--gossip-key is required when auth is required or TLS is on: it is the cluster's membership " +
+	"credential (without it anyone who reaches the gossip port can join, become a voter and receive forwarded requests); " +
+	"make one with: head -c32 /dev/urandom | base64 (--auth=off without TLS, for development only, runs without one)")
+
+func (s SecurityConfig) validate(authRequired bool) error {
+	if s.GossipKey == "" && (authRequired || s.TLS()) {
+		return errGossipKeyRequired
+	}
+	if !validClusterName(s.ClusterName) {
+		return fmt.Errorf("--cluster-name %q: want 1-63 lower-case letters, digits and dashes", s.ClusterName)
+	}
 	if s.TLS() && (s.TLSCert == "" || s.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
 	}
@@ -62,6 +82,20 @@ func (s SecurityConfig) validate() error {
 		return err
 	}
 	return nil
+}
+
+// validClusterName reports whether name fits a DNS label, as it stands in
+// the node certificates' server.<name>.intentd.
+func validClusterName(name string) bool {
+	if name == "" || len(name) > 63 || name[0] == '-' || name[len(name)-1] == '-' {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func (s SecurityConfig) gossipKey() ([]byte, error) {
@@ -81,29 +115,46 @@ func (s SecurityConfig) gossipKey() ([]byte, error) {
 // security is the loaded material.
 type security struct {
 	http      *tls.Config // HTTP API server; nil: plaintext
-	peer      *tls.Config // Raft and forwarding (mutual)
+	peer      *tls.Config // Raft and forwarding (mutual, node identities)
 	forward   *http.Client
 	gossipKey []byte
+	// identity names the node a verified peer certificate carries; nil
+	// without TLS.
+	identity func(*tls.ConnectionState) (string, error)
+	// peers signs and verifies forwarded requests.
+	peers *peerauth.Auth
 }
 
-// load reads the certificate files.
-func (s SecurityConfig) load() (*security, error) {
+// load reads the certificate files of node id.
+func (s SecurityConfig) load(id string) (*security, error) {
 	key, err := s.gossipKey()
 	if err != nil {
 		return nil, err
 	}
+	if s.ClusterName == "" {
+		s.ClusterName = tlsutil.DefaultCluster
+	}
 	out := &security{gossipKey: key}
 	if !s.TLS() {
+		out.peers = peerauth.New(id, key, nil)
 		return out, nil
 	}
-	if out.http, err = tlsutil.ServerConfig(s.TLSCert, s.TLSKey, s.TLSClientCA); err != nil {
+	if out.http, err = tlsutil.ServerConfig(s.TLSCert, s.TLSKey, s.TLSClientCA, s.TLSCA); err != nil {
 		return nil, err
 	}
-	if out.peer, err = tlsutil.PeerConfig(s.TLSCert, s.TLSKey, s.TLSCA); err != nil {
+	if out.peer, err = tlsutil.PeerConfig(s.TLSCert, s.TLSKey, s.TLSCA, s.ClusterName, id); err != nil {
 		return nil, err
 	}
+	nodeCAs, cluster := out.peer.RootCAs, s.ClusterName
+	out.identity = func(cs *tls.ConnectionState) (string, error) { return tlsutil.PeerIdentity(cs, nodeCAs, cluster) }
+	out.peers = peerauth.New(id, key, func(cs *tls.ConnectionState) (string, bool) {
+		id, err := out.identity(cs)
+		return id, err == nil
+	})
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tlsutil.MinVersion, RootCAs: out.peer.RootCAs, Certificates: out.peer.Certificates}
+	// Forwarding presents this node's certificate and talks only to a
+	// server of the cluster (the peer configuration's node identity check).
+	tr.TLSClientConfig = out.peer.Clone()
 	out.forward = &http.Client{
 		Timeout:   httpapi.DefaultForwardTimeout,
 		Transport: tr,

@@ -117,6 +117,7 @@ type Main struct {
 	ln       net.Listener
 	srv      *http.Server
 	node     *cluster.Node
+	svc      *ledger.Service
 	registry *prometheus.Registry
 	served   chan error
 	debug    *debugServer // pprof, when --pprof is set
@@ -135,7 +136,7 @@ func NewMain(cfg Config) *Main {
 
 // Start binds the HTTP listener, starts the cluster node and serves the API.
 func (m *Main) Start(ctx context.Context) error {
-	sec, err := m.cfg.Security.load()
+	sec, err := m.cfg.Security.load(m.cfg.ID)
 	if err != nil {
 		return err
 	}
@@ -157,11 +158,12 @@ func (m *Main) Start(ctx context.Context) error {
 		GossipAddr: m.cfg.GossipAddr, GossipAdvertise: m.cfg.GossipAdvertise,
 		HTTPAddr: advertise, Join: m.cfg.Join, BootstrapExpect: m.cfg.BootstrapExpect,
 		LeaveOnShutdown: m.cfg.LeaveOnTerminate, Logger: m.cfg.Logger, Raft: m.cfg.Raft,
-		RaftTLS: sec.peer, GossipKey: sec.gossipKey,
+		RaftTLS: sec.peer, PeerIdentity: sec.identity, GossipKey: sec.gossipKey,
 		Clock: func() time.Time { return time.Now().Add(time.Duration(m.clockOffset.Load())) },
 		Bugs: cluster.Bugs{
 			StaleReads:              m.cfg.TestBug == bugStaleReads,
 			LeadershipLostIsFailure: m.cfg.TestBug == bugLeadershipLost,
+			TrustAnnouncedIDs:       m.cfg.TestBug == bugTrustGossipIDs,
 		},
 	}
 	if m.cfg.Tune != nil {
@@ -177,6 +179,11 @@ func (m *Main) Start(ctx context.Context) error {
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registry.MustRegister(newClusterCollector(node))
 	svc := ledger.New(m.instrument(node), m.cfg.Limits)
+	m.svc = svc
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "intentd_long_polls_waiting",
+		Help: "Long-polls (GET /v1/intents/{key}?wait=) waiting on this node; capped by --max-waiters.",
+	}, func() float64 { return float64(svc.Waiting()) }))
 	if m.cfg.TestBug == bugCheckThenClaim {
 		svc.SeedCheckThenClaimBug()
 	}
@@ -196,6 +203,8 @@ func (m *Main) Start(ctx context.Context) error {
 		Cluster:       node,
 		Registry:      m.registry,
 		ForwardClient: sec.forward,
+		ForwardTLS:    sec.http != nil,
+		PeerAuth:      sec.peers,
 		Snapshots:     node,
 		Logger:        m.log,
 		NodeID:        m.cfg.ID,
@@ -204,7 +213,7 @@ func (m *Main) Start(ctx context.Context) error {
 	handler := api.Handler()
 	if m.cfg.TestHooks {
 		m.log.Warn("test hooks enabled: /debug/digest and /debug/clock-offset are served")
-		handler = m.withTestHooks(handler)
+		handler = m.withTestHooks(handler, keys)
 	}
 	m.srv = &http.Server{
 		Handler:           handler,
@@ -242,12 +251,14 @@ func (m *Main) Node() *cluster.Node { return m.node }
 // long-poll may wait up to a minute) before it closes their connections.
 const httpDrain = 5 * time.Second
 
-// Shutdown stops accepting requests and drains the ones in flight (for at
-// most httpDrain, or a quarter of ctx's time if that is less, then cuts
-// them), then shuts the node down gracefully (leadership handover, gossip
+// Shutdown answers every waiting long-poll, stops accepting requests and
+// drains the ones in flight (for at most httpDrain, or a quarter of ctx's
+// time if that is less, then cuts them), then shuts the node down
+// gracefully (leadership handover, gossip
 // leave, Raft close), bounded by ctx.
 func (m *Main) Shutdown(ctx context.Context) error {
 	var errs []error
+	m.svc.Close() // waiting long-polls answer now with what they have
 	drain := httpDrain
 	if d, ok := ctx.Deadline(); ok {
 		drain = min(drain, time.Until(d)/4)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/intentledger/intentd/auth"
 )
 
 // Seeded bugs for the fault suite's positive controls (--test-bug).
@@ -11,24 +13,30 @@ const (
 	bugStaleReads     = "stale-reads"
 	bugLeadershipLost = "leadership-lost-is-failure"
 	bugCheckThenClaim = "check-then-claim"
+	bugTrustGossipIDs = "trust-gossip-ids"
 )
 
-var testBugs = []string{bugStaleReads, bugLeadershipLost, bugCheckThenClaim}
+var testBugs = []string{bugStaleReads, bugLeadershipLost, bugCheckThenClaim, bugTrustGossipIDs}
 
 // withTestHooks adds the fault suite's endpoints in front of the API:
 //
 //	GET /debug/digest         {"digest": hex SHA-256 of the state machine, "applied_index": N}
 //	GET|PUT /debug/clock-offset {"offset_ms": N}  skews the clock this node stamps proposals with
-func (m *Main) withTestHooks(api http.Handler) http.Handler {
+//
+// With auth on they need an admin API key, checked exactly as the API
+// checks keys (auth.Require); with --auth=off, as the fault suite runs,
+// they are open like the rest of the API.
+func (m *Main) withTestHooks(api http.Handler, keys *auth.Keyset) http.Handler {
+	admin := func(h http.HandlerFunc) http.Handler { return auth.Require(keys, auth.RoleAdmin, h) }
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /debug/digest", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("GET /debug/digest", admin(func(w http.ResponseWriter, _ *http.Request) {
 		digest, applied := m.node.Digest()
 		writeHookJSON(w, map[string]any{"node_id": m.cfg.ID, "digest": digest, "applied_index": applied})
-	})
-	mux.HandleFunc("GET /debug/clock-offset", func(w http.ResponseWriter, _ *http.Request) {
+	}))
+	mux.Handle("GET /debug/clock-offset", admin(func(w http.ResponseWriter, _ *http.Request) {
 		writeHookJSON(w, map[string]any{"offset_ms": time.Duration(m.clockOffset.Load()).Milliseconds()})
-	})
-	mux.HandleFunc("PUT /debug/clock-offset", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.Handle("PUT /debug/clock-offset", admin(func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			OffsetMS *int64 `json:"offset_ms"`
 		}
@@ -39,7 +47,7 @@ func (m *Main) withTestHooks(api http.Handler) http.Handler {
 		m.clockOffset.Store(int64(time.Duration(*body.OffsetMS) * time.Millisecond))
 		m.log.Warn("clock offset changed by the test hooks", "offset_ms", *body.OffsetMS)
 		writeHookJSON(w, map[string]any{"offset_ms": *body.OffsetMS})
-	})
+	}))
 	mux.Handle("/", api)
 	return mux
 }

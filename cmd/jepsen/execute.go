@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,7 +37,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	if len(o.nemeses) == 1 && o.nemeses[0] == "all" {
 		o.nemeses = nil
 		for _, n := range nemesis.Names() {
-			if o.nodes < 5 && (n == "ring" || n == "bridge") {
+			if o.nodes < 5 && (n == "ring" || n == "bridge") || !o.tls && n == "raft-poke" {
 				continue
 			}
 			o.nemeses = append(o.nemeses, n)
@@ -75,7 +76,12 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	if o.bug != "" {
 		extra = append(extra, "--test-bug", o.bug)
 	}
-	cl, err := nodes.Start(ctx, nodes.Config{Binary: bin, Net: net, Dir: o.results, ExtraArgs: extra})
+	trust, err := newTrust(o, net)
+	if err != nil {
+		return exitError, err
+	}
+	cl, err := nodes.Start(ctx, nodes.Config{Binary: bin, Net: net, Dir: o.results, ExtraArgs: extra,
+		GossipKey: trust.gossipKey, TLSDir: trust.pkiDir})
 	if err != nil {
 		return exitError, fmt.Errorf("start nodes: %w", err)
 	}
@@ -89,22 +95,22 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	rec := history.NewRecorder(hf)
 	var addrs []string
 	for i := 1; i <= o.nodes; i++ {
-		addrs = append(addrs, cl.HTTPAddr(i))
+		addrs = append(addrs, cl.URL(i))
 	}
 	w := workload.NewContended(workload.Config{
-		Nodes: addrs, Clients: o.clients, Claimants: o.claimants, Rate: o.rate, DivergentFraction: 0.05,
+		Nodes: addrs, TLS: cl.ClientTLS(), Clients: o.clients, Claimants: o.claimants, Rate: o.rate, DivergentFraction: 0.05,
 		ReadFraction: 0.2, Timeout: 2 * time.Second, Seed: uint64(o.seed), Prefix: fmt.Sprintf("s%d", o.seed),
 	}, rec)
 
 	started := time.Now()
 	runCtx, stopRun := context.WithTimeout(ctx, o.duration)
 	defer stopRun()
-	env := &nemesis.Env{Net: net, Nodes: cl, Rec: rec, Rand: rand.New(rand.NewSource(o.seed)),
+	env := &nemesis.Env{Net: net, Nodes: cl, Rec: rec, Rand: rand.New(rand.NewSource(o.seed)), Trust: trust.env(),
 		Log: func(format string, args ...any) { progress(stderr, "\r\033[K  nemesis: "+format+"\n", args...) }}
 	bursts := 0
 	env.OnRestart = func(ctx context.Context, i int) {
 		bursts++
-		go w.ReadBurst(ctx, 10_000+bursts, cl.HTTPAddr(i), 2*o.hold)
+		go w.ReadBurst(ctx, 10_000+bursts, cl.URL(i), 2*o.hold)
 	}
 	var wg sync.WaitGroup
 	var nemErr error
@@ -137,7 +143,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	if o.finalRead {
 		unread = w.FinalReads(healCtx, o.clients+1000)
 	}
-	digests := collectDigests(healCtx, addrs)
+	digests := collectDigests(healCtx, addrs, cl.ClientTLS())
 	panics, err := cl.Panics()
 	if err != nil {
 		return exitError, err
@@ -218,13 +224,13 @@ func showProgress(ctx context.Context, w io.Writer, rec *history.Recorder, total
 // collectDigests waits until every node reports the same applied index,
 // then returns each node's state machine digest (bounded by ctx; what it
 // has when ctx ends is returned for the checker to judge).
-func collectDigests(ctx context.Context, addrs []string) map[string]string {
-	hc := &http.Client{Timeout: 2 * time.Second}
+func collectDigests(ctx context.Context, addrs []string, tlsConf *tls.Config) map[string]string {
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf}}
 	var last map[string]string
 	for ctx.Err() == nil {
 		digests, indexes := map[string]string{}, map[uint64]bool{}
 		for _, a := range addrs {
-			resp, err := hc.Get("http://" + a + "/debug/digest")
+			resp, err := hc.Get(a + "/debug/digest")
 			if err != nil {
 				continue
 			}

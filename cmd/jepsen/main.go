@@ -57,6 +57,7 @@ type options struct {
 	binary    string
 	bug       string
 	finalRead bool // W2
+	tls       bool // nodes run with TLS (HTTPS, Raft over mutual TLS with node identities)
 	args      []string
 }
 
@@ -77,6 +78,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.binary, "binary", "", "intentd binary (default: go build ./cmd/intentd into the results dir)")
 	wl := fs.String("workload", "w1,w2,w3", "workloads: w1 contended claims (always), w2 final reads after healing, w3 reads through restarting nodes (adds the restart-read nemesis)")
 	fs.StringVar(&o.bug, "bug", "", "positive control: seed this bug in the nodes and pass only if it is caught")
+	fs.BoolVar(&o.tls, "tls", false, "run the nodes with TLS (a fresh development PKI): HTTPS, Raft over mutual TLS with node identities (raft-poke needs it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -40,27 +40,46 @@ func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	return c, nil
 }
 
-// ServerConfig is the HTTP API's TLS: the node's certificate and, when
-// clientCAFile is set, required client certificates signed by that CA.
-func ServerConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+// ServerConfig is the HTTP API's TLS: the node's certificate; client
+// certificates signed by the node CA (nodeCAFile) are verified when given,
+// so the leader can tell a node that forwards a request (PeerIdentity);
+// with clientCAFile set, every client must present a certificate signed by
+// the client CA or the node CA.
+func ServerConfig(certFile, keyFile, clientCAFile, nodeCAFile string) (*tls.Config, error) {
 	cert, err := LoadKeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, err
 	}
 	c := &tls.Config{MinVersion: MinVersion, Certificates: []tls.Certificate{cert}}
-	if clientCAFile != "" {
-		if c.ClientCAs, err = LoadCAPool(clientCAFile); err != nil {
+	if nodeCAFile != "" {
+		if c.ClientCAs, err = LoadCAPool(nodeCAFile); err != nil {
 			return nil, err
+		}
+		c.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	if clientCAFile != "" {
+		pem, err := os.ReadFile(clientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: client CA file: %w", err)
+		}
+		if c.ClientCAs == nil {
+			c.ClientCAs = x509.NewCertPool()
+		}
+		if !c.ClientCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls: client CA file %s holds no PEM certificate", clientCAFile)
 		}
 		c.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return c, nil
 }
 
-// PeerConfig is mutual TLS between nodes (Raft, and HTTP forwarding to the
-// leader): the node presents its certificate both as server and client and
-// accepts only peers whose certificate the CA signed.
-func PeerConfig(certFile, keyFile, caFile string) (*tls.Config, error) {
+// PeerConfig is mutual TLS between the nodes of cluster (Raft, and HTTP
+// forwarding to the leader): the node presents its certificate both as
+// server and client and accepts a peer only if the node CA signed its
+// certificate and it carries a node identity of the cluster (NodeSAN and
+// NodeURI): a client certificate is refused even from the same CA. The
+// node's own certificate must name nodeID, or PeerConfig fails.
+func PeerConfig(certFile, keyFile, caFile, cluster, nodeID string) (*tls.Config, error) {
 	cert, err := LoadKeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, err
@@ -72,12 +91,30 @@ func PeerConfig(certFile, keyFile, caFile string) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("tls: %s: %w", certFile, err)
+	}
+	id, err := NodeIdentity(leaf, cluster)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %s cannot be this node's certificate (reissue it with intentctl certs --cluster %s): %w", certFile, cluster, err)
+	}
+	if id != nodeID {
+		return nil, fmt.Errorf("tls: %s names node %q, but this node is %q", certFile, id, nodeID)
+	}
 	return &tls.Config{
 		MinVersion:   MinVersion,
 		Certificates: []tls.Certificate{cert},
 		RootCAs:      pool,
 		ClientCAs:    pool,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
+		// Dialling, the peer must be a server of this cluster whatever
+		// address it was reached at.
+		ServerName: NodeSAN(cluster),
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			_, err := PeerIdentity(&cs, pool, cluster)
+			return err
+		},
 	}, nil
 }
 

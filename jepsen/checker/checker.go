@@ -52,6 +52,7 @@ const (
 	CheckNoPanic          = "no-panic"
 	CheckEveryOpOK        = "every-op-ok"
 	CheckFaultsHit        = "faults-hit"
+	CheckTrustBoundary    = "trust-boundary"
 )
 
 // LeaderFaults are the nemeses that target the leader: each must end with
@@ -60,12 +61,13 @@ var LeaderFaults = []string{"kill-leader", "isolate-leader", "pause-leader", "de
 
 // SafetyCheckers are the checkers whose violations mean the ledger broke a
 // guarantee (the others say the run proves too little).
-var SafetyCheckers = []string{CheckAtMostOnce, CheckNoDivergentGrant, CheckNoLostAck, CheckLinearizable, CheckDigestsEqual}
+var SafetyCheckers = []string{CheckAtMostOnce, CheckNoDivergentGrant, CheckNoLostAck, CheckLinearizable, CheckDigestsEqual,
+	CheckTrustBoundary}
 
 // CheckerNames lists every checker in the order Check runs them.
 func CheckerNames() []string {
 	return []string{CheckHistory, CheckAtMostOnce, CheckNoDivergentGrant, CheckNoLostAck,
-		CheckLinearizable, CheckDigestsEqual, CheckNoPanic, CheckEveryOpOK, CheckFaultsHit}
+		CheckLinearizable, CheckDigestsEqual, CheckNoPanic, CheckEveryOpOK, CheckFaultsHit, CheckTrustBoundary}
 }
 
 // Violation is one broken property, with the ops that show it.
@@ -254,6 +256,7 @@ func Check(ops []history.Op, effects []history.Effect, faults []history.Fault, d
 	vs = append(vs, checkPanics(panics)...)
 	vs = append(vs, checkEveryOpOK(h.ok, opt.RequireOK)...)
 	vs = append(vs, checkFaultsHit(faults)...)
+	vs = append(vs, checkTrustBoundary(faults)...)
 
 	res.Violations = vs
 	res.Valid = len(vs) == 0
@@ -401,6 +404,20 @@ func checkEveryOpOK(ok []history.Op, require []history.OpType) []Violation {
 		if n[t] == 0 {
 			vs = append(vs, Violation{Checker: CheckEveryOpOK,
 				Detail: fmt.Sprintf("no %s had an ok outcome: the run proves nothing about %ss", t, t)})
+		}
+	}
+	return vs
+}
+
+// checkTrustBoundary reports what the trust-boundary nemeses saw get
+// through: a rogue gossip member recorded under a node's ID or made a
+// voter, a forwarded request reaching it, a stranger answered on the Raft
+// port.
+func checkTrustBoundary(faults []history.Fault) []Violation {
+	var vs []Violation
+	for _, f := range faults {
+		if f.Finding != "" {
+			vs = append(vs, Violation{Checker: CheckTrustBoundary, Detail: fmt.Sprintf("%s at %v: %s", f.Nemesis, f.Start.Round(time.Millisecond), f.Finding)})
 		}
 	}
 	return vs

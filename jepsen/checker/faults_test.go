@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,10 +112,27 @@ func TestFaultsHitNeedsALeaderChange(t *testing.T) {
 		{Nemesis: "deafen-leader", LeaderBefore: "n2", Start: 9 * time.Second}, // still active: not judged
 		{Nemesis: "kill-leader", LeaderBefore: "n2", LeaderAfter: "n2", Start: 10 * time.Second,
 			End: 10500 * time.Millisecond, Cut: true}, // healed early by the run's end: not judged
+		{Nemesis: "kill-leader", LeaderBefore: "n2", LeaderAfter: "n2", Start: 11 * time.Second,
+			End: 12 * time.Second, Failed: "heal: no exit"}, // a harness failure: not judged
 	}
 	vs := checkFaultsHit(faults)
 	if len(vs) != 2 || vs[0].Checker != CheckFaultsHit || !strings.Contains(vs[0].Detail, "isolate-leader") ||
 		!strings.Contains(vs[1].Detail, "pause-leader") {
 		t.Fatalf("violations = %v", vs)
+	}
+}
+
+func TestTrustBoundaryReportsFindings(t *testing.T) {
+	faults := []history.Fault{
+		{Nemesis: "rogue-member", Start: time.Second, End: 2 * time.Second},
+		{Nemesis: "rogue-member", Start: 3 * time.Second, End: 4 * time.Second, Finding: "n2 lists n1 (http 10.213.0.1:4000)"},
+		{Nemesis: "raft-poke", Start: 5 * time.Second, End: 6 * time.Second},
+	}
+	vs := checkTrustBoundary(faults)
+	if len(vs) != 1 || vs[0].Checker != CheckTrustBoundary || !strings.Contains(vs[0].Detail, "n2 lists n1") {
+		t.Fatalf("violations = %v", vs)
+	}
+	if !slices.Contains(SafetyCheckers, CheckTrustBoundary) || !slices.Contains(CheckerNames(), CheckTrustBoundary) {
+		t.Fatal("trust-boundary is not a safety checker that Check runs")
 	}
 }

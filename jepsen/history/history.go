@@ -95,6 +95,10 @@ type Fault struct {
 	// healed or recovered from: a harness event, not a finding about the
 	// system, and no checker judges the fault by what it was meant to do.
 	Failed string `json:"failed,omitempty"`
+	// Finding is what a nemesis that probes the cluster's trust boundary
+	// (a rogue gossip member, a stranger on the Raft port) saw get through:
+	// a safety finding the trust-boundary checker reports.
+	Finding string `json:"finding,omitempty"`
 }
 
 // Recorder collects a run's history. It is safe for concurrent use. When
@@ -196,6 +200,16 @@ func (r *Recorder) EndFault(i int, leaderAfter string, cut bool) {
 	f.End = r.Now()
 	f.LeaderAfter = leaderAfter
 	f.Cut = cut
+	cp := *f
+	r.write(event{Event: "fault", Fault: &cp})
+}
+
+// FindFault records what fault i's nemesis saw get through.
+func (r *Recorder) FindFault(i int, finding string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := &r.faults[i]
+	f.Finding = finding
 	cp := *f
 	r.write(event{Event: "fault", Fault: &cp})
 }

@@ -62,6 +62,9 @@ type Env struct {
 	// node and before it starts again: the workload aims reads at the node
 	// while it restarts (workload W3).
 	OnRestart func(ctx context.Context, i int)
+	// Trust holds the credentials the trust-boundary nemeses (rogue-member,
+	// raft-poke) need; nil: they refuse to start.
+	Trust *Trust
 
 	// Test seams: when set, used instead of Net and Nodes.
 	net     network
@@ -188,6 +191,8 @@ var registry = []named{
 	{"snapshot-install", snapshotInstall},
 	{"membership", membership},
 	{"restart-read", restartRead},
+	{"rogue-member", rogueMember},
+	{"raft-poke", raftPoke},
 }
 
 // Names lists every nemesis ByName knows, in a fixed order.
@@ -403,6 +408,13 @@ func runOne(ctx context.Context, env *Env, nem Nemesis, r *rand.Rand, hold time.
 	var healErr error
 	if heal != nil {
 		healErr = heal(healCtx)
+	}
+	if f := (*Finding)(nil); errors.As(healErr, &f) {
+		if idx >= 0 {
+			env.Rec.FindFault(idx, f.What)
+		}
+		env.logf("nemesis %s: FINDING: %s", name, f.What)
+		healErr = nil
 	}
 	// Wait for recovery even when the run has ended: the next step (the
 	// final reads) needs the cluster back, and the fault's record needs the

@@ -14,6 +14,7 @@ package nodes
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/intentledger/intentd/internal/tlsutil"
 	"github.com/intentledger/intentd/jepsen/netns"
 )
 
@@ -75,6 +77,13 @@ type Config struct {
 	// --raft-election-timeout (default 500ms, at least 500ms: intentd's
 	// leader lease is 500ms and may not exceed the heartbeat timeout).
 	RaftHeartbeat time.Duration
+	// GossipKey, when set, is every node's --gossip-key (base64).
+	GossipKey string
+	// TLSDir, when set, holds a development PKI (tlsutil.DevPKI) with a
+	// certificate per node named n<i> that names the node's IP: the nodes
+	// run with TLS (HTTPS, Raft over mutual TLS with node identities) and
+	// the controller speaks HTTPS, trusting the node CA.
+	TLSDir string
 }
 
 // Cluster is a set of running (or killed, or paused) intentd processes.
@@ -83,6 +92,7 @@ type Cluster struct {
 	cfg    Config
 	n      int
 	client *http.Client
+	tls    *tls.Config // the controller's, with TLSDir; nil: plaintext
 
 	mu     sync.Mutex
 	procs  []*proc // index 1..n; nil before the first start
@@ -144,13 +154,19 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		cfg:   cfg,
 		n:     n,
 		procs: make([]*proc, n+1),
-		client: &http.Client{Transport: &http.Transport{
-			Proxy:               nil, // never send node traffic to a proxy
-			DialContext:         (&net.Dialer{Timeout: probeTimeout}).DialContext,
-			MaxIdleConnsPerHost: 4,
-			IdleConnTimeout:     10 * time.Second,
-		}},
 	}
+	if cfg.TLSDir != "" {
+		if c.tls, err = tlsutil.ClientConfig(filepath.Join(cfg.TLSDir, "ca.pem"), "", ""); err != nil {
+			return nil, fmt.Errorf("nodes: %w", err)
+		}
+	}
+	c.client = &http.Client{Transport: &http.Transport{
+		Proxy:               nil, // never send node traffic to a proxy
+		DialContext:         (&net.Dialer{Timeout: probeTimeout}).DialContext,
+		TLSClientConfig:     c.tls,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     10 * time.Second,
+	}}
 	for i := 1; i <= n; i++ {
 		for _, d := range []string{c.DataDir(i), filepath.Dir(c.LogPath(i))} {
 			if err := os.MkdirAll(d, 0o755); err != nil {
@@ -196,6 +212,27 @@ func (c *Cluster) HTTPAddr(i int) string {
 	return net.JoinHostPort(c.cfg.Net.NodeIP(i), strconv.Itoa(HTTPPort))
 }
 
+// URL is node i's API base URL: http://10.213.0.11:8100, or https:// with
+// TLSDir.
+func (c *Cluster) URL(i int) string {
+	if c.tls != nil {
+		return "https://" + c.HTTPAddr(i)
+	}
+	return "http://" + c.HTTPAddr(i)
+}
+
+// ClientTLS is the TLS configuration a client of the nodes needs (it
+// trusts the node CA), nil when they run without TLS.
+func (c *Cluster) ClientTLS() *tls.Config { return c.tls }
+
+// RaftAddr is node i's Raft address.
+func (c *Cluster) RaftAddr(i int) string {
+	return net.JoinHostPort(c.cfg.Net.NodeIP(i), strconv.Itoa(RaftPort))
+}
+
+// GossipAddr is node i's gossip address.
+func (c *Cluster) GossipAddr(i int) string { return c.gossipAddr(i) }
+
 func (c *Cluster) gossipAddr(i int) string {
 	return net.JoinHostPort(c.cfg.Net.NodeIP(i), strconv.Itoa(GossipPort))
 }
@@ -230,6 +267,13 @@ func (c *Cluster) args(i int, join []string) []string {
 		"--raft-heartbeat-timeout", beat,
 		"--raft-election-timeout", beat,
 	)
+	if c.cfg.GossipKey != "" {
+		a = append(a, "--gossip-key", c.cfg.GossipKey)
+	}
+	if d := c.cfg.TLSDir; d != "" {
+		a = append(a, "--tls-cert", filepath.Join(d, Name(i)+".pem"), "--tls-key", filepath.Join(d, Name(i)+"-key.pem"),
+			"--tls-ca", filepath.Join(d, "ca.pem"))
+	}
 	return append(a, c.cfg.ExtraArgs...)
 }
 
@@ -543,6 +587,17 @@ type Status struct {
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
 	Ready        bool   `json:"ready"`
+	// Members are the nodes this node knows (configuration and gossip).
+	Members []Member `json:"nodes"`
+}
+
+// Member is one node as another sees it.
+type Member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	Suffrage string `json:"suffrage"`
+	Gossip   string `json:"gossip"`
 }
 
 // Status asks node i for GET /v1/cluster (bounded by ctx and one second).
@@ -564,11 +619,11 @@ func (c *Cluster) Status(ctx context.Context, i int) (Status, error) {
 	return st, nil
 }
 
-// get fetches http://<node i>/path with a short per-request bound.
+// get fetches <node i's URL>/path with a short per-request bound.
 func (c *Cluster) get(ctx context.Context, i int, path string) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.HTTPAddr(i)+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL(i)+path, nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -747,7 +802,7 @@ func (c *Cluster) tail(i int) string {
 // run with --test-hooks).
 func (c *Cluster) SetClockOffset(ctx context.Context, i int, offset time.Duration) error {
 	body := strings.NewReader(fmt.Sprintf(`{"offset_ms":%d}`, offset.Milliseconds()))
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://"+c.HTTPAddr(i)+"/debug/clock-offset", body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.URL(i)+"/debug/clock-offset", body)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ package workload
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,10 +61,11 @@ type caller struct {
 	timeout time.Duration
 }
 
-func newCaller(timeout time.Duration) *caller {
+func newCaller(timeout time.Duration, tlsConf *tls.Config) *caller {
 	return &caller{timeout: timeout, hc: &http.Client{Transport: &http.Transport{
 		MaxIdleConnsPerHost: 64,
 		DialContext:         (&net.Dialer{Timeout: timeout}).DialContext,
+		TLSClientConfig:     tlsConf,
 	}}}
 }
 

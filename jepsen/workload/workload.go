@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -14,8 +15,12 @@ import (
 
 // Config shapes a run's client load.
 type Config struct {
-	// Nodes are the HTTP addresses (host:port) clients spread over.
+	// Nodes are the API base URLs (http://host:port or https://...)
+	// clients spread over.
 	Nodes []string
+	// TLS is the clients' TLS configuration for https nodes (nil: the
+	// system's roots).
+	TLS *tls.Config
 	// Clients is the number of concurrent client processes.
 	Clients int
 	// Claimants is how many clients race for each key (3..5 in W1).
@@ -61,7 +66,7 @@ func NewContended(cfg Config, rec *history.Recorder) *Contended {
 	if cfg.LeaseMS <= 0 {
 		cfg.LeaseMS = 3_600_000
 	}
-	return &Contended{cfg: cfg, rec: rec, call: newCaller(cfg.Timeout), keys: map[string]bool{}}
+	return &Contended{cfg: cfg, rec: rec, call: newCaller(cfg.Timeout, cfg.TLS), keys: map[string]bool{}}
 }
 
 // Keys returns every key the workload touched.
@@ -146,7 +151,7 @@ func (w *Contended) claimAndExecute(ctx context.Context, p int, rng *rand.Rand, 
 		}
 		node := w.cfg.Nodes[rng.IntN(len(w.cfg.Nodes))]
 		id := w.rec.Invoke(history.Op{Process: p, Node: node, Type: history.OpClaim, Key: key, Owner: owner, Payload: variant})
-		a := w.call.do(ctx, http.MethodPost, "http://"+node+"/v1/intents", body)
+		a := w.call.do(ctx, http.MethodPost, node+"/v1/intents", body)
 		w.rec.Complete(id, a.fill)
 		if a.outcome != history.OutcomeOK {
 			backoff(ctx, attempt)
@@ -170,7 +175,7 @@ func (w *Contended) complete(ctx context.Context, p int, rng *rand.Rand, key, ow
 		}
 		node := w.cfg.Nodes[rng.IntN(len(w.cfg.Nodes))]
 		id := w.rec.Invoke(history.Op{Process: p, Node: node, Type: history.OpComplete, Key: key, Owner: owner, FencingToken: fence})
-		a := w.call.do(ctx, http.MethodPost, "http://"+node+"/v1/intents/"+url.PathEscape(key)+"/complete", body)
+		a := w.call.do(ctx, http.MethodPost, node+"/v1/intents/"+url.PathEscape(key)+"/complete", body)
 		w.rec.Complete(id, a.fill)
 		if a.outcome == history.OutcomeOK {
 			return
@@ -182,7 +187,7 @@ func (w *Contended) complete(ctx context.Context, p int, rng *rand.Rand, key, ow
 // read records one linearizable read of key through node.
 func (w *Contended) read(ctx context.Context, p int, key, node string) history.Outcome {
 	id := w.rec.Invoke(history.Op{Process: p, Node: node, Type: history.OpRead, Key: key})
-	a := w.call.do(ctx, http.MethodGet, "http://"+node+"/v1/intents/"+url.PathEscape(key), nil)
+	a := w.call.do(ctx, http.MethodGet, node+"/v1/intents/"+url.PathEscape(key), nil)
 	w.rec.Complete(id, a.fill)
 	return a.outcome
 }

@@ -1,0 +1,197 @@
+package ledger
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/intentledger/intentd/fsm"
+)
+
+// ChangeFeed is implemented by a Replicator that can tell which intents each
+// apply of its state machine changed, so that a long-poll (Service.Wait)
+// wakes only when its own key changes. cluster.Node implements it. A
+// Service subscribes when it is created and unsubscribes in Close.
+type ChangeFeed interface {
+	// SubscribeChanges makes the replicator report every later change of
+	// its state machine to sink, until unsubscribe is called.
+	SubscribeChanges(sink ChangeSink) (unsubscribe func())
+}
+
+// ChangeSink is told what a replicator's state machine changed. It is called
+// after the change is visible to reads, in apply order, on the replicator's
+// apply path: it must return quickly, must not block and must not call back
+// into the replicator.
+type ChangeSink interface {
+	// KeysChanged reports the intents an apply may have changed (a
+	// superset: see fsm.Touched). keys is only valid during the call.
+	KeysChanged(keys []fsm.Ref)
+	// AllChanged reports that any intent may have changed: the state was
+	// replaced (a snapshot was restored) or an entry did not say what it
+	// touched.
+	AllChanged()
+}
+
+// ChangeNotifier is implemented by a Replicator that can only tell that its
+// state machine applied something, not what. Wait then reads again after
+// every apply; implement ChangeFeed instead so that it reads again only when
+// its key changes. A Replicator that implements neither is polled.
+type ChangeNotifier interface {
+	// Changed returns a channel closed at the next apply.
+	Changed() <-chan struct{}
+}
+
+// waitKey is what a long-poll waits on.
+type waitKey struct{ ns, key string }
+
+// waiter is one long-poll's registration.
+type waiter struct {
+	k   waitKey
+	pos int // index in its key's slice
+	// ch is closed at the key's next change, then set to nil until the
+	// long-poll arms again. Guarded by the registry's mu.
+	ch chan struct{}
+}
+
+// waiters is a Service's registry of long-polls by (namespace, key). The
+// replicator tells it which keys an apply changed (it is the Service's
+// ChangeSink) and only the long-polls of those keys wake. It bounds how many
+// long-polls wait on the node and on one key.
+type waiters struct {
+	maxTotal, maxPerKey int
+	// done is closed by close: every long-poll answers with what it has.
+	done chan struct{}
+
+	mu     sync.Mutex
+	byKey  map[waitKey][]*waiter
+	closed bool
+	// total counts registrations; changed under mu, read without it so
+	// that an apply with nobody waiting costs one atomic load.
+	total atomic.Int64
+}
+
+func newWaiters(maxTotal, maxPerKey int) *waiters {
+	return &waiters{maxTotal: maxTotal, maxPerKey: maxPerKey, done: make(chan struct{}), byKey: map[waitKey][]*waiter{}}
+}
+
+// add registers a long-poll on (ns, key) and returns it with the channel
+// closed at the key's next change. Register before reading: a change
+// applied after the read then closes the channel. A cap reached is
+// ErrTooManyWaiters. After close nothing is registered (nil, nil, nil): the
+// poll answers with its first read.
+func (r *waiters) add(ns, key string) (*waiter, <-chan struct{}, error) {
+	k := waitKey{ns: ns, key: key}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, nil, nil
+	}
+	if int(r.total.Load()) >= r.maxTotal {
+		return nil, nil, fmt.Errorf("%w: %d long-polls already wait on this node", ErrTooManyWaiters, r.maxTotal)
+	}
+	list := r.byKey[k]
+	if len(list) >= r.maxPerKey {
+		return nil, nil, fmt.Errorf("%w: %d long-polls already wait on key %q", ErrTooManyWaiters, r.maxPerKey, key)
+	}
+	w := &waiter{k: k, pos: len(list), ch: make(chan struct{})}
+	r.byKey[k] = append(list, w)
+	r.total.Add(1)
+	return w, w.ch, nil
+}
+
+// arm returns the channel closed at w's key's next change, made anew if the
+// last one was closed. Arm before reading again.
+func (r *waiters) arm(w *waiter) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	return w.ch
+}
+
+// remove frees w's slot.
+func (r *waiters) remove(w *waiter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	list := r.byKey[w.k]
+	if w.pos >= len(list) || list[w.pos] != w {
+		return // not registered (removed twice)
+	}
+	last := len(list) - 1
+	list[w.pos] = list[last]
+	list[w.pos].pos = w.pos
+	list[last] = nil
+	if last == 0 {
+		delete(r.byKey, w.k)
+	} else {
+		r.byKey[w.k] = list[:last]
+	}
+	r.total.Add(-1)
+}
+
+// wake closes w's channel if it is armed. Call with mu held.
+func wake(w *waiter) {
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+}
+
+// KeysChanged implements ChangeSink: it wakes the long-polls of keys.
+func (r *waiters) KeysChanged(keys []fsm.Ref) {
+	if r.total.Load() == 0 || len(keys) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ref := range keys {
+		for _, w := range r.byKey[waitKey{ns: ref.Namespace, key: ref.Key}] {
+			wake(w)
+		}
+	}
+}
+
+// AllChanged implements ChangeSink: it wakes every long-poll.
+func (r *waiters) AllChanged() {
+	if r.total.Load() == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, list := range r.byKey {
+		for _, w := range list {
+			wake(w)
+		}
+	}
+}
+
+// close makes every long-poll, waiting or to come, answer at once.
+func (r *waiters) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.closed = true
+		close(r.done)
+	}
+}
+
+// len is the number of registered long-polls.
+func (r *waiters) len() int { return int(r.total.Load()) }
+
+// Close makes every long-poll (Wait) answer at once with what it has read,
+// and later ones answer without waiting, so that a node shutting down need
+// not wait out a poll of up to MaxWait. It also stops following the
+// replicator's changes. Call it when the node starts shutting down, before
+// draining HTTP requests. It may be called more than once.
+func (s *Service) Close() {
+	s.waiters.close()
+	s.closeOnce.Do(func() {
+		if s.unsubscribe != nil {
+			s.unsubscribe()
+		}
+	})
+}
+
+// Waiting returns the number of long-polls waiting on this node.
+func (s *Service) Waiting() int { return s.waiters.len() }
