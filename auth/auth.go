@@ -8,13 +8,20 @@
 //
 // Roles:
 //
-//	agent     claim, complete, renew, commit, and read
-//	tool      verify execution tokens
-//	approver  approve, reject, resolve, and read
-//	reader    read only (intents, audit, cluster status): dashboards
-//	admin     everything: cluster, policies, snapshots, key rotation
+//	agent       claim, complete, renew, commit (its own grants), and read
+//	tool        verify execution tokens
+//	approver    approve, reject, resolve, and read
+//	reconciler  complete, renew, commit any grant of its namespace,
+//	            resolve, and read
+//	reader      read only (intents, audit, cluster status): dashboards
+//	admin       everything: cluster, policies, snapshots, key rotation
 //
-// admin implies every role; agent and approver imply reader.
+// admin implies every role; agent, approver and reconciler imply reader.
+//
+// A grant is bound to the key that claimed it: complete, renew and commit
+// from another key are refused unless that key holds reconciler (or
+// admin). The state machine enforces it; the Principal's name and roles
+// are what the API layer hands it.
 //
 // Middleware enforces this on an echo server. A nil or Disabled keyset is
 // development mode: every request passes as namespace "default" with every
@@ -47,6 +54,12 @@ const (
 	// RoleApprover decides on intents: approve, reject, resolve; it
 	// implies RoleReader.
 	RoleApprover Role = "approver"
+	// RoleReconciler settles grants other keys of its namespace hold:
+	// complete, renew and commit any grant (an agent may settle only the
+	// grants of its own key), and resolve; it implies RoleReader. Give it
+	// to the process that reconciles stuck intents against the tools,
+	// never to agents.
+	RoleReconciler Role = "reconciler"
 	// RoleReader reads intents, their audit and the cluster status.
 	RoleReader Role = "reader"
 	// RoleAdmin may do everything, including cluster membership,
@@ -63,6 +76,11 @@ const (
 	// roles (for example the cluster status that every SDK reads to find
 	// the leader).
 	Authenticated Role = "authenticated"
+	// Settle marks a report on a grant (complete, renew, commit): agent
+	// (the state machine then holds it to its own grants) or reconciler.
+	Settle Role = "settle"
+	// Resolve marks settling an in_doubt intent: approver or reconciler.
+	Resolve Role = "resolve"
 )
 
 // DefaultNamespace is the namespace of development mode.
@@ -95,7 +113,7 @@ var (
 )
 
 // assignable lists the roles a configured key may hold, in display order.
-var assignable = []Role{RoleAgent, RoleTool, RoleApprover, RoleReader, RoleAdmin}
+var assignable = []Role{RoleAgent, RoleTool, RoleApprover, RoleReconciler, RoleReader, RoleAdmin}
 
 // Roles returns the roles a configured key may hold.
 func Roles() []Role { return slices.Clone(assignable) }
@@ -114,20 +132,25 @@ type Principal struct {
 }
 
 // Has reports whether p may act as r: p holds r, or holds admin, or r is
-// reader and p holds agent or approver. Everyone has Public; any principal
-// with a role has Authenticated.
+// reader and p holds agent, approver or reconciler. Everyone has Public;
+// any principal with a role has Authenticated; agent or reconciler has
+// Settle; approver or reconciler has Resolve.
 func (p Principal) Has(r Role) bool {
 	switch r {
 	case Public:
 		return true
 	case Authenticated:
 		return len(p.Roles) > 0
+	case Settle:
+		return p.Has(RoleAgent) || p.Has(RoleReconciler)
+	case Resolve:
+		return p.Has(RoleApprover) || p.Has(RoleReconciler)
 	}
 	for _, have := range p.Roles {
 		switch {
 		case have == r && r.assignable(), have == RoleAdmin:
 			return true
-		case r == RoleReader && (have == RoleAgent || have == RoleApprover):
+		case r == RoleReader && (have == RoleAgent || have == RoleApprover || have == RoleReconciler):
 			return true
 		}
 	}

@@ -93,6 +93,7 @@ func TestParseErrors(t *testing.T) {
 		{"role case", cfg(key("a", "payments", `["Admin"]`, h1)), `unknown role "Admin"`},
 		{"public is not a role", cfg(key("a", "payments", `["public"]`, h1)), `unknown role "public"`},
 		{"authenticated is not a role", cfg(key("a", "payments", `["authenticated"]`, h1)), `unknown role "authenticated"`},
+		{"settle is not a role", cfg(key("a", "payments", `["settle"]`, h1)), `unknown role "settle"`},
 		{"duplicate role", cfg(key("a", "payments", `["agent","agent"]`, h1)), "listed twice"},
 		{"short hash", cfg(key("a", "payments", `["agent"]`, h1[:63])), "64 hex digits"},
 		{"long hash", cfg(key("a", "payments", `["agent"]`, h1+"0")), "64 hex digits"},
@@ -235,17 +236,19 @@ func TestLoad(t *testing.T) {
 }
 
 func TestPrincipalHas(t *testing.T) {
-	all := []Role{RoleAgent, RoleTool, RoleApprover, RoleReader, RoleAdmin, Public, Authenticated}
+	all := []Role{RoleAgent, RoleTool, RoleApprover, RoleReconciler, RoleReader, RoleAdmin, Public, Authenticated, Settle, Resolve}
 	tests := []struct {
 		roles []Role
 		has   []Role
 	}{
 		{nil, []Role{Public}},
-		{[]Role{RoleAgent}, []Role{RoleAgent, RoleReader, Public, Authenticated}},
+		{[]Role{RoleAgent}, []Role{RoleAgent, RoleReader, Public, Authenticated, Settle}},
 		{[]Role{RoleTool}, []Role{RoleTool, Public, Authenticated}},
-		{[]Role{RoleApprover}, []Role{RoleApprover, RoleReader, Public, Authenticated}},
+		{[]Role{RoleApprover}, []Role{RoleApprover, RoleReader, Public, Authenticated, Resolve}},
+		{[]Role{RoleReconciler}, []Role{RoleReconciler, RoleReader, Public, Authenticated, Settle, Resolve}},
 		{[]Role{RoleReader}, []Role{RoleReader, Public, Authenticated}},
-		{[]Role{RoleAgent, RoleTool}, []Role{RoleAgent, RoleTool, RoleReader, Public, Authenticated}},
+		{[]Role{RoleAgent, RoleTool}, []Role{RoleAgent, RoleTool, RoleReader, Public, Authenticated, Settle}},
+		{[]Role{RoleAgent, RoleReconciler}, []Role{RoleAgent, RoleReconciler, RoleReader, Public, Authenticated, Settle, Resolve}},
 		{[]Role{RoleAdmin}, all},
 		{[]Role{"bogus"}, []Role{Public, Authenticated}},
 	}
@@ -394,4 +397,41 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReconcilerRole: reconciler is a role a key may hold, alone or with
+// others; it reads, settles any grant (Settle) and resolves (Resolve), and
+// admin implies it. An agent settles but does not resolve.
+func TestReconcilerRole(t *testing.T) {
+	plain, sum, err := GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := ParseEnv("ops-reconciler:payments:reconciler:" + sum)
+	if err != nil {
+		t.Fatalf("a reconciler key: %v", err)
+	}
+	p, err := ks.Authenticate(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Role{RoleReconciler, RoleReader, Settle, Resolve} {
+		if !p.Has(r) {
+			t.Errorf("a reconciler lacks %s", r)
+		}
+	}
+	for _, r := range []Role{RoleAgent, RoleApprover, RoleTool, RoleAdmin} {
+		if p.Has(r) {
+			t.Errorf("a reconciler has %s", r)
+		}
+	}
+	if admin := (Principal{Roles: []Role{RoleAdmin}}); !admin.Has(RoleReconciler) {
+		t.Error("admin does not imply reconciler")
+	}
+	if agent := (Principal{Roles: []Role{RoleAgent}}); agent.Has(RoleReconciler) || agent.Has(Resolve) {
+		t.Error("an agent may settle others' grants or resolve")
+	}
+	if !slices.Contains(Roles(), RoleReconciler) {
+		t.Errorf("Roles() = %v, without reconciler", Roles())
+	}
 }

@@ -27,8 +27,10 @@ func ByRoute(table map[string]Role) func(c echo.Context) (Role, bool) {
 //
 //	public         GET /healthz, /readyz, /metrics, /v1/keys
 //	authenticated  GET /v1/cluster (every SDK reads it to find the leader)
-//	agent          POST /v1/intents, .../complete, .../renew, .../commit
-//	approver       POST .../approve, .../reject, .../resolve
+//	agent          POST /v1/intents
+//	agent or reconciler (Settle)    POST .../complete, .../renew, .../commit
+//	approver       POST .../approve, .../reject
+//	approver or reconciler (Resolve) POST .../resolve
 //	reader         GET /v1/intents, /v1/intents/:key, .../audit
 //	tool           POST /v1/tokens/verify
 //	admin          everything else
@@ -42,13 +44,13 @@ func DefaultRoutes() map[string]Role {
 		"GET /v1/cluster": Authenticated,
 
 		"POST /v1/intents":               RoleAgent,
-		"POST /v1/intents/:key/complete": RoleAgent,
-		"POST /v1/intents/:key/renew":    RoleAgent,
-		"POST /v1/intents/:key/commit":   RoleAgent,
+		"POST /v1/intents/:key/complete": Settle,
+		"POST /v1/intents/:key/renew":    Settle,
+		"POST /v1/intents/:key/commit":   Settle,
 
 		"POST /v1/intents/:key/approve": RoleApprover,
 		"POST /v1/intents/:key/reject":  RoleApprover,
-		"POST /v1/intents/:key/resolve": RoleApprover,
+		"POST /v1/intents/:key/resolve": Resolve,
 
 		"GET /v1/intents":            RoleReader,
 		"GET /v1/intents/:key":       RoleReader,

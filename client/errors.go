@@ -64,6 +64,15 @@ var (
 	// ErrUnauthorized: no valid API key, or its roles do not allow the
 	// call.
 	ErrUnauthorized = errors.New("not authorized")
+	// ErrNotGrantHolder: the grant is bound to the API key that claimed
+	// it, and this client's key is another one without the reconciler
+	// role; nothing was written beyond the audit trail. Do not retry
+	// with this key. It also matches ErrUnauthorized.
+	ErrNotGrantHolder = errors.New("the grant is bound to another API key")
+	// ErrSelfApproval: the approving key is the one that claimed the
+	// intent, and its policy does not set allow_self_approval; another
+	// approver must decide. It also matches ErrUnauthorized.
+	ErrSelfApproval = errors.New("the claimant may not approve its own intent")
 	// ErrRateLimited: the node refused the call under its per-client or
 	// per-key rate limit (429); nothing was written. The client waits the
 	// Retry-After and sends it again, like any call the cluster could not
@@ -86,7 +95,9 @@ var sentinelCodes = map[error][]string{
 	ErrTokenUsed:       {"token_used"},
 	ErrTokenExpired:    {"token_expired"},
 	ErrTokenInvalid:    {"token_invalid", "token_mismatch"},
-	ErrUnauthorized:    {"unauthenticated", "forbidden", "not_an_approver"},
+	ErrUnauthorized:    {"unauthenticated", "forbidden", "not_an_approver", "not_grant_holder", "self_approval"},
+	ErrNotGrantHolder:  {"not_grant_holder"},
+	ErrSelfApproval:    {"self_approval"},
 	ErrOutcomeUnknown:  {"outcome_unknown"},
 	ErrNoLeader:        {"no_leader", "not_leader"},
 	ErrUnavailable:     {"unavailable", "shutting_down", "not_ready"},

@@ -75,13 +75,13 @@ func TestLogEncodingWaitsForEveryServer(t *testing.T) {
 	tc.startAt("n3", raftAddr, gossipAddr, 3, join)
 	waitFor(t, 30*time.Second, "the leader to write the binary encoding", func() bool {
 		l := tc.leader()
-		return l.Status().LogEncoding == int(fsm.EncodingBinary)
+		return l.Status().LogEncoding == int(fsm.MaxEncoding)
 	})
 	for i := 0; i < 5; i++ {
 		tc.propose(ctx, claim(fmt.Sprintf("after-%d", i), "o"))
 	}
 	leader = tc.leader()
-	if got := lastEntryEncoding(t, leader); got != fsm.EncodingBinary {
+	if got := lastEntryEncoding(t, leader); got != fsm.MaxEncoding {
 		t.Fatalf("after the upgrade the leader wrote encoding %d", got)
 	}
 	want, wantIndex := leader.Digest()
@@ -140,8 +140,8 @@ func TestLeaderDoesNotAddAnOlderServer(t *testing.T) {
 	if inConfig(t, leader, "n4") {
 		t.Fatal("the leader added n4, which decodes only JSON")
 	}
-	if got := leader.Status().LogEncoding; got != int(fsm.EncodingBinary) {
-		t.Fatalf("log_encoding %d with the older server kept out, want %d", got, fsm.EncodingBinary)
+	if got := leader.Status().LogEncoding; got != int(fsm.MaxEncoding) {
+		t.Fatalf("log_encoding %d with the older server kept out, want %d", got, fsm.MaxEncoding)
 	}
 
 	raftAddr, gossipAddr := n4.RaftAddr(), n4.GossipAddr()
@@ -153,7 +153,7 @@ func TestLeaderDoesNotAddAnOlderServer(t *testing.T) {
 	tc.startAt("n4", raftAddr, gossipAddr, 0, first.GossipAddr())
 	waitFor(t, 30*time.Second, "the upgraded n4 added as a voter", func() bool { return inConfig(t, tc.leader(), "n4") })
 	tc.propose(ctx, claim("after", "o"))
-	if got := lastEntryEncoding(t, tc.leader()); got != fsm.EncodingBinary {
+	if got := lastEntryEncoding(t, tc.leader()); got != fsm.MaxEncoding {
 		t.Fatalf("after n4's upgrade the leader wrote encoding %d", got)
 	}
 }
@@ -167,7 +167,7 @@ func TestEncodingIsChosenAgainEachTerm(t *testing.T) {
 	ctx := ctxT(t)
 	tc.propose(ctx, claim("k", "o"))
 	old := tc.leader()
-	waitFor(t, 30*time.Second, "the binary encoding", func() bool { return old.Status().LogEncoding == int(fsm.EncodingBinary) })
+	waitFor(t, 30*time.Second, "the binary encoding", func() bool { return old.Status().LogEncoding == int(fsm.MaxEncoding) })
 	if err := old.raft.LeadershipTransfer().Error(); err != nil {
 		t.Fatalf("leadership transfer: %v", err)
 	}
@@ -176,6 +176,6 @@ func TestEncodingIsChosenAgainEachTerm(t *testing.T) {
 		t.Fatalf("the former leader still holds encoding %d", got)
 	}
 	waitFor(t, 30*time.Second, "the new leader to choose binary", func() bool {
-		return tc.leader().Status().LogEncoding == int(fsm.EncodingBinary)
+		return tc.leader().Status().LogEncoding == int(fsm.MaxEncoding)
 	})
 }

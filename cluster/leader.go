@@ -98,11 +98,12 @@ func (n *Node) lead(ctx context.Context) {
 	if n.raft.CurrentTerm() != term || n.raft.State() != raft.Leader {
 		return
 	}
+	// Choose this term's encoding before the term is ready: Propose
+	// refuses until both hold (termEncoding), so no entry of this term is
+	// written in an encoding chosen for another configuration.
+	n.chooseEncoding(term)
 	n.readyTerm.Store(term)
 	n.log.Info("leader ready", "term", term, "applied", n.raft.AppliedIndex())
-	// Until now this term writes JSON (logEncoding): another leader may
-	// have added a server of an older version since this node last chose.
-	n.updateEncoding()
 	refused := &refusals{older: map[string]byte{}, unverified: map[string]time.Time{}}
 
 	reconcile := time.NewTicker(n.cfg.ReconcileInterval)
@@ -200,7 +201,11 @@ func (n *Node) reconcile(ctx context.Context, refused *refusals) {
 // afterwards cannot replay the binary entries already written: upgrades
 // go one way.)
 func (n *Node) updateEncoding() {
-	term := n.readyTerm.Load() // 0 once leadership is lost: nothing holds
+	n.chooseEncoding(n.readyTerm.Load()) // 0 once leadership is lost: nothing holds
+}
+
+// chooseEncoding sets the encoding of term (see updateEncoding).
+func (n *Node) chooseEncoding(term uint64) {
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil || term == 0 {
 		return
@@ -219,16 +224,23 @@ func (n *Node) updateEncoding() {
 	}
 }
 
-// logEncoding is the encoding Propose writes: the one chosen in the
-// current term, else JSON, which every version decodes. A proposal racing
-// a change of term (leadership lost and won again before the duties of the
-// new term run) so never uses a choice made for another configuration.
-func (n *Node) logEncoding() byte {
+// termEncoding is the encoding Propose writes: the one chosen in the
+// current term, and whether one was (a proposal racing a change of term,
+// or one before the new term's barrier, finds none and is refused, so it
+// never uses a choice made for another configuration).
+func (n *Node) termEncoding() (byte, bool) {
 	v := n.encoding.Load()
 	if v == 0 || v>>8 != n.raft.CurrentTerm() {
-		return fsm.EncodingJSON
+		return fsm.EncodingJSON, false
 	}
-	return byte(v)
+	return byte(v), true
+}
+
+// logEncoding is the encoding the current term writes, JSON (which every
+// version decodes) until one is chosen.
+func (n *Node) logEncoding() byte {
+	enc, _ := n.termEncoding()
+	return enc
 }
 
 // sweep proposes Expire for leases that passed and Purge for finished

@@ -77,6 +77,11 @@ type Claim struct {
 	// RequireApproval forces pending_approval whatever the policy says
 	// (tests and tools that gate by hand).
 	RequireApproval bool `json:"approval,omitempty"`
+	// Principal is the API key that claims (its name; empty in
+	// development mode). A grant, or the pending intent a claim creates,
+	// is bound to it: see Complete.Principal. Encodings before
+	// EncodingBinary2 cannot carry it, so their claims are unbound.
+	Principal string `json:"principal,omitempty"`
 }
 
 // Complete reports the outcome of an effect by its owner.
@@ -88,6 +93,16 @@ type Complete struct {
 	FencingToken uint64          `json:"fence"`
 	Outcome      Outcome         `json:"outcome"`
 	Result       json.RawMessage `json:"result,omitempty"`
+	// Principal is the API key that reports, and Override whether its
+	// roles let it settle grants other keys hold (reconciler, admin). A
+	// grant bound to a key (Intent.Principal) takes a report only from
+	// that key or one with Override; any other is refused as
+	// not_grant_holder. An empty Principal names no key (development
+	// mode, or an entry in an encoding before EncodingBinary2, which
+	// cannot carry one): it is checked by owner and fencing token only,
+	// as it was before grants were bound.
+	Principal string `json:"principal,omitempty"`
+	Override  bool   `json:"override,omitempty"`
 }
 
 // Renew extends the owner's lease.
@@ -98,6 +113,9 @@ type Renew struct {
 	Owner        string `json:"owner"`
 	FencingToken uint64 `json:"fence"`
 	LeaseMS      int64  `json:"lease_ms"`
+	// Principal and Override are the caller, as in Complete.
+	Principal string `json:"principal,omitempty"`
+	Override  bool   `json:"override,omitempty"`
 }
 
 // Commit acknowledges an executed intent's result (executed → committed).
@@ -106,6 +124,9 @@ type Commit struct {
 	Namespace string `json:"ns"`
 	Key       string `json:"key"`
 	Owner     string `json:"owner"`
+	// Principal and Override are the caller, as in Complete.
+	Principal string `json:"principal,omitempty"`
+	Override  bool   `json:"override,omitempty"`
 }
 
 // Resolve settles an in_doubt intent after someone checked the tool's side.
@@ -202,9 +223,9 @@ func newCommand(t CommandType) Command {
 }
 
 // Encode stamps cmd with the time at (Unix nanoseconds) and returns its log
-// entry in the newest encoding: type byte, encoding byte (EncodingBinary
-// for the types that have one, else EncodingJSON), body. A node must not
-// propose what a voter cannot decode: the cluster layer uses EncodeAs
+// entry in the newest encoding: type byte, encoding byte (MaxEncoding for
+// the types that have a binary body, else EncodingJSON), body. A node must
+// not propose what a voter cannot decode: the cluster layer uses EncodeAs
 // with the oldest encoding every voter announces.
 func Encode(at int64, cmd Command) ([]byte, error) {
 	return EncodeAs(MaxEncoding, at, cmd)
@@ -214,24 +235,85 @@ func Encode(at int64, cmd Command) ([]byte, error) {
 // binary encoding, or maxEncoding EncodingJSON, gives a JSON body. The JSON
 // body is written without HTML escaping so a canonical (RFC 8785) payload
 // or result reaches the state machine byte for byte.
+//
+// Below EncodingBinary2 the fields that encoding introduced (the caller's
+// principal and override, a policy's allow_self_approval) are left out, in
+// the JSON body too: a replica of a version before them would ignore them
+// in JSON (encoding/json skips unknown fields) and decide differently
+// from one that reads them. Left out, every replica reads the same
+// command: a claim bound to no key, a report that names none, a policy
+// that does not allow self-approval.
 func EncodeAs(maxEncoding byte, at int64, cmd Command) ([]byte, error) {
 	cmd.header().At = at
-	if maxEncoding >= EncodingBinary && hasBinary(cmd.Type()) {
+	enc := min(maxEncoding, MaxEncoding)
+	if enc < EncodingBinary2 {
+		if k, ok := cmd.(*AddSigningKey); ok && len(k.Key.Sealed) > 0 {
+			// A node of an older version would read the key without its
+			// seed, refuse it and diverge from the rest.
+			return nil, fmt.Errorf("encode a sealed signing key %s: %w", k.Key.ID, ErrNeedsNewerEncoding)
+		}
+		cmd = withoutEncoding2Fields(cmd)
+	}
+	if enc >= EncodingBinary && hasBinary(cmd.Type()) {
 		// Raw JSON is checked as the JSON encoder checks it: nothing that
 		// is not JSON reaches the log.
 		if raw := rawJSONOf(cmd); len(raw) > 0 && !json.Valid(raw) {
 			return nil, fmt.Errorf("encode %T: %w", cmd, errNotJSON)
 		}
-		return appendBinary([]byte{byte(cmd.Type()), EncodingBinary}, cmd), nil
+		return appendBinary([]byte{byte(cmd.Type()), enc}, enc, cmd), nil
 	}
 	var buf bytes.Buffer
 	buf.Write([]byte{byte(cmd.Type()), EncodingJSON})
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(cmd); err != nil {
+	je := json.NewEncoder(&buf)
+	je.SetEscapeHTML(false)
+	if err := je.Encode(cmd); err != nil {
 		return nil, fmt.Errorf("encode %T: %w", cmd, err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// ErrNeedsNewerEncoding refuses to encode a command that the requested
+// encoding cannot carry and that cannot drop what it would lose: every
+// server must run a version that decodes a newer encoding first.
+var ErrNeedsNewerEncoding = errors.New("the command needs a log encoding some server of the cluster does not decode yet")
+
+// withoutEncoding2Fields returns cmd without the fields EncodingBinary2
+// introduced: cmd itself when it sets none, else a copy (the caller's
+// command is left as it was).
+func withoutEncoding2Fields(cmd Command) Command {
+	switch c := cmd.(type) {
+	case *Claim:
+		if c.Principal != "" {
+			cp := *c
+			cp.Principal = ""
+			return &cp
+		}
+	case *Complete:
+		if c.Principal != "" || c.Override {
+			cp := *c
+			cp.Principal, cp.Override = "", false
+			return &cp
+		}
+	case *Renew:
+		if c.Principal != "" || c.Override {
+			cp := *c
+			cp.Principal, cp.Override = "", false
+			return &cp
+		}
+	case *Commit:
+		if c.Principal != "" || c.Override {
+			cp := *c
+			cp.Principal, cp.Override = "", false
+			return &cp
+		}
+	case *PutPolicy:
+		if c.Policy.AllowSelfApproval {
+			cp := *c
+			cp.Policy.AllowSelfApproval = false
+			return &cp
+		}
+	}
+	return cmd
 }
 
 // Decode parses a log entry in any encoding this version knows. It never
@@ -253,8 +335,8 @@ func Decode(data []byte) (Command, error) {
 		if err := json.Unmarshal(data[2:], cmd); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
-	case data[1] == EncodingBinary && hasBinary(t):
-		if err := decodeBinary(data[2:], cmd); err != nil {
+	case (data[1] == EncodingBinary || data[1] == EncodingBinary2) && hasBinary(t):
+		if err := decodeBinary(data[2:], data[1], cmd); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 	default:

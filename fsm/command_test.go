@@ -9,18 +9,23 @@ import (
 	"strings"
 	"testing"
 
+	"pgregory.net/rapid"
+
 	"github.com/intentledger/intentd/fsm"
 )
 
 // everyCommand returns one fully populated command of each type.
 func everyCommand() []fsm.Command {
 	c := claim("refund:ord_98231", "agent-7/host-a/41ab", `{"order":"ord_98231","cents":1250,"note":"<b>&</b>"}`)
-	c.Policy, c.RequireApproval = "approval", true
+	c.Policy, c.RequireApproval, c.Principal = "approval", true, "agents-prod"
+	done := complete("refund:ord_98231", "agent-7/host-a/41ab", 42, fsm.OutcomeExecuted, `{"refund":"re_1","memo":"a<b"}`)
+	done.Principal, done.Override = "reconciler-1", true
+	more := renew("refund:ord_98231", "agent-7/host-a/41ab", 42, 30_000)
+	more.Principal = "agents-prod"
+	ack := commit("refund:ord_98231", "agent-7/host-a/41ab")
+	ack.Principal = "agents-prod"
 	return []fsm.Command{
-		c,
-		complete("refund:ord_98231", "agent-7/host-a/41ab", 42, fsm.OutcomeExecuted, `{"refund":"re_1","memo":"a<b"}`),
-		renew("refund:ord_98231", "agent-7/host-a/41ab", 42, 30_000),
-		commit("refund:ord_98231", "agent-7/host-a/41ab"),
+		c, done, more, ack,
 		resolve("refund:ord_98231", fsm.OutcomeFailed, `null`),
 		approve("refund:ord_98231"),
 		reject("refund:ord_98231"),
@@ -29,8 +34,50 @@ func everyCommand() []fsm.Command {
 	}
 }
 
+// encodings lists every command encoding, oldest first.
+var encodings = []byte{fsm.EncodingJSON, fsm.EncodingBinary, fsm.EncodingBinary2}
+
+// asOlderEncodingsCarry is cmd as an encoding before EncodingBinary2
+// carries it: a copy without the caller (principal and override) and
+// without a policy's allow_self_approval.
+func asOlderEncodingsCarry(cmd fsm.Command) fsm.Command {
+	v := reflect.New(reflect.TypeOf(cmd).Elem())
+	v.Elem().Set(reflect.ValueOf(cmd).Elem())
+	for _, name := range []string{"Principal", "Override"} {
+		if f := v.Elem().FieldByName(name); f.IsValid() {
+			f.SetZero()
+		}
+	}
+	if p, ok := v.Interface().(*fsm.PutPolicy); ok {
+		p.Policy.AllowSelfApproval = false
+	}
+	return v.Interface().(fsm.Command)
+}
+
+// carriedBy is cmd as encoding enc carries it.
+func carriedBy(enc byte, cmd fsm.Command) fsm.Command {
+	if enc < fsm.EncodingBinary2 {
+		return asOlderEncodingsCarry(cmd)
+	}
+	return cmd
+}
+
+// jsonEntry is cmd's log entry with a JSON body that carries every field,
+// as EncodeAs never writes it below EncodingBinary2 but Decode reads it.
+func jsonEntry(t testing.TB, cmd fsm.Command) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	buf.Write([]byte{byte(cmd.Type()), fsm.EncodingJSON})
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(cmd); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
+}
+
 func TestEncodeDecodeRoundTrip(t *testing.T) {
-	for _, enc := range []byte{fsm.EncodingJSON, fsm.EncodingBinary} {
+	for _, enc := range encodings {
 		seen := map[fsm.CommandType]bool{}
 		for _, cmd := range everyCommand() {
 			t.Run(fmt.Sprintf("%d/%T", enc, cmd), func(t *testing.T) {
@@ -49,8 +96,8 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !reflect.DeepEqual(got, cmd) {
-					t.Fatalf("round trip\n got %#v\nwant %#v", got, cmd)
+				if want := carriedBy(enc, cmd); !reflect.DeepEqual(got, want) {
+					t.Fatalf("round trip\n got %#v\nwant %#v", got, want)
 				}
 				if got.Type() != cmd.Type() {
 					t.Fatalf("type %d, want %d", got.Type(), cmd.Type())
@@ -59,11 +106,14 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 				if err != nil || !bytes.Equal(again, data) {
 					t.Fatalf("re-encoding differs (%v)\n%q\n%q", err, again, data)
 				}
-				// Both encodings apply alike.
-				other := fsm.EncodingJSON + fsm.EncodingBinary - enc
-				alt, err := fsm.EncodeAs(other, at, got)
-				if err != nil {
-					t.Fatal(err)
+				// The encodings that carry the same fields apply alike: JSON
+				// and binary below EncodingBinary2; with the caller, a JSON
+				// body naming it and EncodingBinary2.
+				alt := jsonEntry(t, got)
+				if enc == fsm.EncodingJSON {
+					if alt, err = fsm.EncodeAs(fsm.EncodingBinary, at, got); err != nil {
+						t.Fatal(err)
+					}
 				}
 				if a, b := fsm.New().Apply(1, data), fsm.New().Apply(1, alt); !reflect.DeepEqual(a, b) {
 					t.Fatalf("the encodings apply differently\n%+v\n%+v", a, b)
@@ -77,11 +127,81 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	// The default is binary for the per-request commands.
+	// The default is the newest binary encoding for the per-request
+	// commands, and the caller's command is not changed by an older one.
 	data, err := fsm.Encode(1, commit("k", "A"))
-	if err != nil || data[1] != fsm.EncodingBinary {
+	if err != nil || data[1] != fsm.EncodingBinary2 {
 		t.Fatalf("Encode(commit) = %v, %v", data, err)
 	}
+	c := everyCommand()[0].(*fsm.Claim)
+	if _, err := fsm.EncodeAs(fsm.EncodingJSON, 1, c); err != nil || c.Principal != "agents-prod" {
+		t.Fatalf("EncodeAs(JSON) changed the claim's principal to %q (%v)", c.Principal, err)
+	}
+}
+
+// TestOlderEncodingsDecodeAlike: a claim, complete, renew or commit
+// encoded as JSON, EncodingBinary and EncodingBinary2 decodes to the same
+// command, but for the caller, which the older two cannot carry: they
+// decode with no principal and no override. A policy's
+// allow_self_approval likewise needs EncodingBinary2 to be written.
+func TestOlderEncodingsDecodeAlike(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		principal := rapid.SampledFrom([]string{"", "agents-prod", "ops.reconciler", "ü-key"}).Draw(t, "principal")
+		override := rapid.Bool().Draw(t, "override")
+		key := rapid.StringN(1, 12, -1).Draw(t, "key")
+		owner := rapid.StringN(1, 12, -1).Draw(t, "owner")
+		fence := rapid.Uint64().Draw(t, "fence")
+		var cmd fsm.Command
+		switch rapid.IntRange(0, 4).Draw(t, "type") {
+		case 0:
+			c := claim(key, owner, payloadA)
+			c.Principal, c.RequireApproval = principal, override
+			cmd = c
+		case 1:
+			c := complete(key, owner, fence, fsm.OutcomeFailed, resultNo)
+			c.Principal, c.Override = principal, override
+			cmd = c
+		case 2:
+			c := renew(key, owner, fence, rapid.Int64().Draw(t, "lease"))
+			c.Principal, c.Override = principal, override
+			cmd = c
+		case 3:
+			c := commit(key, owner)
+			c.Principal, c.Override = principal, override
+			cmd = c
+		default:
+			cmd = &fsm.PutPolicy{Policy: fsm.Policy{Name: "p", Tools: []string{"x.*"}, RequireApproval: true,
+				AllowSelfApproval: override}, Actor: principal}
+		}
+		at := rapid.Int64().Draw(t, "at")
+		decoded := map[byte]fsm.Command{}
+		for _, enc := range encodings {
+			data, err := fsm.EncodeAs(enc, at, cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := fsm.Decode(data)
+			if err != nil {
+				t.Fatalf("encoding %d: %v", enc, err)
+			}
+			normalizeRaw(t, got)
+			decoded[enc] = got
+		}
+		want := asOlderEncodingsCarry(cmd)
+		normalizeRaw(t, want)
+		for _, enc := range []byte{fsm.EncodingJSON, fsm.EncodingBinary} {
+			if !reflect.DeepEqual(decoded[enc], want) {
+				t.Fatalf("encoding %d decodes to\n%#v\nwant\n%#v", enc, decoded[enc], want)
+			}
+		}
+		normalizeRaw(t, cmd)
+		if !reflect.DeepEqual(decoded[fsm.EncodingBinary2], cmd) {
+			t.Fatalf("EncodingBinary2 decodes to\n%#v\nwant\n%#v", decoded[fsm.EncodingBinary2], cmd)
+		}
+		if reflect.DeepEqual(cmd, want) && !reflect.DeepEqual(decoded[fsm.EncodingBinary2], decoded[fsm.EncodingBinary]) {
+			t.Fatalf("a command without a caller decodes differently in EncodingBinary2")
+		}
+	})
 }
 
 // The canonical payload the log carries must arrive byte for byte: it is
@@ -138,7 +258,9 @@ func TestEncodeRejectsInvalidRawJSON(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
-	valid, err := fsm.Encode(t0, commit("k", "A"))
+	c := commit("k", "A")
+	c.Principal = "P"
+	valid, err := fsm.Encode(t0, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +280,11 @@ func TestDecodeErrors(t *testing.T) {
 		{"ignorable type with other version", withHeader(byte(fsm.IgnorableFlag)|0x01, 9), fsm.ErrIgnorableCommand},
 		{"bad version", withHeader(byte(fsm.TypeCommit), fsm.MaxEncoding+1), fsm.ErrBadVersion},
 		{"no binary encoding of the type", withHeader(byte(fsm.TypePutPolicy), fsm.EncodingBinary), fsm.ErrBadVersion},
+		{"no second binary encoding of the type", withHeader(byte(fsm.TypePutPolicy), fsm.EncodingBinary2), fsm.ErrBadVersion},
+		// EncodingBinary has no place for the caller: a body with one is
+		// refused, never read as something else.
+		{"caller in an EncodingBinary body", withHeader(byte(fsm.TypeCommit), fsm.EncodingBinary), fsm.ErrMalformed},
+		{"EncodingBinary2 body without the caller", withHeader(byte(fsm.TypeCommit), fsm.EncodingBinary2)[:len(valid)-3], fsm.ErrMalformed},
 		{"version zero", withHeader(byte(fsm.TypeCommit), 0), fsm.ErrBadVersion},
 		{"body not JSON", []byte{byte(fsm.TypeCommit), fsm.EncodingJSON, '{'}, fsm.ErrMalformed},
 		{"empty body", []byte{byte(fsm.TypeCommit), fsm.EncodingJSON}, fsm.ErrMalformed},
@@ -272,7 +399,7 @@ func TestApplyMalformedBodyChangesNothing(t *testing.T) {
 
 // normalizeRaw puts every raw JSON field of cmd in the form Encode writes
 // (compact, no HTML escaping), so decoded commands can be compared.
-func normalizeRaw(t testing.TB, cmd fsm.Command) {
+func normalizeRaw(t fataler, cmd fsm.Command) {
 	t.Helper()
 	norm := func(r *json.RawMessage) {
 		if len(*r) == 0 {
@@ -323,11 +450,15 @@ func addEncodedSeeds(f *testing.F) {
 	f.Add([]byte("\x0a\x01{}"))
 	f.Add([]byte("\x01\x02{}"))
 	for _, cmd := range everyCommand() {
-		data, err := fsm.EncodeAs(fsm.EncodingJSON, t0, cmd)
-		if err != nil {
-			f.Fatal(err)
+		for _, enc := range []byte{fsm.EncodingJSON, fsm.EncodingBinary} {
+			data, err := fsm.EncodeAs(enc, t0, cmd)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data)
 		}
-		f.Add(data)
+		// A JSON body that names the caller, as Decode reads it.
+		f.Add(jsonEntry(f, cmd))
 	}
 }
 
@@ -353,7 +484,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		at := reflect.ValueOf(cmd).Elem().FieldByName("At").Int()
 		normalizeRaw(t, cmd) // the JSON encoding compacts raw values; the binary one keeps them
-		for _, encoding := range []byte{fsm.EncodingJSON, fsm.EncodingBinary} {
+		for _, encoding := range encodings {
 			enc, err := fsm.EncodeAs(encoding, at, cmd)
 			if err != nil {
 				t.Fatalf("re-encode %#v: %v", cmd, err)
@@ -363,8 +494,9 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("decode of re-encoded %q: %v", enc, err)
 			}
 			normalizeRaw(t, again)
-			if !reflect.DeepEqual(again, cmd) {
-				t.Fatalf("round trip\n got %#v\nwant %#v", again, cmd)
+			// Below EncodingBinary2 the caller is left out.
+			if want := carriedBy(encoding, cmd); !reflect.DeepEqual(again, want) {
+				t.Fatalf("round trip\n got %#v\nwant %#v", again, want)
 			}
 			enc2, err := fsm.EncodeAs(encoding, at, again)
 			if err != nil || !bytes.Equal(enc, enc2) {
@@ -375,14 +507,19 @@ func FuzzDecode(f *testing.F) {
 }
 
 // fuzzLedger is a ledger with a record in every state (keys k0..k7 of ns)
-// and the last index applied.
+// and the last index applied. The records of even keys are bound to API
+// key P, the others to none.
 func fuzzLedger(t testing.TB) (*fsm.Ledger, uint64) {
 	h := newHarness(t)
 	for i, s := range fsm.States {
 		grant := h.idx + 1
 		for _, st := range toState(s) {
 			h.advance(st.advance)
-			h.must(rekey(st.cmd, fmt.Sprintf("k%d", i), grant), st.want)
+			cmd := rekey(st.cmd, fmt.Sprintf("k%d", i), grant)
+			if i%2 == 0 {
+				cmd = as("P", false, cmd)
+			}
+			h.must(cmd, st.want)
 		}
 	}
 	return h.l, h.idx
@@ -401,6 +538,12 @@ func FuzzApply(f *testing.F) {
 			complete(key, "A", uint64(i+1), fsm.OutcomeExecuted, resultOK), renew(key, "A", uint64(i+1), 10),
 			commit(key, "A"), resolve(key, fsm.OutcomeFailed, ""), approve(key), reject(key),
 			expire(key), purge(key),
+			// The grant binding: the fuzz ledger's records are bound to
+			// key P (fuzzLedger); another key, with and without override.
+			as("Q", false, claim(key, "A", payloadA)),
+			as("Q", false, complete(key, "A", uint64(i+1), fsm.OutcomeExecuted, resultOK)),
+			as("Q", true, renew(key, "A", uint64(i+1), 10)), as("Q", false, commit(key, "A")),
+			&fsm.Approve{Namespace: ns, Key: key, Actor: "P"},
 		} {
 			for _, at := range []int64{t0, t0 + ms(dedupeMS) + ms(leaseMS)*3} {
 				data, err := fsm.Encode(at, cmd)

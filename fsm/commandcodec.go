@@ -23,6 +23,13 @@ import (
 // digits (what Fingerprint makes), else a byte 0 and the string. Nothing
 // may follow the last field. The layouts are part of the log format:
 // never change one; add a type or an encoding version instead.
+//
+// EncodingBinary2 is EncodingBinary with the caller appended: a claim's
+// principal (a string) after its last field, and a complete's, renew's
+// or commit's principal and override (a string and a boolean) after
+// theirs. The other types have the same body in both. An EncodingBinary
+// entry decodes with an empty principal and no override: a claim bound to
+// no key, a report that names none.
 
 // Command encodings: the second byte of every log entry.
 const (
@@ -30,9 +37,13 @@ const (
 	EncodingJSON byte = 1
 	// EncodingBinary is the binary body of binaryCodec's types.
 	EncodingBinary byte = 2
+	// EncodingBinary2 is EncodingBinary with the caller of a claim,
+	// complete, renew or commit (the API key's principal, and whether it
+	// may settle other keys' grants).
+	EncodingBinary2 byte = 3
 	// MaxEncoding is the newest encoding this version decodes; a node
 	// announces it so the leader writes nothing a voter cannot read.
-	MaxEncoding = EncodingBinary
+	MaxEncoding = EncodingBinary2
 )
 
 var (
@@ -147,8 +158,9 @@ func (d *reader) rawJSON() []byte {
 	return bytes.Clone(b)
 }
 
-// appendBinary appends cmd's binary body.
-func appendBinary(b []byte, cmd Command) []byte {
+// appendBinary appends cmd's binary body in encoding enc (EncodingBinary
+// or EncodingBinary2).
+func appendBinary(b []byte, enc byte, cmd Command) []byte {
 	b = appendVarint(b, cmd.header().At)
 	switch c := cmd.(type) {
 	case *Claim:
@@ -163,6 +175,9 @@ func appendBinary(b []byte, cmd Command) []byte {
 		b = appendVarint(b, c.DefaultLeaseMS)
 		b = appendVarint(b, c.DedupeWindowMS)
 		b = appendBool(b, c.RequireApproval)
+		if enc >= EncodingBinary2 {
+			b = appendString(b, c.Principal)
+		}
 	case *Complete:
 		b = appendString(b, c.Namespace)
 		b = appendString(b, c.Key)
@@ -170,16 +185,19 @@ func appendBinary(b []byte, cmd Command) []byte {
 		b = appendUvarint(b, c.FencingToken)
 		b = appendString(b, string(c.Outcome))
 		b = appendBytes(b, c.Result)
+		b = appendCaller(b, enc, c.Principal, c.Override)
 	case *Renew:
 		b = appendString(b, c.Namespace)
 		b = appendString(b, c.Key)
 		b = appendString(b, c.Owner)
 		b = appendUvarint(b, c.FencingToken)
 		b = appendVarint(b, c.LeaseMS)
+		b = appendCaller(b, enc, c.Principal, c.Override)
 	case *Commit:
 		b = appendString(b, c.Namespace)
 		b = appendString(b, c.Key)
 		b = appendString(b, c.Owner)
+		b = appendCaller(b, enc, c.Principal, c.Override)
 	case *Resolve:
 		b = appendString(b, c.Namespace)
 		b = appendString(b, c.Key)
@@ -210,6 +228,23 @@ func appendBinary(b []byte, cmd Command) []byte {
 	return b
 }
 
+// appendCaller appends a report's caller in EncodingBinary2 (nothing in
+// EncodingBinary, which has no place for it).
+func appendCaller(b []byte, enc byte, principal string, override bool) []byte {
+	if enc < EncodingBinary2 {
+		return b
+	}
+	return appendBool(appendString(b, principal), override)
+}
+
+// caller reads what appendCaller wrote.
+func (d *reader) caller(enc byte) (principal string, override bool) {
+	if enc < EncodingBinary2 {
+		return "", false
+	}
+	return d.text(), d.bool()
+}
+
 func appendDecision(b []byte, ns, key, actor, reason, fp string) []byte {
 	b = appendString(b, ns)
 	b = appendString(b, key)
@@ -232,8 +267,9 @@ func (d *reader) decision() (ns, key, actor, reason, fp string) {
 	return ns, key, actor, reason, d.fingerprint()
 }
 
-// decodeBinary fills cmd from a binary body.
-func decodeBinary(body []byte, cmd Command) error {
+// decodeBinary fills cmd from a binary body in encoding enc
+// (EncodingBinary or EncodingBinary2).
+func decodeBinary(body []byte, enc byte, cmd Command) error {
 	d := reader{b: body}
 	cmd.header().At = d.varint()
 	switch c := cmd.(type) {
@@ -244,17 +280,23 @@ func decodeBinary(body []byte, cmd Command) error {
 		c.Policy = d.text()
 		c.LeaseMS, c.DefaultLeaseMS, c.DedupeWindowMS = d.varint(), d.varint(), d.varint()
 		c.RequireApproval = d.bool()
+		if enc >= EncodingBinary2 {
+			c.Principal = d.text()
+		}
 	case *Complete:
 		c.Namespace, c.Key, c.Owner = d.text(), d.text(), d.text()
 		c.FencingToken = d.uvarint()
 		c.Outcome = Outcome(d.text())
 		c.Result = d.rawJSON()
+		c.Principal, c.Override = d.caller(enc)
 	case *Renew:
 		c.Namespace, c.Key, c.Owner = d.text(), d.text(), d.text()
 		c.FencingToken = d.uvarint()
 		c.LeaseMS = d.varint()
+		c.Principal, c.Override = d.caller(enc)
 	case *Commit:
 		c.Namespace, c.Key, c.Owner = d.text(), d.text(), d.text()
+		c.Principal, c.Override = d.caller(enc)
 	case *Resolve:
 		c.Namespace, c.Key = d.text(), d.text()
 		c.Outcome = Outcome(d.text())

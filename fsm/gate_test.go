@@ -37,6 +37,8 @@ func TestPolicyValidation(t *testing.T) {
 		{"more approvals than approvers", fsm.Policy{Name: "p", Tools: []string{"x"}, RequireApproval: true, ApprovalsRequired: 3, Approvers: []string{"a", "b"}}, false},
 		{"approver twice", fsm.Policy{Name: "p", Tools: []string{"x"}, RequireApproval: true, Approvers: []string{"a", "a"}}, false},
 		{"priority out of range", fsm.Policy{Name: "p", Tools: []string{"x"}, Priority: 5000}, false},
+		{"self-approval allowed", fsm.Policy{Name: "p", Tools: []string{"x"}, RequireApproval: true, AllowSelfApproval: true}, true},
+		{"self-approval without approval", fsm.Policy{Name: "p", Tools: []string{"x"}, AllowSelfApproval: true}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.p.Validate()

@@ -114,6 +114,14 @@ type Intent struct {
 	// the same token even across a key rotation.
 	GrantedAt int64  `json:"granted_at,omitempty"`
 	TokenKey  string `json:"token_key,omitempty"`
+	// Principal is the API key (its name) the intent is bound to: the one
+	// whose claim made the current grant, or, before any grant, the one
+	// whose claim created the intent. Only it, or a key whose roles allow
+	// settling others' grants, may complete, renew or commit the grant,
+	// and it may not approve its own claim unless the policy allows it.
+	// Empty: bound to no key (development mode, or claimed through an
+	// encoding before EncodingBinary2); owner and fencing token decide.
+	Principal string `json:"principal,omitempty"`
 	CreatedAt int64  `json:"created_at"`
 	// UpdatedAt is the time of the last state change; the dedupe window
 	// runs from here.

@@ -48,6 +48,14 @@ type Policy struct {
 	RequireApproval   bool     `json:"require_approval,omitempty"`
 	ApprovalsRequired int      `json:"approvals_required,omitempty"`
 	Approvers         []string `json:"approvers,omitempty"`
+	// AllowSelfApproval lets the API key that claimed an intent approve
+	// it (count as one of its approvals). By default it may not: an
+	// approver's actor is its key's name, and a key that is both agent
+	// and approver would otherwise approve its own claims. It is read
+	// from the policy as it stands when an approval is applied, so
+	// turning it off holds intents already pending too. Log entries in
+	// an encoding before EncodingBinary2 cannot carry it (EncodeAs).
+	AllowSelfApproval bool `json:"allow_self_approval,omitempty"`
 	// Blocked refuses every claim the policy selects.
 	Blocked bool `json:"blocked,omitempty"`
 	// MaxPayloadBytes caps the canonical payload of a claim.
@@ -111,6 +119,9 @@ func (p *Policy) Validate() error {
 	if p.ApprovalsRequired > 0 && !p.RequireApproval {
 		return bad("approvals_required is set but require_approval is not")
 	}
+	if p.AllowSelfApproval && !p.RequireApproval {
+		return bad("allow_self_approval is set but require_approval is not")
+	}
 	if len(p.Approvers) > MaxPolicyApprovers {
 		return bad("approvers: %d names, at most %d", len(p.Approvers), MaxPolicyApprovers)
 	}
@@ -139,6 +150,13 @@ func (p *Policy) approvalsRequired() int {
 		return 0
 	}
 	return max(p.ApprovalsRequired, 1)
+}
+
+// allowsSelfApproval reports whether the policy named name, as it stands,
+// lets an intent's claimant approve it; a policy deleted since does not.
+func (l *Ledger) allowsSelfApproval(name string) bool {
+	p := l.policy(name)
+	return p != nil && p.AllowSelfApproval
 }
 
 // matches reports whether the policy selects tool.

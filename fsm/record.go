@@ -15,7 +15,7 @@ import (
 //
 // What makes it small:
 //   - the namespace and the grant's terms (tool, policy, signing key,
-//     lease, dedupe window, token lifetime) are canonical handles
+//     principal, lease, dedupe window, token lifetime) are canonical handles
 //     (package unique), shared by every record with the same values;
 //   - the fingerprint is its 32 raw bytes (the hex form is rebuilt on
 //     read);
@@ -48,10 +48,12 @@ const (
 	flagRawFingerprint uint8 = 1 << iota
 )
 
-// grantTerms are the fields an intent takes from its policy and the
-// node's defaults when it is claimed; most records share one value.
+// grantTerms are the fields an intent takes from its policy, the node's
+// defaults and the API key that claims it when it is claimed; most
+// records share one value (a fleet of agents claims under a few keys).
 type grantTerms struct {
 	tool, policy, tokenKey              string
+	principal                           string
 	policyVersion                       uint64
 	leaseMS, dedupeWindowMS, tokenTTLMS int64
 }
@@ -179,8 +181,8 @@ func compact(w *Intent) (*record, error) {
 	r := &record{
 		key: w.Key, owner: w.Owner, payload: w.Payload, result: string(w.Result),
 		ns: unique.Make(w.Namespace),
-		terms: unique.Make(grantTerms{tool: w.Tool, policy: w.Policy, tokenKey: w.TokenKey, policyVersion: w.PolicyVersion,
-			leaseMS: w.LeaseMS, dedupeWindowMS: w.DedupeWindowMS, tokenTTLMS: w.TokenTTLMS}),
+		terms: unique.Make(grantTerms{tool: w.Tool, policy: w.Policy, tokenKey: w.TokenKey, principal: w.Principal,
+			policyVersion: w.PolicyVersion, leaseMS: w.LeaseMS, dedupeWindowMS: w.DedupeWindowMS, tokenTTLMS: w.TokenTTLMS}),
 		fence: w.FencingToken, version: w.Version, generation: w.Generation,
 		leaseDeadline: w.LeaseDeadline, grantedAt: w.GrantedAt, createdAt: w.CreatedAt, updatedAt: w.UpdatedAt,
 		state: st,
@@ -212,7 +214,7 @@ func (r *record) intent() *Intent {
 	x := r.extra()
 	in := &Intent{
 		Namespace: r.namespace(), Key: r.key, Tool: t.tool, Fingerprint: r.fingerprint(), Payload: r.payload,
-		Owner: r.owner, State: r.state.State(), FencingToken: r.fence, Generation: r.generation,
+		Owner: r.owner, Principal: t.principal, State: r.state.State(), FencingToken: r.fence, Generation: r.generation,
 		LeaseMS: t.leaseMS, LeaseDeadline: r.leaseDeadline, Policy: t.policy, PolicyVersion: t.policyVersion,
 		DedupeWindowMS: t.dedupeWindowMS, RequireApproval: x.requireApproval, ApprovalsRequired: x.approvalsRequired,
 		Approvers: x.approvers, Approvals: x.approvals, TokenTTLMS: t.tokenTTLMS, TokenUsed: x.tokenUsed,

@@ -53,6 +53,7 @@ func anyIntent(t *rapid.T) *Intent {
 		ApprovalsRequired: rapid.IntRange(-3, 5).Draw(t, "approvals required"),
 		TokenTTLMS:        rapid.Int64().Draw(t, "ttl"), TokenUsed: rapid.Uint64().Draw(t, "used"),
 		GrantedAt: rapid.Int64().Draw(t, "granted"), TokenKey: anyString(t, "tokenkey", "k1"),
+		Principal: anyString(t, "principal", "", "agents-prod"),
 		CreatedAt: rapid.Int64().Draw(t, "created"), UpdatedAt: rapid.Int64().Draw(t, "updated"),
 		Duplicates: rapid.Uint64().Draw(t, "dup"), Divergent: rapid.Uint64().Draw(t, "div"),
 		Version: rapid.Uint64().Draw(t, "version"), AuditDropped: rapid.Uint64().Draw(t, "dropped"),
@@ -166,6 +167,11 @@ func FuzzDecodeRecord(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(appendRecord(nil, r))
+	in.Principal = "agents-prod"
+	if r, err = compact(in); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(appendRecord(nil, r))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := decodeRecord(data)
@@ -183,4 +189,66 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("accepted %x; its encoding %x decodes to %+v, %v", data, again, back, err)
 		}
 	})
+}
+
+// TestRecordFramesThePrincipalOnlyWhenSet: a record bound to no key is
+// framed as before principals existed (no flag, no field), one bound to a
+// key sets framePrincipal, which older versions refuse as an unknown flag,
+// and a frame that sets it for an empty principal (a second encoding of
+// the same record) is refused.
+func TestRecordFramesThePrincipalOnlyWhenSet(t *testing.T) {
+	in := &Intent{Namespace: "ns", Key: "k", Tool: "t", Fingerprint: hex.EncodeToString(make([]byte, 32)),
+		Owner: "A", State: StateDeclared, Version: 3, CreatedAt: 1}
+	flagsAt := func(frame []byte) int {
+		// namespace, key, owner, payload, result, trail, tool, policy,
+		// token key: nine one-byte lengths and their bytes; then three
+		// one-byte varints and the state.
+		d := reader{b: frame}
+		for range 9 {
+			d.bytes()
+		}
+		d.uvarint()
+		d.varint()
+		d.varint()
+		d.varint()
+		d.byte()
+		return len(frame) - len(d.b)
+	}
+	unbound, err := compact(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := appendRecord(nil, unbound)
+	if f := plain[flagsAt(plain)]; f != 0 {
+		t.Fatalf("flags %#x for a record bound to no key", f)
+	}
+	in.Principal = "agents"
+	bound, err := compact(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := appendRecord(nil, bound)
+	at := flagsAt(frame)
+	if frame[at] != framePrincipal {
+		t.Fatalf("flags %#x for a bound record, want %#x", frame[at], framePrincipal)
+	}
+	if len(frame) != len(plain)+1+len("agents") {
+		t.Fatalf("the principal takes %d bytes", len(frame)-len(plain))
+	}
+	back, err := decodeRecord(frame)
+	if err != nil || back.intent().Principal != "agents" {
+		t.Fatalf("decodeRecord: %v", err)
+	}
+	// The flag with an empty principal after the fingerprint.
+	empty := append(bytes.Clone(plain[:at+1+32]), 0)
+	empty = append(empty, plain[at+1+32:]...)
+	empty[at] = framePrincipal
+	if _, err := decodeRecord(empty); err == nil {
+		t.Fatal("a principal flag with an empty principal was accepted")
+	}
+	unknown := bytes.Clone(plain)
+	unknown[at] = 1 << 2
+	if _, err := decodeRecord(unknown); err == nil {
+		t.Fatal("an unknown flag was accepted")
+	}
 }

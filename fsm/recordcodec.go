@@ -15,7 +15,7 @@ import (
 //	tool, policy, token key, policy version, lease ms, dedupe window ms,
 //	token ttl ms
 //	state (byte), flags (byte), fingerprint (32 bytes, or a string with
-//	flagRawFingerprint)
+//	flagRawFingerprint), principal (a string, only with framePrincipal)
 //	fencing token, version, generation, lease deadline, granted at,
 //	created at, updated at
 //	extra (byte 0 or 1); with 1: require approval (byte), approvals
@@ -23,6 +23,18 @@ import (
 //	at, reason each), token used, duplicates, divergent, audit dropped
 //
 // The encoding is deterministic: equal records give equal bytes.
+//
+// The principal (the API key a grant is bound to) came after the first
+// version 3 snapshots. A record without one is written exactly as before,
+// so those snapshots restore unchanged; a record with one sets
+// framePrincipal in the flags byte, which a node of an older version
+// refuses as an unknown flag: it cannot restore the record, and must not
+// restore it unbound.
+
+// framePrincipal is a flag of the frame only (records never hold it): a
+// principal follows the fingerprint. It is set exactly when the
+// principal is not empty, so a record has one encoding.
+const framePrincipal uint8 = 1 << 1
 
 func appendRecord(b []byte, r *record) []byte {
 	t := r.terms.Value()
@@ -39,11 +51,18 @@ func appendRecord(b []byte, r *record) []byte {
 	b = appendVarint(b, t.leaseMS)
 	b = appendVarint(b, t.dedupeWindowMS)
 	b = appendVarint(b, t.tokenTTLMS)
-	b = append(b, byte(r.state), r.flags)
+	flags := r.flags
+	if t.principal != "" {
+		flags |= framePrincipal
+	}
+	b = append(b, byte(r.state), flags)
 	if r.flags&flagRawFingerprint != 0 {
 		b = appendString(b, r.x.fingerprint)
 	} else {
 		b = append(b, r.fp[:]...)
+	}
+	if t.principal != "" {
+		b = appendString(b, t.principal)
 	}
 	b = appendUvarint(b, r.fence)
 	b = appendUvarint(b, r.version)
@@ -102,6 +121,12 @@ func decodeRecord(data []byte) (*record, error) {
 		x = &recordExtra{fingerprint: d.text()}
 	} else {
 		copy(r.fp[:], d.fixed(32))
+	}
+	if r.flags&framePrincipal != 0 {
+		if t.principal = d.text(); t.principal == "" && d.err == nil {
+			d.fail("principal flag without a principal")
+		}
+		r.flags &^= framePrincipal
 	}
 	r.fence, r.version, r.generation = d.uvarint(), d.uvarint(), d.uvarint()
 	r.leaseDeadline, r.grantedAt, r.createdAt, r.updatedAt = d.varint(), d.varint(), d.varint(), d.varint()

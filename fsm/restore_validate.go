@@ -52,14 +52,38 @@ const MaxSnapshotTime int64 = 7_258_118_400 * 1e9
 // Unix nanoseconds overflow an int64 (about 62 years).
 const MaxWindowMS = (math.MaxInt64 - MaxSnapshotTime) / 1_000_000
 
+// The sealed form of a signing seed (package token seals and opens it;
+// the state machine only checks its shape): a version byte, a 12-byte
+// nonce, the 32 encrypted seed bytes and a 16-byte AES-GCM tag.
+const (
+	// SealedSeedVersion is the first byte of a sealed seed.
+	SealedSeedVersion byte = 1
+	// SealedSeedSize is the size of a sealed seed.
+	SealedSeedSize = 1 + 12 + ed25519.SeedSize + 16
+)
+
 // Validate checks a signing key as the live key rotation requires it: an
-// id of 1..64 [A-Za-z0-9_-] and an Ed25519 seed of ed25519.SeedSize bytes.
+// id of 1..64 [A-Za-z0-9_-] and exactly one of an Ed25519 seed of
+// ed25519.SeedSize bytes or a sealed seed of SealedSeedSize bytes that
+// starts with SealedSeedVersion. Whether a sealed seed opens is not the
+// state machine's to know: it has no key-encryption key.
 func (k SigningKey) Validate() error {
 	if !keyIDRE.MatchString(k.ID) {
 		return fmt.Errorf("%w: signing key id %q is not 1..64 [A-Za-z0-9_-]", ErrMalformed, k.ID)
 	}
-	if len(k.Seed) != ed25519.SeedSize {
-		return fmt.Errorf("%w: signing key %s has a seed of %d bytes, not %d", ErrMalformed, k.ID, len(k.Seed), ed25519.SeedSize)
+	if len(k.Sealed) == 0 {
+		if len(k.Seed) != ed25519.SeedSize {
+			return fmt.Errorf("%w: signing key %s has a seed of %d bytes, not %d", ErrMalformed, k.ID, len(k.Seed), ed25519.SeedSize)
+		}
+		return nil
+	}
+	switch {
+	case len(k.Seed) != 0:
+		return fmt.Errorf("%w: signing key %s has both a seed and a sealed seed", ErrMalformed, k.ID)
+	case len(k.Sealed) != SealedSeedSize:
+		return fmt.Errorf("%w: signing key %s has a sealed seed of %d bytes, not %d", ErrMalformed, k.ID, len(k.Sealed), SealedSeedSize)
+	case k.Sealed[0] != SealedSeedVersion:
+		return fmt.Errorf("%w: signing key %s has a sealed seed of version %d, not %d", ErrMalformed, k.ID, k.Sealed[0], SealedSeedVersion)
 	}
 	return nil
 }
@@ -338,7 +362,8 @@ func (c *termsCache) check(h unique.Handle[grantTerms]) error {
 
 // checkTerms checks the terms a grant or an approval gate took: named as
 // policies and keys are named, a token lifetime a policy could set (or
-// DefaultTokenTTLMS), no window that overflows when added to a time.
+// DefaultTokenTTLMS), no window that overflows when added to a time, a
+// principal apply could have recorded.
 func checkTerms(t grantTerms) error {
 	if t.policy != "" && !policyNameRE.MatchString(t.policy) {
 		return fmt.Errorf("policy name %q is not one a policy can have", t.policy)
@@ -351,6 +376,12 @@ func checkTerms(t grantTerms) error {
 	}
 	if !windowFits(t.leaseMS) || !windowFits(t.dedupeWindowMS) {
 		return fmt.Errorf("lease_ms %d or dedupe_window_ms %d overflows when added to a time", t.leaseMS, t.dedupeWindowMS)
+	}
+	// Every record was made by a claim (a grant, or the pending intent an
+	// approval gate holds), which records the principal that asked, as
+	// apply takes it (principalOK).
+	if !principalOK(t.principal) {
+		return fmt.Errorf("principal of %d bytes is not 0..%d bytes of UTF-8", len(t.principal), MaxPrincipalBytes)
 	}
 	return nil
 }

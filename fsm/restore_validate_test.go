@@ -62,7 +62,9 @@ func richLedger(t testing.TB) *Ledger {
 		Approvers: []string{"alice", "bob", "carol"}, Priority: 5}}, StatusOK)
 
 	fence := func(r *Result) uint64 { return r.Intent.FencingToken }
-	apply(claim("ns", "declared", "t", "o", `{"a":1}`), StatusGranted)
+	// by binds a claim to the API key principal.
+	by := func(principal string, c *Claim) *Claim { c.Principal = principal; return c }
+	apply(by("agents", claim("ns", "declared", "t", "o", `{"a":1}`)), StatusGranted)
 	f := fence(apply(claim("ns", "executed", "t", "o", `{"a":2}`), StatusGranted))
 	apply(complete("executed", "o", f, OutcomeExecuted, `{"id":"x"}`), StatusOK)
 	f = fence(apply(claim("ns", "committed", "t", "o", `{"a":3}`), StatusGranted))
@@ -70,9 +72,9 @@ func richLedger(t testing.TB) *Ledger {
 	apply(&Commit{Namespace: "ns", Key: "committed", Owner: "o"}, StatusOK)
 	f = fence(apply(claim("ns", "failed", "t", "o", `{"a":4}`), StatusGranted))
 	apply(complete("failed", "o", f, OutcomeFailed, `{"error":"no"}`), StatusOK)
-	f = fence(apply(claim("ns", "regranted", "t", "o", `{"a":5}`), StatusGranted))
+	f = fence(apply(by("agents", claim("ns", "regranted", "t", "o", `{"a":5}`)), StatusGranted))
 	apply(complete("regranted", "o", f, OutcomeFailed, ""), StatusOK)
-	apply(claim("ns", "regranted", "t", "p", `{"a":5}`), StatusGranted)
+	apply(by("agents-2", claim("ns", "regranted", "t", "p", `{"a":5}`)), StatusGranted)
 	r := apply(claim("ns", "used", "t", "o", `{"a":6}`), StatusGranted)
 	apply(&UseToken{Namespace: "ns", Key: "used", Owner: "o", FencingToken: fence(r), Fingerprint: r.Intent.Fingerprint,
 		Expires: at/1e9 + 3600}, StatusOK)
@@ -84,7 +86,7 @@ func richLedger(t testing.TB) *Ledger {
 	raw := claim("ns", "rawfp", "t", "o", `{"a":10}`)
 	raw.Fingerprint = "not-hex"
 	apply(raw, StatusGranted)
-	apply(claim("ns", "pending", "gated.a", "o", `{"b":1}`), StatusPendingApproval)
+	apply(by("agents", claim("ns", "pending", "gated.a", "o", `{"b":1}`)), StatusPendingApproval)
 	apply(&Approve{Namespace: "ns", Key: "pending", Actor: "alice"}, StatusOK)
 	apply(claim("ns", "approved", "gated.b", "o", `{"b":2}`), StatusPendingApproval)
 	apply(&Approve{Namespace: "ns", Key: "approved", Actor: "alice", Reason: "ok"}, StatusOK)
@@ -373,6 +375,12 @@ func TestRestoreRefusesInvalidValues(t *testing.T) {
 		{"malformed policy name", func(t *testing.T, p *snapshotParts) {
 			p.terms(t, "declared", func(g *grantTerms) { g.policy = "Not A Policy" })
 		}, nil, "policy name"},
+		{"principal over its limit", func(t *testing.T, p *snapshotParts) {
+			p.terms(t, "declared", func(g *grantTerms) { g.principal = strings.Repeat("k", MaxPrincipalBytes+1) })
+		}, nil, "principal of 257 bytes"},
+		{"principal not UTF-8", func(t *testing.T, p *snapshotParts) {
+			p.terms(t, "pending", func(g *grantTerms) { g.principal = "agents\xff" })
+		}, ErrBadSnapshot, "not UTF-8"},
 		{"declared without an owner", func(t *testing.T, p *snapshotParts) { p.record(t, "declared").owner = "" }, nil,
 			"needs an owner"},
 		{"declared with a result", func(t *testing.T, p *snapshotParts) { p.record(t, "declared").result = `{"x":1}` }, nil,

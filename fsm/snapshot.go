@@ -47,9 +47,12 @@ type snapshotHeader struct {
 	Index   uint64 `json:"index"`
 	Now     int64  `json:"now"`
 	Count   int    `json:"count"`
-	// The gate's state: policies by name, signing keys oldest first,
-	// settings, and the heads of the audit logs whose Events event lines
-	// follow the intents, namespace by namespace in order.
+	// The gate's state: policies by name, signing keys oldest first (each
+	// with its "seed", or its "sealed" seed and no "seed": the form the log
+	// carried, so a snapshot holds no plaintext seed of a sealed key, and a
+	// snapshot of an earlier version, whose keys all have a seed, restores
+	// as it is), settings, and the heads of the audit logs whose Events
+	// event lines follow the intents, namespace by namespace in order.
 	Policies []*Policy    `json:"policies,omitempty"`
 	Keys     []SigningKey `json:"keys,omitempty"`
 	Settings Settings     `json:"settings"`

@@ -3,10 +3,71 @@ package fsm
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
+
+// The refusals of a grant's binding to the API key that claimed it
+// (DESIGN.md, "A grant is bound to the API key that claimed it").
+const (
+	// StatusNotGrantHolder refuses a complete, renew or commit, or a
+	// repeated claim, by an API key other than the one the grant is
+	// bound to (Intent.Principal), unless the key may settle others'
+	// grants (Override).
+	StatusNotGrantHolder Status = "not_grant_holder"
+	// StatusSelfApproval refuses an approval by the API key whose claim
+	// the intent waits for, unless its policy sets allow_self_approval.
+	StatusSelfApproval Status = "self_approval"
+)
+
+// Sentinel errors of the binding's refusals, for errors.Is on Result.Err.
+var (
+	ErrNotGrantHolder = errors.New("the grant is bound to another API key")
+	ErrSelfApproval   = errors.New("the claimant may not approve its own intent")
+)
+
+func init() {
+	// Result.Err answers for them as for the statuses of status.go.
+	statusErr[StatusNotGrantHolder] = ErrNotGrantHolder
+	statusErr[StatusSelfApproval] = ErrSelfApproval
+}
+
+// MaxPrincipalBytes bounds the principal a claim binds an intent to (API
+// key names are at most 64 bytes). Apply refuses a longer one, and so does
+// Restore.
+const MaxPrincipalBytes = 256
+
+// principalOK reports whether p is a principal apply records.
+func principalOK(p string) bool { return len(p) <= MaxPrincipalBytes && utf8.ValidString(p) }
+
+// mayHold reports whether a caller (its principal, and whether its roles
+// let it settle others' grants) may act on w's grant: the grant is bound
+// to no key, or to the caller's, or the caller may settle any. A caller
+// that names no key (development mode, or an entry in an encoding before
+// EncodingBinary2, which cannot carry one) is checked by owner and
+// fencing token only, as before grants were bound.
+func mayHold(w *Intent, principal string, override bool) bool {
+	return w.Principal == "" || principal == "" || override || principal == w.Principal
+}
+
+// notHolder refuses an attempt on w's grant by another key; the audit
+// event names the key that tried.
+func (a *applier) notHolder(orig *record, w *Intent, attempt AuditEvent, principal string) *Result {
+	attempt.Actor = principal
+	return a.refuse(orig, w, StatusNotGrantHolder, attempt,
+		"the grant is bound to API key %q; key %q may not act on it", w.Principal, principal)
+}
+
+// settledBy names, in an accepted attempt on w's grant, a caller other
+// than the key the grant is bound to (a reconciler's report).
+func settledBy(w *Intent, attempt *AuditEvent, principal string) {
+	if principal != "" && principal != w.Principal {
+		attempt.Actor = principal
+	}
+}
 
 // applier applies one command at one index and time.
 type applier struct {
@@ -106,6 +167,7 @@ func notFound(ns, key string) *Result {
 func (a *applier) grant(w *Intent, c *Claim, pol *Policy, leaseMS int64) {
 	w.State = StateDeclared
 	w.Owner = c.Owner
+	w.Principal = c.Principal
 	w.FencingToken = a.index
 	w.Generation++
 	w.LeaseMS = leaseMS
@@ -142,9 +204,11 @@ type claimGate struct {
 
 func (a *applier) claim(c *Claim) *Result {
 	payload, err := compactJSON(c.Payload)
-	if err != nil || c.Owner == "" || !windowOK(c.LeaseMS) || !windowOK(c.DefaultLeaseMS) || !windowOK(c.DedupeWindowMS) {
+	if err != nil || c.Owner == "" || !windowOK(c.LeaseMS) || !windowOK(c.DefaultLeaseMS) || !windowOK(c.DedupeWindowMS) ||
+		!principalOK(c.Principal) {
 		return &Result{Status: StatusMalformed, Detail: fmt.Sprintf(
-			"claim needs a JSON payload, an owner, and a lease and dedupe window of 0..%d ms", MaxWindowMS)}
+			"claim needs a JSON payload, an owner, a lease and dedupe window of 0..%d ms and a principal of 0..%d bytes of UTF-8",
+			MaxWindowMS, MaxPrincipalBytes)}
 	}
 	pol, err := a.l.policyFor(c.Policy, c.Tool)
 	if err != nil {
@@ -178,7 +242,7 @@ func (a *applier) claim(c *Claim) *Result {
 		}
 		w = &Intent{
 			Namespace: c.Namespace, Key: c.Key, Tool: c.Tool, Fingerprint: c.Fingerprint, Payload: payload,
-			CreatedAt: a.now, UpdatedAt: a.now,
+			Principal: c.Principal, CreatedAt: a.now, UpdatedAt: a.now,
 		}
 		if c.RequireApproval || pol.RequireApproval {
 			w.State = StatePendingApproval
@@ -206,6 +270,11 @@ func (a *applier) claim(c *Claim) *Result {
 	switch w.State {
 	case StateDeclared:
 		if w.Owner == c.Owner {
+			if !mayHold(w, c.Principal, false) {
+				// The answer carries the grant's execution token: another
+				// key that names the owner (a reader sees it) gets nothing.
+				return a.notHolder(orig, w, attempt, c.Principal)
+			}
 			// The owner's first answer may have been lost: same grant again.
 			attempt.Status, attempt.FencingToken, attempt.Reason = StatusGranted, w.FencingToken, "repeated by owner"
 			a.event(w, attempt)
@@ -283,6 +352,10 @@ func (a *applier) complete(c *Complete) *Result {
 		return a.refuse(orig, w, StatusFenced, attempt,
 			"the current grant is fencing token %d of owner %q", w.FencingToken, w.Owner)
 	}
+	if !mayHold(w, c.Principal, c.Override) {
+		return a.notHolder(orig, w, attempt, c.Principal)
+	}
+	settledBy(w, &attempt, c.Principal)
 	switch w.State {
 	case StateDeclared, StateInDoubt:
 		if w.State == StateInDoubt {
@@ -319,6 +392,10 @@ func (a *applier) renew(c *Renew) *Result {
 		return a.refuse(orig, w, StatusFenced, attempt,
 			"the current grant is fencing token %d of owner %q", w.FencingToken, w.Owner)
 	}
+	if !mayHold(w, c.Principal, c.Override) {
+		return a.notHolder(orig, w, attempt, c.Principal)
+	}
+	settledBy(w, &attempt, c.Principal)
 	switch w.State {
 	case StateDeclared:
 		w.LeaseMS = c.LeaseMS
@@ -342,6 +419,10 @@ func (a *applier) commit(c *Commit) *Result {
 	if w.Owner != c.Owner {
 		return a.refuse(orig, w, StatusFenced, attempt, "the intent belongs to owner %q", w.Owner)
 	}
+	if !mayHold(w, c.Principal, c.Override) {
+		return a.notHolder(orig, w, attempt, c.Principal)
+	}
+	settledBy(w, &attempt, c.Principal)
 	switch w.State {
 	case StateExecuted:
 		return a.transition(orig, w, StateCommitted, attempt)
@@ -390,6 +471,12 @@ func (a *applier) approve(c *Approve) *Result {
 	approved := slices.ContainsFunc(w.Approvals, func(ap Approval) bool { return ap.Actor == c.Actor })
 	if r := a.checkDecider(orig, w, attempt, c.Fingerprint, approved); r != nil {
 		return r
+	}
+	if w.Principal != "" && c.Actor == w.Principal && !a.l.allowsSelfApproval(w.Policy) {
+		// An approver's actor is its key's name: the key that claimed
+		// does not vouch for its own claim.
+		return a.refuse(orig, w, StatusSelfApproval, attempt,
+			"%s claimed this intent and may not approve it: policy %s does not set allow_self_approval", c.Actor, w.Policy)
 	}
 	w.Approvals = append(slices.Clone(w.Approvals), Approval{Actor: c.Actor, At: a.now, Reason: c.Reason})
 	if len(w.Approvals) >= max(w.ApprovalsRequired, 1) {

@@ -108,6 +108,8 @@ var sentinels = map[fsm.Status]error{
 	fsm.StatusTokenUsed:       fsm.ErrTokenUsed,
 	fsm.StatusTokenExpired:    fsm.ErrTokenExpired,
 	fsm.StatusTokenMismatch:   fsm.ErrTokenMismatch,
+	fsm.StatusNotGrantHolder:  fsm.ErrNotGrantHolder,
+	fsm.StatusSelfApproval:    fsm.ErrSelfApproval,
 }
 
 // fataler is what the check helpers need from a *testing.T, *testing.F or

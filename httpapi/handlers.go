@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/ledger"
 )
@@ -40,6 +42,26 @@ func consistencyOf(c echo.Context) (ledger.Consistency, *problem) {
 	}
 }
 
+// callerOf is the API key a claim or report acts for: its name, which the
+// grant is bound to, and whether its roles let it settle grants other
+// keys hold (reconciler, admin). With auth off there is no key: the zero
+// Caller, and grants bound to none. A forwarded request is answered by
+// the leader, which authenticates the caller's own header again, so the
+// caller is the same on every node.
+func (s *Server) callerOf(c echo.Context) ledger.Caller {
+	if s.identify == nil {
+		return ledger.Caller{}
+	}
+	var caller ledger.Caller
+	if id, ok := s.identify(c); ok {
+		caller = ledger.Caller{Principal: id.Name, Override: id.Admin}
+	}
+	if p, ok := auth.PrincipalFrom(c); ok && p.Has(auth.RoleReconciler) {
+		caller.Override = true
+	}
+	return caller
+}
+
 // claim serves POST /v1/intents.
 func (s *Server) claim(c echo.Context) error {
 	var req claimBody
@@ -65,7 +87,7 @@ func (s *Server) claim(c echo.Context) error {
 	}
 	r, err := s.svc.Claim(c.Request().Context(), ledger.ClaimRequest{
 		Namespace: s.namespaceOf(c), Key: req.Key, Tool: req.Tool, Owner: req.Owner, Policy: req.Policy,
-		Payload: req.Payload, Lease: leaseOf(req.LeaseMS),
+		Payload: req.Payload, Lease: leaseOf(req.LeaseMS), Principal: s.callerOf(c).Principal,
 	})
 	if err != nil {
 		return s.fail(c, err, body)
@@ -81,9 +103,12 @@ func (s *Server) claim(c echo.Context) error {
 		tok, err := s.svc.IssueToken(c.Request().Context(), r.Intent)
 		if err != nil {
 			s.log.Error("httpapi: issuing an execution token", "key", r.Intent.Key, "err", err)
-			return s.writeProblem(c, newProblem(CodeUnavailable,
-				"the claim was granted but its execution token could not be issued; "+
-					"retry the same claim with the same owner to receive the grant and a token"))
+			detail := "the claim was granted but its execution token could not be issued; " +
+				"retry the same claim with the same owner to receive the grant and a token"
+			if errors.Is(err, ledger.ErrSigningKeySealed) {
+				detail = "the claim was granted but this node cannot issue its execution token: " + err.Error()
+			}
+			return s.writeProblem(c, newProblem(CodeUnavailable, detail))
 		}
 		resp.ExecutionToken = tok
 	}
@@ -103,7 +128,7 @@ func (s *Server) complete(c echo.Context) error {
 	}
 	r, err := s.svc.Complete(c.Request().Context(), ledger.CompleteRequest{
 		Namespace: s.namespaceOf(c), Key: key, Owner: req.Owner, FencingToken: req.FencingToken,
-		Outcome: fsm.Outcome(req.Outcome), Result: req.Result,
+		Outcome: fsm.Outcome(req.Outcome), Result: req.Result, Caller: s.callerOf(c),
 	})
 	if err != nil {
 		return s.fail(c, err, body)
@@ -124,7 +149,7 @@ func (s *Server) renew(c echo.Context) error {
 	}
 	r, err := s.svc.Renew(c.Request().Context(), ledger.RenewRequest{
 		Namespace: s.namespaceOf(c), Key: key, Owner: req.Owner, FencingToken: req.FencingToken,
-		Lease: leaseOf(req.LeaseMS),
+		Lease: leaseOf(req.LeaseMS), Caller: s.callerOf(c),
 	})
 	if err != nil {
 		return s.fail(c, err, body)
@@ -143,7 +168,9 @@ func (s *Server) commit(c echo.Context) error {
 	if p != nil {
 		return s.writeProblem(c, p)
 	}
-	r, err := s.svc.Commit(c.Request().Context(), s.namespaceOf(c), key, req.Owner)
+	r, err := s.svc.Commit(c.Request().Context(), ledger.CommitRequest{
+		Namespace: s.namespaceOf(c), Key: key, Owner: req.Owner, Caller: s.callerOf(c),
+	})
 	if err != nil {
 		return s.fail(c, err, body)
 	}
@@ -171,7 +198,9 @@ func (s *Server) resolve(c echo.Context) error {
 	return s.answer(c, r)
 }
 
-// decide serves POST /v1/intents/{key}/approve and /reject.
+// decide serves POST /v1/intents/{key}/approve and /reject. With auth on
+// the actor is the key's name, so the key that claimed an intent is
+// refused its own approval (403 self_approval) unless the policy allows it.
 func (s *Server) decide(approve bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		key, p := keyParam(c)

@@ -232,7 +232,8 @@ type wireIntent struct {
 		At     string `json:"at"`
 		Reason string `json:"reason"`
 	} `json:"approvals"`
-	TokenUsed bool `json:"token_used"`
+	TokenUsed bool   `json:"token_used"`
+	Principal string `json:"principal"`
 }
 
 type wireAnswer struct {

@@ -81,6 +81,8 @@ var codes = map[string]codeSpec{
 	string(fsm.StatusVersionMismatch): {status: http.StatusConflict, title: "The policy is not at the expected version"},
 	string(fsm.StatusAlreadyApproved): {status: http.StatusConflict, title: "This approver already approved the intent", intent: true},
 	string(fsm.StatusNotAnApprover):   {status: http.StatusForbidden, title: "The actor is not one of the policy's approvers", intent: true},
+	string(fsm.StatusNotGrantHolder):  {status: http.StatusForbidden, title: "The grant is bound to another API key", intent: true},
+	string(fsm.StatusSelfApproval):    {status: http.StatusForbidden, title: "The API key that claimed the intent may not approve it", intent: true},
 	string(fsm.StatusTokenUsed):       {status: http.StatusConflict, title: "The execution token was already used", intent: true},
 	string(fsm.StatusTokenExpired):    {status: http.StatusGone, title: "The execution token expired"},
 	string(fsm.StatusTokenMismatch):   {status: http.StatusUnprocessableEntity, title: "The execution token does not bind this payload or intent", intent: true},
@@ -243,6 +245,9 @@ func errorProblem(err error, write bool, now time.Time) (p *problem, internal bo
 		return newProblem(CodeShuttingDown, err.Error()), false
 	case errors.Is(err, ledger.ErrTooManyWaiters):
 		return newProblem(CodeTooManyWaiters, err.Error()), false
+	case errors.Is(err, ledger.ErrSigningKeySealed):
+		// This node lacks the KEK (or has another): its detail says so.
+		return newProblem(CodeUnavailable, err.Error()), false
 	case errors.Is(err, ledger.ErrOutcomeUnknown),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		if write {

@@ -36,6 +36,9 @@ type intentView struct {
 	Approvals         []approvalView `json:"approvals,omitempty"`
 	// TokenUsed says the current grant's execution token was spent.
 	TokenUsed bool `json:"token_used,omitempty"`
+	// Principal is the API key the intent is bound to (omitted when none):
+	// only it, or a reconciler, may complete, renew or commit the grant.
+	Principal string `json:"principal,omitempty"`
 }
 
 // approvalView is one approval.
@@ -82,6 +85,7 @@ func newIntentView(in *fsm.Intent) *intentView {
 		ApprovalsRequired: in.ApprovalsRequired,
 		Approvals:         approvals(in.Approvals),
 		TokenUsed:         in.TokenUsed != 0 && in.TokenUsed == in.FencingToken,
+		Principal:         in.Principal,
 	}
 }
 

@@ -73,6 +73,9 @@ func (v *intentView) appendJSON(dst []byte) []byte {
 	if v.TokenUsed {
 		o.Bool("token_used", true)
 	}
+	if v.Principal != "" {
+		o.String("principal", v.Principal)
+	}
 	return o.End()
 }
 

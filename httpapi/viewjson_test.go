@@ -39,7 +39,7 @@ func anyView(t *rapid.T) *intentView {
 		CreatedAt: anyText(t, "created"), UpdatedAt: anyText(t, "updated"),
 		Duplicates: rapid.Uint64().Draw(t, "dup"), Divergent: rapid.Uint64().Draw(t, "div"), Version: rapid.Uint64().Draw(t, "version"),
 		PolicyVersion: rapid.Uint64().Draw(t, "pv"), ApprovalsRequired: rapid.IntRange(-2, 3).Draw(t, "req"),
-		TokenUsed: rapid.Bool().Draw(t, "used"),
+		TokenUsed: rapid.Bool().Draw(t, "used"), Principal: anyText(t, "principal"),
 	}
 	for i, n := 0, rapid.IntRange(0, 2).Draw(t, "approvals"); i < n; i++ {
 		v.Approvals = append(v.Approvals, approvalView{Actor: anyText(t, "actor"), At: anyText(t, "at"), Reason: anyText(t, "reason")})

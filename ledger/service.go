@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/intentledger/intentd/fsm"
 )
@@ -45,6 +47,8 @@ type Service struct {
 	// signers caches a token.Signer per signing key id (keys never change
 	// under an id; at most fsm.MaxSigningKeys plus rotated-out ones).
 	signers sync.Map
+	// keys is how seeds are sealed and opened (SetKEK); never nil.
+	keys *keyring
 	// checkThenClaim is a seeded bug for the fault suite (see
 	// SeedCheckThenClaimBug).
 	checkThenClaim bool
@@ -68,7 +72,7 @@ func (s *Service) SeedCheckThenClaimBug() { s.checkThenClaim = true }
 // New returns a Service over r with limits (zero fields take defaults).
 // When r is a ChangeFeed the Service follows its changes until Close.
 func New(r Replicator, limits Limits) *Service {
-	s := &Service{r: r, limits: limits.withDefaults()}
+	s := &Service{r: r, limits: limits.withDefaults(), keys: &keyring{log: slog.Default()}}
 	s.waiters = newWaiters(s.limits.MaxWaiters, s.limits.MaxWaitersPerKey)
 	if f, ok := r.(ChangeFeed); ok {
 		if s.unsubscribe = f.SubscribeChanges(s.waiters); s.unsubscribe == nil {
@@ -83,6 +87,20 @@ func New(r Replicator, limits Limits) *Service {
 // Limits returns the limits in force.
 func (s *Service) Limits() Limits { return s.limits }
 
+// Caller is who a claim or a report acts for: the API key, and whether
+// its roles let it settle grants other keys hold. The state machine binds
+// a grant to the key that claims it and refuses a report from another key
+// without Override (fsm.StatusNotGrantHolder). The zero Caller names no
+// key: development mode (auth off), where grants are bound to none and
+// owner and fencing token decide as before.
+type Caller struct {
+	// Principal is the API key's name ("" with auth off).
+	Principal string
+	// Override lets the key settle any grant of its namespace (roles
+	// reconciler and admin).
+	Override bool
+}
+
 // ClaimRequest asks for the right to execute an effect.
 type ClaimRequest struct {
 	Namespace string
@@ -94,6 +112,9 @@ type ClaimRequest struct {
 	// Lease is how long the grant holds without a report; zero takes the
 	// default.
 	Lease time.Duration
+	// Principal is the API key that claims ("" with auth off): the grant,
+	// or the pending intent, is bound to it.
+	Principal string
 }
 
 // Claim validates and fingerprints the request and proposes it. Refusals
@@ -114,6 +135,9 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 		return nil, err
 	}
 	if err := s.limits.name("policy", req.Policy, false); err != nil {
+		return nil, err
+	}
+	if err := principal(req.Principal); err != nil {
 		return nil, err
 	}
 	if len(req.Payload) > s.limits.MaxPayloadBytes {
@@ -147,7 +171,7 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 	r, err := s.propose(ctx, &fsm.Claim{
 		Namespace: ns, Key: req.Key, Tool: req.Tool, Owner: req.Owner, Payload: canonical, Fingerprint: fp,
 		Policy: req.Policy, LeaseMS: lease.Milliseconds(), DefaultLeaseMS: s.limits.DefaultLease.Milliseconds(),
-		DedupeWindowMS: s.limits.DedupeWindow.Milliseconds(),
+		DedupeWindowMS: s.limits.DedupeWindow.Milliseconds(), Principal: req.Principal,
 	})
 	if err == nil && sawAbsent && r.Status == fsm.StatusInFlight {
 		// Seeded bug: trust the earlier check over the state machine.
@@ -164,11 +188,16 @@ type CompleteRequest struct {
 	FencingToken uint64
 	Outcome      fsm.Outcome
 	Result       json.RawMessage
+	// Caller is the API key that reports: the grant's own, or one with
+	// Override.
+	Caller
 }
 
-// Complete proposes the owner's report.
+// Complete proposes the owner's report. The state machine refuses it as
+// fsm.StatusNotGrantHolder when the grant is bound to another key and the
+// caller has no Override.
 func (s *Service) Complete(ctx context.Context, req CompleteRequest) (*fsm.Result, error) {
-	ns, err := s.holder(req.Namespace, req.Key, req.Owner, req.FencingToken)
+	ns, err := s.holder(req.Namespace, req.Key, req.Owner, req.FencingToken, req.Caller)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +206,7 @@ func (s *Service) Complete(ctx context.Context, req CompleteRequest) (*fsm.Resul
 		return nil, err
 	}
 	return s.propose(ctx, &fsm.Complete{Namespace: ns, Key: req.Key, Owner: req.Owner, FencingToken: req.FencingToken,
-		Outcome: req.Outcome, Result: result})
+		Outcome: req.Outcome, Result: result, Principal: req.Principal, Override: req.Override})
 }
 
 // RenewRequest extends a lease.
@@ -187,11 +216,13 @@ type RenewRequest struct {
 	Owner        string
 	FencingToken uint64
 	Lease        time.Duration
+	// Caller is the API key that renews, as in CompleteRequest.
+	Caller
 }
 
-// Renew proposes a lease extension.
+// Renew proposes a lease extension, bound like Complete.
 func (s *Service) Renew(ctx context.Context, req RenewRequest) (*fsm.Result, error) {
-	ns, err := s.holder(req.Namespace, req.Key, req.Owner, req.FencingToken)
+	ns, err := s.holder(req.Namespace, req.Key, req.Owner, req.FencingToken, req.Caller)
 	if err != nil {
 		return nil, err
 	}
@@ -200,19 +231,33 @@ func (s *Service) Renew(ctx context.Context, req RenewRequest) (*fsm.Result, err
 		return nil, err
 	}
 	return s.propose(ctx, &fsm.Renew{Namespace: ns, Key: req.Key, Owner: req.Owner, FencingToken: req.FencingToken,
-		LeaseMS: lease.Milliseconds()})
+		LeaseMS: lease.Milliseconds(), Principal: req.Principal, Override: req.Override})
 }
 
-// Commit proposes the acknowledgement of an executed intent.
-func (s *Service) Commit(ctx context.Context, namespace, key, owner string) (*fsm.Result, error) {
-	ns, err := s.keyAndNamespace(namespace, key)
+// CommitRequest acknowledges an executed intent's result.
+type CommitRequest struct {
+	Namespace string
+	Key       string
+	Owner     string
+	// Caller is the API key that commits, as in CompleteRequest.
+	Caller
+}
+
+// Commit proposes the acknowledgement of an executed intent, bound like
+// Complete.
+func (s *Service) Commit(ctx context.Context, req CommitRequest) (*fsm.Result, error) {
+	ns, err := s.keyAndNamespace(req.Namespace, req.Key)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.limits.name("owner", owner, true); err != nil {
+	if err := s.limits.name("owner", req.Owner, true); err != nil {
 		return nil, err
 	}
-	return s.propose(ctx, &fsm.Commit{Namespace: ns, Key: key, Owner: owner})
+	if err := principal(req.Principal); err != nil {
+		return nil, err
+	}
+	return s.propose(ctx, &fsm.Commit{Namespace: ns, Key: req.Key, Owner: req.Owner, Principal: req.Principal,
+		Override: req.Override})
 }
 
 // ResolveRequest settles an in_doubt intent.
@@ -254,7 +299,10 @@ type Decision struct {
 	Fingerprint string
 }
 
-// Decide proposes an approval or a rejection.
+// Decide proposes an approval or a rejection. With auth on the actor is
+// the deciding API key's name, so the state machine refuses an approval
+// by the key that claimed the intent (fsm.StatusSelfApproval) unless the
+// intent's policy sets allow_self_approval.
 func (s *Service) Decide(ctx context.Context, d Decision) (*fsm.Result, error) {
 	ns, err := s.keyAndNamespace(d.Namespace, d.Key)
 	if err != nil {
@@ -353,9 +401,10 @@ func (s *Service) keyAndNamespace(ns, key string) (string, error) {
 	return s.namespace(ns)
 }
 
-// holder validates the namespace, key, owner and fencing token of a call
-// only the lease holder may make.
-func (s *Service) holder(namespace, key, owner string, fencingToken uint64) (string, error) {
+// holder validates the namespace, key, owner, fencing token and caller
+// of a call only the lease holder (or a key that may settle any grant)
+// may make.
+func (s *Service) holder(namespace, key, owner string, fencingToken uint64, c Caller) (string, error) {
 	ns, err := s.keyAndNamespace(namespace, key)
 	if err != nil {
 		return "", err
@@ -366,7 +415,19 @@ func (s *Service) holder(namespace, key, owner string, fencingToken uint64) (str
 	if fencingToken == 0 {
 		return "", badField(ErrBadRequest, "fencing_token", "is required")
 	}
+	if err := principal(c.Principal); err != nil {
+		return "", err
+	}
 	return ns, nil
+}
+
+// principal checks a caller's principal as the state machine will: at
+// most fsm.MaxPrincipalBytes of UTF-8 (API key names are far shorter).
+func principal(p string) error {
+	if len(p) > fsm.MaxPrincipalBytes || !utf8.ValidString(p) {
+		return badField(ErrBadRequest, "principal", "the API key's name is not 0..%d bytes of UTF-8", fsm.MaxPrincipalBytes)
+	}
+	return nil
 }
 
 func (s *Service) actor(actor, reason string) error {

@@ -153,11 +153,11 @@ func TestValidation(t *testing.T) {
 		{"renew: key too long", okRenew(func(r *ledger.RenewRequest) { r.Key = big(300) }), ledger.ErrBadRequest, "key"},
 
 		{"commit: missing owner", func(s *ledger.Service) error {
-			_, err := s.Commit(context.Background(), "", key, "")
+			_, err := s.Commit(context.Background(), ledger.CommitRequest{Key: key})
 			return err
 		}, ledger.ErrBadRequest, "owner"},
 		{"commit: empty key", func(s *ledger.Service) error {
-			_, err := s.Commit(context.Background(), "", "", owner)
+			_, err := s.Commit(context.Background(), ledger.CommitRequest{Owner: owner})
 			return err
 		}, ledger.ErrBadRequest, "key"},
 
@@ -326,13 +326,13 @@ func TestClaimCompleteCommit(t *testing.T) {
 	}
 	eq(t, "Status", r.Status, fsm.StatusFenced)
 
-	r, err = s.Commit(ctx, "", key, owner)
+	r, err = s.Commit(ctx, ledger.CommitRequest{Key: key, Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
 	eq(t, "Status", r.Status, fsm.StatusOK)
 	eq(t, "State", r.Intent.State, fsm.StateCommitted)
-	r, err = s.Commit(ctx, "", key, "someone-else")
+	r, err = s.Commit(ctx, ledger.CommitRequest{Key: key, Owner: "someone-else"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,7 +557,7 @@ func TestReplicationErrorsReturnedUnchanged(t *testing.T) {
 					_, err := s.Renew(ctx, ledger.RenewRequest{Key: key, Owner: owner, FencingToken: 1})
 					return err
 				}},
-				{"commit", func() error { _, err := s.Commit(ctx, "", key, owner); return err }},
+				{"commit", func() error { _, err := s.Commit(ctx, ledger.CommitRequest{Key: key, Owner: owner}); return err }},
 				{"resolve", func() error {
 					_, err := s.Resolve(ctx, ledger.ResolveRequest{Key: key, Outcome: fsm.OutcomeFailed, Actor: "ops"})
 					return err

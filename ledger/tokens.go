@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/intentledger/intentd/fsm"
@@ -18,11 +20,67 @@ import (
 // by a key the cluster does not have, or for another namespace.
 var ErrTokenInvalid = errors.New("execution token is not valid")
 
+// ErrSigningKeySealed: a signing key the call needs is sealed with a
+// key-encryption key (KEK) this node does not have (it was started without
+// --kek-file or INTENTD_KEK) or that differs from the one that sealed it.
+// The node cannot issue, verify or publish tokens with that key until it
+// restarts with the cluster's KEK; nodes that have it can. It wraps
+// token.ErrNoKEK or token.ErrWrongKEK, which say which.
+var ErrSigningKeySealed = errors.New("execution tokens are unavailable on this node: " +
+	"a signing key is sealed with a key-encryption key (KEK) this node does not have " +
+	"(start every node with the same --kek-file or INTENTD_KEK)")
+
 // MaxTokenBytes bounds an execution token a caller may present.
 const MaxTokenBytes = 8 << 10
 
-func toTokenKey(k fsm.SigningKey) token.SigningKey {
-	return token.SigningKey{ID: k.ID, Seed: k.Seed}
+// SetKEK makes the service seal the signing keys it adds (RotateKey, and
+// the first key of the first grant) with kek, so the log and snapshots
+// carry no plaintext seed, and open sealed keys with it to sign and
+// verify. A nil kek keeps seeds in the clear, as before KEKs existed;
+// keys sealed by other nodes then cannot be used here (ErrSigningKeySealed).
+// log receives the report, once per key, of a sealed key this node cannot
+// open (nil: slog.Default()). Call it before the service serves requests.
+func (s *Service) SetKEK(kek *token.KEK, log *slog.Logger) {
+	if log == nil {
+		log = slog.Default()
+	}
+	s.keys = &keyring{kek: kek, log: log}
+}
+
+// keyring is how the service treats seeds: the KEK (nil: none) and the
+// sealed keys it already reported it cannot open.
+type keyring struct {
+	kek      *token.KEK
+	log      *slog.Logger
+	reported sync.Map // key id → struct{}
+}
+
+// keyring returns the service's keyring: no KEK unless SetKEK gave one.
+func (s *Service) keyring() *keyring { return s.keys }
+
+// openKey returns the usable form of k: its seed, or its sealed seed
+// opened with the KEK. A sealed key the node cannot open fails with
+// ErrSigningKeySealed, logged once per key.
+func (s *Service) openKey(k fsm.SigningKey) (token.SigningKey, error) {
+	if len(k.Sealed) == 0 {
+		return token.SigningKey{ID: k.ID, Seed: k.Seed}, nil
+	}
+	kr := s.keyring()
+	seed, err := kr.kek.Open(k.ID, k.Sealed)
+	if err != nil {
+		err = fmt.Errorf("%w: %w", ErrSigningKeySealed, err)
+		if _, seen := kr.reported.LoadOrStore(k.ID, struct{}{}); !seen {
+			hint := "this node has no KEK: restart it with the cluster's --kek-file or INTENTD_KEK"
+			if kr.kek != nil {
+				hint = "this node's KEK (id " + kr.kek.ID() + ") is not the one that sealed the key: " +
+					"restart it with the cluster's KEK (every node needs the same one)"
+			}
+			kr.log.Error("execution-token signing key is sealed and this node cannot open it: "+
+				"it cannot issue, verify or publish tokens signed with it", "key_id", k.ID, "hint", hint, "err", err)
+		}
+		return token.SigningKey{}, err
+	}
+	return token.SigningKey{ID: k.ID, Seed: seed}, nil
 }
 
 // signingKeys reads the replicated signing keys.
@@ -60,7 +118,25 @@ func (s *Service) activeKey(ctx context.Context) (fsm.SigningKey, error) {
 // signed with it, and tokens signed by the previous keys keep verifying
 // until fsm.MaxSigningKeys newer keys have been added. It returns the new
 // key's id.
+//
+// With a KEK (SetKEK) the command carries the seed sealed under the key's
+// id, never the seed itself. A node that cannot open every sealed key the
+// cluster already holds refuses to rotate (ErrSigningKeySealed): without
+// a KEK it would add a plaintext seed to a cluster that seals them, and
+// with a wrong KEK it would seal a key no other node can open.
 func (s *Service) RotateKey(ctx context.Context) (string, error) {
+	keys, err := s.signingKeys(ctx, Stale)
+	if err != nil {
+		return "", err
+	}
+	for _, k := range keys {
+		if len(k.Sealed) == 0 {
+			continue
+		}
+		if _, err := s.signer(k); err != nil {
+			return "", fmt.Errorf("refusing to add a signing key: %w", err)
+		}
+	}
 	id := make([]byte, 8)
 	if _, err := rand.Read(id); err != nil {
 		return "", fmt.Errorf("signing key id: %w", err)
@@ -69,24 +145,37 @@ func (s *Service) RotateKey(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := s.propose(ctx, &fsm.AddSigningKey{Key: fsm.SigningKey{ID: k.ID, Seed: k.Seed}}); err != nil {
+	add := fsm.SigningKey{ID: k.ID, Seed: k.Seed}
+	if kek := s.keyring().kek; kek != nil {
+		sealed, err := kek.Seal(rand.Reader, k.ID, k.Seed)
+		clear(k.Seed)
+		if err != nil {
+			return "", fmt.Errorf("signing key %s: %w", k.ID, err)
+		}
+		add = fsm.SigningKey{ID: k.ID, Sealed: sealed}
+	}
+	if _, err := s.propose(ctx, &fsm.AddSigningKey{Key: add}); err != nil {
 		return "", err
 	}
 	return k.ID, nil
 }
 
 // JWKS returns the public signing keys as a JSON Web Key Set, for tools
-// that verify execution tokens offline.
+// that verify execution tokens offline. It fails whole, with
+// ErrSigningKeySealed, when a key is sealed and this node cannot open it:
+// a set missing a key would make tools refuse genuine tokens.
 func (s *Service) JWKS(ctx context.Context, c Consistency) ([]byte, error) {
 	keys, err := s.signingKeys(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	tks := make([]token.SigningKey, len(keys))
+	signers := make([]*token.Signer, len(keys))
 	for i, k := range keys {
-		tks[i] = toTokenKey(k)
+		if signers[i], err = s.signer(k); err != nil {
+			return nil, err
+		}
 	}
-	return token.JWKS(tks)
+	return token.SignersJWKS(signers)
 }
 
 // IssueToken signs the execution token of in's current grant. It is a
@@ -128,12 +217,22 @@ func (s *Service) IssueToken(ctx context.Context, in *fsm.Intent) (string, error
 	})
 }
 
-// signer returns the cached Signer of k.
+// signer returns the cached Signer of k. A sealed seed is opened once,
+// when its key is first used, not per token: the Signer keeps the derived
+// private key, and a failure to open is not cached (a later call tries
+// again).
 func (s *Service) signer(k fsm.SigningKey) (*token.Signer, error) {
 	if v, ok := s.signers.Load(k.ID); ok {
 		return v.(*token.Signer), nil
 	}
-	sg, err := token.NewSigner(toTokenKey(k))
+	tk, err := s.openKey(k)
+	if err != nil {
+		return nil, err
+	}
+	sg, err := token.NewSigner(tk)
+	if len(k.Sealed) > 0 {
+		clear(tk.Seed) // the opened copy; the Signer holds what it needs
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -175,16 +274,27 @@ func (s *Service) VerifyToken(ctx context.Context, req VerifyRequest) (*fsm.Resu
 	if err != nil {
 		return nil, token.Claims{}, err
 	}
-	pubs := map[string]ed25519.PublicKey{}
-	for _, k := range keys {
-		if pub, err := toTokenKey(k).PublicKey(); err == nil {
-			pubs[k.ID] = pub
-		}
-	}
+	// Only the key the token names is looked at (and, sealed, opened once
+	// for the Signer cache). A key this node cannot open is the node's
+	// failure, not the token's: it is reported as such, never as an
+	// invalid token a tool would act on.
+	var keyErr error
 	claims, err := token.Verify(req.Token, func(kid string) (ed25519.PublicKey, bool) {
-		pub, ok := pubs[kid]
-		return pub, ok
+		for _, k := range keys {
+			if k.ID == kid {
+				sg, err := s.signer(k)
+				if err != nil {
+					keyErr = err
+					return nil, false
+				}
+				return sg.PublicKey(), true
+			}
+		}
+		return nil, false
 	}, time.Now())
+	if keyErr != nil {
+		return nil, token.Claims{}, keyErr
+	}
 	switch {
 	case errors.Is(err, token.ErrExpired):
 		// Genuine but late: the state machine refuses it and audits the

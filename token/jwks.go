@@ -14,18 +14,39 @@ import (
 // tools can verify tokens offline with LookupFromJWKS or any JOSE library.
 // Keep a retired key in the set until the tokens it signed have expired.
 func JWKS(keys []SigningKey) ([]byte, error) {
-	set := jose.JSONWebKeySet{Keys: make([]jose.JSONWebKey, 0, len(keys))}
-	seen := make(map[string]bool, len(keys))
-	for _, k := range keys {
+	ids := make([]string, len(keys))
+	pubs := make([]ed25519.PublicKey, len(keys))
+	for i, k := range keys {
 		pub, err := k.PublicKey()
 		if err != nil {
 			return nil, err
 		}
-		if seen[k.ID] {
-			return nil, fmt.Errorf("%w: duplicate key id %q", ErrInvalidKey, k.ID)
+		ids[i], pubs[i] = k.ID, pub
+	}
+	return jwks(ids, pubs)
+}
+
+// SignersJWKS is JWKS of the signers' keys, for a caller that keeps
+// Signers rather than seeds (the ledger, whose seeds may be sealed).
+func SignersJWKS(signers []*Signer) ([]byte, error) {
+	ids := make([]string, len(signers))
+	pubs := make([]ed25519.PublicKey, len(signers))
+	for i, s := range signers {
+		ids[i], pubs[i] = s.id, s.pub
+	}
+	return jwks(ids, pubs)
+}
+
+// jwks encodes the key set of ids[i] → pubs[i].
+func jwks(ids []string, pubs []ed25519.PublicKey) ([]byte, error) {
+	set := jose.JSONWebKeySet{Keys: make([]jose.JSONWebKey, 0, len(ids))}
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		if seen[id] {
+			return nil, fmt.Errorf("%w: duplicate key id %q", ErrInvalidKey, id)
 		}
-		seen[k.ID] = true
-		set.Keys = append(set.Keys, jose.JSONWebKey{Key: pub, KeyID: k.ID, Algorithm: Algorithm, Use: "sig"})
+		seen[id] = true
+		set.Keys = append(set.Keys, jose.JSONWebKey{Key: pubs[i], KeyID: id, Algorithm: Algorithm, Use: "sig"})
 	}
 	data, err := json.Marshal(set)
 	if err != nil {

@@ -10,7 +10,8 @@
 // set the cluster publishes (JWKS, LookupFromJWKS, Verify).
 //
 // The package holds no state and reads no clock: signing keys are values
-// (the ledger replicates them through Raft as an id and a 32-byte seed),
+// (the ledger replicates them through Raft as an id and a 32-byte seed,
+// or the seed sealed with a key-encryption key: see KEK),
 // and Verify takes the time to check expiry against. Ed25519 signatures are
 // deterministic, so Sign returns the same string for the same key and
 // claims; a grant answered again after a lost reply carries the identical
@@ -213,6 +214,7 @@ func Sign(k SigningKey, c Claims) (string, error) {
 type Signer struct {
 	id     string
 	priv   ed25519.PrivateKey
+	pub    ed25519.PublicKey
 	header string // BASE64URL of the protected header
 }
 
@@ -226,11 +228,15 @@ func NewSigner(k SigningKey) (*Signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("token header: %w", err)
 	}
-	return &Signer{id: k.ID, priv: priv, header: base64.RawURLEncoding.EncodeToString(h)}, nil
+	return &Signer{id: k.ID, priv: priv, pub: priv.Public().(ed25519.PublicKey), header: base64.RawURLEncoding.EncodeToString(h)}, nil
 }
 
 // KeyID is the id of the signer's key.
 func (s *Signer) KeyID() string { return s.id }
+
+// PublicKey is the public half of the signer's key, as Verify's lookup
+// and the key set want it. The caller must not modify it.
+func (s *Signer) PublicKey() ed25519.PublicKey { return s.pub }
 
 // Sign returns the token for c, exactly as Sign(k, c) would.
 func (s *Signer) Sign(c Claims) (string, error) {

@@ -2,8 +2,9 @@
 // claims, completes and resolves intents, reads them and their audit
 // trails, and shows the cluster's status; it manages the gate (policies,
 // approvals, execution tokens and their keys, the hash-chained audit log,
-// settings) and makes API keys. It speaks only the HTTP API, through the
-// client package (settings directly: the client has no call for them yet).
+// settings) and makes API keys and key-encryption keys. It speaks only
+// the HTTP API, through the client package (settings directly: the client
+// has no call for them yet).
 // Run "intentctl help" for usage and exit codes.
 package main
 
@@ -125,6 +126,10 @@ Commands:
         entry for the server's keys file (--env: the INTENTD_API_KEYS form
         name:namespace:role+role:sha256 instead). Roles: agent, tool,
         approver, reader, admin
+  kek new --out FILE
+        make a key-encryption key (offline) into FILE, mode 0600, never
+        replacing one: give every node the same one (intentd --kek-file
+        FILE) to seal execution-token signing seeds in the log and snapshots
   cluster
         the cluster's nodes, roles, leader, term, commit and applied index
   health
@@ -293,6 +298,8 @@ func command(name string) (func(context.Context, *cli, []string) error, bool) {
 		return cmdSettings, true
 	case "apikey":
 		return cmdAPIKey, true
+	case "kek":
+		return cmdKEK, true
 	case "cluster":
 		return cmdCluster, true
 	case "health":

@@ -105,7 +105,8 @@ func snapshotDump(c *cli, args []string) error {
 
 // snapshotSave streams the snapshot into FILE.tmp, verifies its format
 // and SHA-256 trailer by decoding it, then renames it to FILE: a file
-// named FILE is always a complete, verified snapshot.
+// named FILE is always a complete, verified snapshot. FILE has mode 0600:
+// a snapshot holds every intent and the signing keys (sealed or not).
 func snapshotSave(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("snapshot save")
 	pos, err := c.parse(fs, args, "FILE")
@@ -123,7 +124,12 @@ func snapshotSave(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("snapshot save: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
-	info, err := cl.SaveSnapshot(ctx, tmp)
+	// CreateTemp makes 0600 files; say so rather than rely on it.
+	err = tmp.Chmod(0o600)
+	var info client.SnapshotInfo
+	if err == nil {
+		info, err = cl.SaveSnapshot(ctx, tmp)
+	}
 	if err == nil {
 		err = tmp.Sync()
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/fsm"
 )
 
 // postUntilDefinite and putUntilDefinite send a write until the answer
@@ -176,4 +178,93 @@ func TestAuthRequiredByDefault(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&out)
 		return resp.StatusCode == http.StatusCreated && intentOf(out)["namespace"] == "payments"
 	})
+}
+
+// sendAs makes one request with an API key and decodes the JSON answer.
+func sendAs(key, method, addr, path string, body any) (answer, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return answer{}, err
+	}
+	req, err := http.NewRequest(method, "http://"+addr+path, bytes.NewReader(b))
+	if err != nil {
+		return answer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return answer{resp.StatusCode, out}, nil
+}
+
+// TestGrantBindingHoldsThroughAFollower: with auth on, a follower forwards
+// the caller's own key to the leader, so a second agent key of the
+// namespace cannot complete the first key's grant through it (403
+// not_grant_holder), while the first key completes it through the other
+// follower.
+func TestGrantBindingHoldsThroughAFollower(t *testing.T) {
+	keyA, sumA, err := auth.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyB, sumB, err := auth.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secured := func(c *Config) {
+		c.Auth = AuthRequired
+		c.APIKeys = "agents-a:payments:agent:" + sumA + ",agents-b:payments:agent:" + sumB
+		c.Security.GossipKey = testGossipKey
+	}
+	tn := newTestNodes(t)
+	n1 := tn.startCfg("n1", 3, anyAddrs, secured)
+	tn.startCfg("n2", 3, anyAddrs, secured, n1.Node().GossipAddr())
+	tn.startCfg("n3", 3, anyAddrs, secured, n1.Node().GossipAddr())
+	tn.waitReady()
+	// Grants are bound once the leader writes the encoding that carries
+	// the caller, which it does when every server announces it decodes it.
+	waitFor(t, 30*time.Second, "the leader to write the newest encoding", func() bool {
+		l := tn.leader()
+		return l != nil && l.Node().Status().LogEncoding == int(fsm.MaxEncoding)
+	})
+	var followers []string
+	for _, m := range tn.mains {
+		if !m.Node().IsLeader() {
+			followers = append(followers, m.HTTPAddr())
+		}
+	}
+	if len(followers) != 2 {
+		t.Fatalf("want 2 followers, have %d", len(followers))
+	}
+	// definite sends until the answer is not a 503 (a leader change).
+	definite := func(key, addr, path string, body any) answer {
+		t.Helper()
+		var a answer
+		waitFor(t, 30*time.Second, "a definite answer to "+path, func() bool {
+			var err error
+			a, err = sendAs(key, http.MethodPost, addr, path, body)
+			return err == nil && a.code != http.StatusServiceUnavailable
+		})
+		return a
+	}
+	g := definite(keyA, followers[0], "/v1/intents", map[string]any{
+		"key": "charge-1", "tool": "test.tool", "owner": "agent-1", "payload": map[string]any{"n": 1}})
+	if g.code != http.StatusCreated || intentOf(g.body)["principal"] != "agents-a" {
+		t.Fatalf("claim by agents-a: %v", g)
+	}
+	report := map[string]any{"owner": "agent-1", "fencing_token": g.body["fencing_token"], "outcome": "failed"}
+	if a := definite(keyB, followers[1], "/v1/intents/charge-1/complete", report); a.code != http.StatusForbidden ||
+		a.body["code"] != "not_grant_holder" {
+		t.Fatalf("agents-b completing agents-a's grant through a follower: %v", a)
+	}
+	report["outcome"] = "executed"
+	if a := definite(keyA, followers[1], "/v1/intents/charge-1/complete", report); a.code != http.StatusOK ||
+		intentOf(a.body)["state"] != "executed" {
+		t.Fatalf("agents-a completing its grant through a follower: %v", a)
+	}
 }

@@ -28,7 +28,14 @@ import (
 	"github.com/intentledger/intentd/auth"
 )
 
+// privateUmask makes every file and directory the node creates readable by
+// its own user only: the Raft log, the WAL and the snapshots hold the
+// ledger and its signing keys, and raft's snapshot store and raft-wal would
+// otherwise create them 0644/0755 under the usual umask.
+const privateUmask = 0o077
+
 func main() {
+	syscall.Umask(privateUmask)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr))
@@ -145,6 +152,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on graceful shutdown: past it the process dumps its goroutines to the log and exits")
 	registerSecurityFlags(fs, &c.Security)
+	registerKEKFlag(fs, &c.KEK)
 	fs.StringVar(&c.Auth, "auth", c.Auth, "required: every API call but /healthz, /readyz, /metrics and /v1/keys needs an API key; off: DEVELOPMENT ONLY, no authentication")
 	fs.Float64Var(&c.RateLimits.PerClient, "rate-limit-client", c.RateLimits.PerClient, "requests per second per client (API key, or address without auth); 0 turns it off")
 	fs.IntVar(&c.RateLimits.ClientBurst, "rate-limit-client-burst", c.RateLimits.ClientBurst, "burst of the per-client limit")
@@ -170,6 +178,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		return c, envErr
 	}
 	c.APIKeys = getenv(auth.EnvVar)
+	c.KEK.Value = getenv(KEKEnvVar)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

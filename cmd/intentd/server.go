@@ -43,6 +43,8 @@ type Config struct {
 	ShutdownTimeout  time.Duration
 	// Security is TLS and gossip encryption (security.go).
 	Security SecurityConfig
+	// KEK is the key-encryption key that seals signing seeds (kek.go).
+	KEK KEKConfig
 	// Auth is "required" (every API call but the public ones needs an API
 	// key from APIKeysFile or APIKeys, the INTENTD_API_KEYS value) or
 	// "off" (development only: anyone who reaches the port may do
@@ -140,6 +142,10 @@ func (m *Main) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	kek, err := m.cfg.KEK.load(m.log, m.cfg.Auth != AuthOff)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", m.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on --http-addr: %w", err)
@@ -179,6 +185,7 @@ func (m *Main) Start(ctx context.Context) error {
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registry.MustRegister(newClusterCollector(node))
 	svc := ledger.New(m.instrument(node), m.cfg.Limits)
+	svc.SetKEK(kek, m.log)
 	m.svc = svc
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "intentd_long_polls_waiting",
