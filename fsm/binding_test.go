@@ -130,14 +130,15 @@ func TestPrincipalChangesOnlyAtANewGrant(t *testing.T) {
 	h := newHarness(t)
 	eq(t, "pending", h.must(as("alice", false, claimApproval("k", "A", payloadA)), fsm.StatusPendingApproval).Intent.Principal, "alice")
 	eq(t, "approved", h.must(approveBy("k", "carol", ""), fsm.StatusOK).Intent.Principal, "alice")
-	g := h.must(as("bob", false, claim("k", "B", payloadA)), fsm.StatusGranted)
-	eq(t, "granted", g.Intent.Principal, "bob")
-	h.must(as("bob", false, complete("k", "B", g.Intent.FencingToken, fsm.OutcomeFailed, resultNo)), fsm.StatusOK)
-	eq(t, "failed", h.get("k").Principal, "bob")
+	h.must(as("bob", false, claim("k", "B", payloadA)), fsm.StatusNotGrantHolder) // alice's approval
+	g := h.must(as("alice", false, claim("k", "A", payloadA)), fsm.StatusGranted)
+	eq(t, "granted", g.Intent.Principal, "alice")
+	h.must(as("alice", false, complete("k", "A", g.Intent.FencingToken, fsm.OutcomeFailed, resultNo)), fsm.StatusOK)
+	eq(t, "failed", h.get("k").Principal, "alice")
 	g2 := h.must(as("dave", false, claim("k", "D", payloadA)), fsm.StatusGranted)
 	eq(t, "granted again", g2.Intent.Principal, "dave")
-	h.must(as("bob", false, complete("k", "B", g.Intent.FencingToken, fsm.OutcomeExecuted, resultOK)), fsm.StatusFenced)
-	h.must(as("bob", false, complete("k", "D", g2.Intent.FencingToken, fsm.OutcomeExecuted, resultOK)), fsm.StatusNotGrantHolder)
+	h.must(as("alice", false, complete("k", "A", g.Intent.FencingToken, fsm.OutcomeExecuted, resultOK)), fsm.StatusFenced)
+	h.must(as("alice", false, complete("k", "D", g2.Intent.FencingToken, fsm.OutcomeExecuted, resultOK)), fsm.StatusNotGrantHolder)
 	h.must(as("dave", false, complete("k", "D", g2.Intent.FencingToken, fsm.OutcomeExecuted, resultOK)), fsm.StatusOK)
 }
 
@@ -202,6 +203,34 @@ func TestSelfApproval(t *testing.T) {
 				}
 				eq(t, "error", r.Err() != nil, true)
 			}
+		})
+	}
+}
+
+// An approval is given to one key's request: once approved, that key
+// claims the grant; another key with the same payload is refused, and an
+// intent bound to no key (auth off) stays open to any claimant.
+func TestApprovalIsRedeemedOnlyByTheClaimingKey(t *testing.T) {
+	strict := putPolicy(fsm.Policy{Name: "p", Tools: []string{"payments.*"}, RequireApproval: true})
+	for _, tc := range []struct {
+		name, claimer, redeemer string
+		want                    fsm.Status
+	}{
+		{"the claiming key", "alice", "alice", fsm.StatusGranted},
+		{"another key", "alice", "mallory", fsm.StatusNotGrantHolder},
+		{"bound to no key", "", "mallory", fsm.StatusGranted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.must(strict, fsm.StatusOK)
+			h.must(as(tc.claimer, false, claimApproval("k", "A", payloadA)), fsm.StatusPendingApproval)
+			h.must(approveBy("k", "carol", ""), fsm.StatusOK)
+			h.must(as(tc.redeemer, false, claimApproval("k", "B", payloadA)), tc.want)
+			want := fsm.StateDeclared
+			if tc.want != fsm.StatusGranted {
+				want = fsm.StateApproved
+			}
+			eq(t, "state", h.get("k").State, want)
 		})
 	}
 }

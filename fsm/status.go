@@ -61,6 +61,25 @@ var (
 	ErrTokenMismatch   = errors.New("execution token does not match the payload or intent")
 )
 
+// The refusals of a grant's binding to the API key that claimed it
+// (DESIGN.md, "A grant is bound to the API key that claimed it").
+const (
+	// StatusNotGrantHolder refuses a complete, renew or commit, or a
+	// repeated claim, by an API key other than the one the grant is
+	// bound to (Intent.Principal), unless the key may settle others'
+	// grants (Override).
+	StatusNotGrantHolder Status = "not_grant_holder"
+	// StatusSelfApproval refuses an approval by the API key whose claim
+	// the intent waits for, unless its policy sets allow_self_approval.
+	StatusSelfApproval Status = "self_approval"
+)
+
+// Sentinel errors of the binding's refusals, for errors.Is on Result.Err.
+var (
+	ErrNotGrantHolder = errors.New("the grant is bound to another API key")
+	ErrSelfApproval   = errors.New("the claimant may not approve its own intent")
+)
+
 var statusErr = map[Status]error{
 	StatusInFlight:     ErrInFlight,
 	StatusInDoubt:      ErrInDoubt,
@@ -81,6 +100,9 @@ var statusErr = map[Status]error{
 	StatusTokenUsed:       ErrTokenUsed,
 	StatusTokenExpired:    ErrTokenExpired,
 	StatusTokenMismatch:   ErrTokenMismatch,
+
+	StatusNotGrantHolder: ErrNotGrantHolder,
+	StatusSelfApproval:   ErrSelfApproval,
 }
 
 // Result is what applying one command produced.

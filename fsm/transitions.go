@@ -3,37 +3,11 @@ package fsm
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"unicode/utf8"
 )
-
-// The refusals of a grant's binding to the API key that claimed it
-// (DESIGN.md, "A grant is bound to the API key that claimed it").
-const (
-	// StatusNotGrantHolder refuses a complete, renew or commit, or a
-	// repeated claim, by an API key other than the one the grant is
-	// bound to (Intent.Principal), unless the key may settle others'
-	// grants (Override).
-	StatusNotGrantHolder Status = "not_grant_holder"
-	// StatusSelfApproval refuses an approval by the API key whose claim
-	// the intent waits for, unless its policy sets allow_self_approval.
-	StatusSelfApproval Status = "self_approval"
-)
-
-// Sentinel errors of the binding's refusals, for errors.Is on Result.Err.
-var (
-	ErrNotGrantHolder = errors.New("the grant is bound to another API key")
-	ErrSelfApproval   = errors.New("the claimant may not approve its own intent")
-)
-
-func init() {
-	// Result.Err answers for them as for the statuses of status.go.
-	statusErr[StatusNotGrantHolder] = ErrNotGrantHolder
-	statusErr[StatusSelfApproval] = ErrSelfApproval
-}
 
 // MaxPrincipalBytes bounds the principal a claim binds an intent to (API
 // key names are at most 64 bytes). Apply refuses a longer one, and so does
@@ -291,6 +265,11 @@ func (a *applier) claim(c *Claim) *Result {
 	case StateFailed, StateApproved:
 		if pol.Blocked {
 			return blocked(orig, w)
+		}
+		if w.State == StateApproved && !mayHold(w, c.Principal, false) {
+			// The approvers approved this key's request: another key with
+			// the same payload may not redeem their approval.
+			return a.notHolder(orig, w, attempt, c.Principal)
 		}
 		a.grant(w, c, pol, leaseMS)
 		a.save(orig, w)
