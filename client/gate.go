@@ -54,6 +54,9 @@ type Policy struct {
 	Approvers         []string `json:"approvers,omitempty"`
 	Blocked           bool     `json:"blocked,omitempty"`
 	MaxPayloadBytes   int      `json:"max_payload_bytes,omitempty"`
+	// AllowSelfApproval lets the API key that claimed an intent approve
+	// it (refused by default: 403 self_approval).
+	AllowSelfApproval bool `json:"allow_self_approval,omitempty"`
 }
 
 type policyWire struct {

@@ -48,11 +48,14 @@ const (
 
 // Intent is one logical side effect as the ledger records it.
 type Intent struct {
-	Key          string          `json:"key"`
-	Namespace    string          `json:"namespace"`
-	Tool         string          `json:"tool"`
-	State        State           `json:"state"`
-	Owner        string          `json:"owner,omitempty"`
+	Key       string `json:"key"`
+	Namespace string `json:"namespace"`
+	Tool      string `json:"tool"`
+	State     State  `json:"state"`
+	Owner     string `json:"owner,omitempty"`
+	// Principal is the API key the grant (or the pending intent) is bound
+	// to; empty when auth is off.
+	Principal    string          `json:"principal,omitempty"`
 	FencingToken uint64          `json:"fencing_token"`
 	Generation   uint64          `json:"generation"`
 	Fingerprint  string          `json:"fingerprint"`

@@ -98,7 +98,7 @@ func cmdPolicy(ctx context.Context, c *cli, args []string) error {
 // policyFieldFlags are the flags of "policy put" that set a policy field;
 // --file excludes them.
 var policyFieldFlags = []string{"tools", "priority", "dedupe-window", "lease", "token-ttl", "require-approval",
-	"approvals", "approvers", "blocked", "max-payload-bytes"}
+	"approvals", "approvers", "blocked", "max-payload-bytes", "allow-self-approval"}
 
 func policyPut(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("policy put")
@@ -111,6 +111,7 @@ func policyPut(ctx context.Context, c *cli, args []string) error {
 	approvals := fs.Int("approvals", 0, "approvals required (N of the approvers; implies --require-approval)")
 	approvers := fs.String("approvers", "", "comma separated approvers allowed to decide (implies --require-approval)")
 	blocked := fs.Bool("blocked", false, "refuse every claim the policy selects")
+	selfApproval := fs.Bool("allow-self-approval", false, "let the API key that claimed an intent approve it (implies --require-approval)")
 	maxPayload := fs.Int("max-payload-bytes", 0, "cap on the canonical payload")
 	expect := fs.Uint64("expect-version", 0, "only replace the policy at this version (compare-and-set)")
 	file := fs.String("file", "", "the policy as JSON (what 'policy get NAME --output json' prints)")
@@ -139,7 +140,8 @@ func policyPut(ctx context.Context, c *cli, args []string) error {
 		p.Version = 0 // the server sets it; --expect-version is the compare-and-set
 	} else {
 		p = client.Policy{Name: name, Tools: splitList(*tools), Priority: *priority, RequireApproval: *requireApproval,
-			ApprovalsRequired: *approvals, Approvers: splitList(*approvers), Blocked: *blocked, MaxPayloadBytes: *maxPayload}
+			ApprovalsRequired: *approvals, Approvers: splitList(*approvers), Blocked: *blocked, MaxPayloadBytes: *maxPayload,
+			AllowSelfApproval: *selfApproval}
 		if p.DedupeWindowMS, err = durationMS("dedupe-window", *dedupe); err != nil {
 			return err
 		}
@@ -152,7 +154,7 @@ func policyPut(ctx context.Context, c *cli, args []string) error {
 		if p.ApprovalsRequired < 0 {
 			return usagef("--approvals must not be negative")
 		}
-		if p.ApprovalsRequired > 0 || len(p.Approvers) > 0 {
+		if p.ApprovalsRequired > 0 || len(p.Approvers) > 0 || p.AllowSelfApproval {
 			p.RequireApproval = true
 		}
 	}
@@ -223,6 +225,7 @@ func (c *cli) printPolicy(p *client.Policy) error {
 		{"lease", msCell(p.LeaseMS)},
 		{"token_ttl", msCell(p.TokenTTLMS)},
 		{"require_approval", fmt.Sprint(p.RequireApproval)},
+		{"allow_self_approval", fmt.Sprint(p.AllowSelfApproval)},
 		{"approvals_required", approvalsCell(p)},
 		{"approvers", dash(approvers)},
 		{"blocked", fmt.Sprint(p.Blocked)},

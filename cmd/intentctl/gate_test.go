@@ -144,6 +144,14 @@ func TestPolicyRoundTrip(t *testing.T) {
 	expect(t, e.run(t, "policy", "put", "other", "--file", file), exitUsage) // the file names another policy
 
 	expect(t, e.run(t, "policy", "put", "email", "--tools", "email.*", "--require-approval"), exitOK)
+	// allow_self_approval round-trips through the flag and through a file.
+	expect(t, e.run(t, "policy", "put", "selfish", "--tools", "selfish.*", "--allow-self-approval"), exitOK,
+		"allow_self_approval", "true")
+	var selfish client.Policy
+	e.jsonOut(t, &selfish, "policy", "get", "selfish")
+	if !selfish.AllowSelfApproval || !selfish.RequireApproval {
+		t.Fatalf("policy put --allow-self-approval stored %+v", selfish)
+	}
 	r = e.run(t, "policy", "list")
 	expect(t, r, exitOK, "NAME", "payments", "email", "email.*")
 	var list struct{ Policies []client.Policy }

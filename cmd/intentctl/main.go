@@ -89,7 +89,7 @@ Commands:
         every recorded attempt on KEY
   policy put NAME [--tools 'payments.*,refunds.*'] [--priority N]
         [--dedupe-window 24h] [--lease 30s] [--token-ttl 15m]
-        [--require-approval] [--approvals N] [--approvers a,b,c] [--blocked]
+        [--require-approval] [--approvals N] [--approvers a,b,c] [--allow-self-approval] [--blocked]
         [--max-payload-bytes N] [--expect-version V]
   policy put NAME --file policy.json [--expect-version V]
         create or replace (whole) the policy NAME (admin); --approvals and
