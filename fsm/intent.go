@@ -13,7 +13,8 @@ import "encoding/json"
 // State is the lifecycle state of an intent.
 type State string
 
-// The states of an intent. See ../shared/DESIGN.md for the diagram.
+// The states of an intent; transitions.go moves an intent between them
+// (fsm/DESIGN.md says why).
 const (
 	StatePendingApproval State = "pending_approval"
 	StateApproved        State = "approved"
