@@ -13,6 +13,7 @@ import (
 
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/ledger/ledgertest"
 )
 
 // recordingSink records what a state machine reports.
@@ -108,48 +109,14 @@ func TestStateMachineReportsTheKeysEachBatchTouched(t *testing.T) {
 // ledger.ChangeFeed like the node.
 type countingReads struct {
 	*Node
-	mu     sync.Mutex
-	reads  int
-	readCh chan struct{} // closed and replaced at every read
+	ledgertest.ReadSignal
 }
 
-func counting(n *Node) *countingReads { return &countingReads{Node: n, readCh: make(chan struct{})} }
+func counting(n *Node) *countingReads { return &countingReads{Node: n} }
 
 func (c *countingReads) Read(ctx context.Context, cons ledger.Consistency, fn func(*fsm.Ledger)) error {
-	err := c.Node.Read(ctx, cons, fn)
-	c.mu.Lock()
-	c.reads++
-	close(c.readCh)
-	c.readCh = make(chan struct{})
-	c.mu.Unlock()
-	return err
-}
-
-func (c *countingReads) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.reads
-}
-
-// awaitReads waits until n reads are done: a long-poll registers before its
-// first read, so a change made once that read is done must wake it.
-func (c *countingReads) awaitReads(t *testing.T, n int) {
-	t.Helper()
-	guard := time.NewTimer(30 * time.Second) // a hang guard
-	defer guard.Stop()
-	for {
-		c.mu.Lock()
-		got, ch := c.reads, c.readCh
-		c.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-guard.C:
-			t.Fatalf("%d reads, want %d", got, n)
-		}
-	}
+	defer c.Signal()
+	return c.Node.Read(ctx, cons, fn)
 }
 
 type polled struct {
@@ -202,9 +169,9 @@ func TestClaimWakesOnlyTheLongPollsOfItsKey(t *testing.T) {
 	pa := longPoll(ctx, svcs[0], "a", ledger.Linearizable)
 	pb := longPoll(ctx, svcs[1], "b", ledger.Linearizable)
 	pf := longPoll(ctx, svcs[2], "a", ledger.Stale)
-	ra.awaitReads(t, 1)
-	rb.awaitReads(t, 1)
-	rf.awaitReads(t, 1)
+	ra.Await(t, 1)
+	rb.Await(t, 1)
+	rf.Await(t, 1)
 
 	tc.propose(ctx, claim("a", "o"))
 	answered(t, pa, "a")
@@ -214,7 +181,7 @@ func TestClaimWakesOnlyTheLongPollsOfItsKey(t *testing.T) {
 	// Each read once on arrival and once when its key changed: the claim
 	// on a did not wake the long-poll of b.
 	for name, r := range map[string]*countingReads{"leader a": ra, "leader b": rb, "follower a": rf} {
-		if got := r.count(); got != 2 {
+		if got := r.Count(); got != 2 {
 			t.Errorf("%s: the long-poll read %d times, want 2", name, got)
 		}
 	}

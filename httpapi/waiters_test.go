@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,73 +15,25 @@ import (
 	"github.com/intentledger/intentd/ledger/ledgertest"
 )
 
-// readSignal counts the reads a replicator has done and lets a test wait
-// for them: a long-poll registers before its first read, so a change made
-// once that read is done must wake it.
-type readSignal struct {
-	mu    sync.Mutex
-	reads int
-	ch    chan struct{} // closed and replaced at every read
-}
-
-func (s *readSignal) read() {
-	s.mu.Lock()
-	s.reads++
-	if s.ch != nil {
-		close(s.ch)
-	}
-	s.ch = make(chan struct{})
-	s.mu.Unlock()
-}
-
-func (s *readSignal) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reads
-}
-
-// await waits until n reads are done.
-func (s *readSignal) await(t *testing.T, n int) {
-	t.Helper()
-	guard := time.NewTimer(10 * time.Second) // a hang guard
-	defer guard.Stop()
-	for {
-		s.mu.Lock()
-		if s.ch == nil {
-			s.ch = make(chan struct{})
-		}
-		got, ch := s.reads, s.ch
-		s.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-guard.C:
-			t.Fatalf("%d reads, want %d", got, n)
-		}
-	}
-}
-
 // signalledMemory is the in-memory ledger with its reads signalled.
 type signalledMemory struct {
 	*ledgertest.Memory
-	readSignal
+	ledgertest.ReadSignal
 }
 
 func (m *signalledMemory) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
-	defer m.read()
+	defer m.Signal()
 	return m.Memory.Read(ctx, c, fn)
 }
 
 // signalledFollower is a follower with its reads signalled.
 type signalledFollower struct {
 	*followerReplicator
-	readSignal
+	ledgertest.ReadSignal
 }
 
 func (f *signalledFollower) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
-	defer f.read()
+	defer f.Signal()
 	return f.followerReplicator.Read(ctx, c, fn)
 }
 
@@ -141,9 +92,9 @@ func TestLongPollPastTheCapIs429(t *testing.T) {
 	v := g.Intent.Version
 	waitK := fmt.Sprintf("%s?wait=30s&after_version=%d", keyPath("k"), v)
 
-	reads := r.count()
+	reads := r.Count()
 	first := getAsync(t, e.srv.URL, waitK)
-	r.await(t, reads+1)
+	r.Await(t, reads+1)
 
 	// The key's only slot is taken.
 	rep := e.do(t, http.MethodGet, waitK, nil)
@@ -157,9 +108,9 @@ func TestLongPollPastTheCapIs429(t *testing.T) {
 	}
 
 	// The node's last slot, then nothing on any key.
-	reads = r.count()
+	reads = r.Count()
 	absent := getAsync(t, e.srv.URL, keyPath("absent")+"?wait=30s")
-	r.await(t, reads+1)
+	r.Await(t, reads+1)
 	problemOf(t, e.do(t, http.MethodGet, keyPath("other")+"?wait=30s", nil), http.StatusTooManyRequests, CodeTooManyWaiters)
 
 	// A change answers the first poll and frees its slot.
@@ -171,9 +122,9 @@ func TestLongPollPastTheCapIs429(t *testing.T) {
 	if svc.Waiting() != 1 {
 		t.Fatalf("Waiting() = %d after the first poll answered, want 1", svc.Waiting())
 	}
-	reads = r.count()
+	reads = r.Count()
 	again := getAsync(t, e.srv.URL, keyPath("k")+"?wait=30s&after_version=999999")
-	r.await(t, reads+1)
+	r.Await(t, reads+1)
 
 	// Close answers every poll at once with what it has.
 	svc.Close()
@@ -201,17 +152,17 @@ func TestLongPollsOnAFollowerUseTheRightRegistry(t *testing.T) {
 	g := leader.claimOK(t, "k", "o")
 
 	// The stale poll takes the follower's only slot.
-	reads := fr.count()
+	reads := fr.Count()
 	stale := getAsync(t, follower.srv.URL, keyPath("s")+"?wait=30s&consistency=stale")
-	fr.await(t, reads+1)
+	fr.Await(t, reads+1)
 	if fsvc.Waiting() != 1 {
 		t.Fatalf("follower Waiting() = %d, want 1", fsvc.Waiting())
 	}
 
 	// The linearizable one is forwarded and waits on the leader.
-	reads = lr.count()
+	reads = lr.Count()
 	forwarded := getAsync(t, follower.srv.URL, fmt.Sprintf("%s?wait=30s&after_version=%d", keyPath("k"), g.Intent.Version))
-	lr.await(t, reads+1)
+	lr.Await(t, reads+1)
 	if by := <-leader.forwardedBy; by != "n2" {
 		t.Fatalf("the leader saw the poll forwarded by %q", by)
 	}

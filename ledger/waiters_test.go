@@ -23,14 +23,14 @@ import (
 type feedReplicator struct {
 	*ledgertest.Memory
 
-	mu     sync.Mutex
-	sinks  []*ledger.ChangeSink
-	reads  int
-	readCh chan struct{} // closed and replaced at every read
+	ledgertest.ReadSignal
+
+	mu    sync.Mutex
+	sinks []*ledger.ChangeSink
 }
 
 func newFeed() *feedReplicator {
-	return &feedReplicator{Memory: ledgertest.NewMemory(start), readCh: make(chan struct{})}
+	return &feedReplicator{Memory: ledgertest.NewMemory(start)}
 }
 
 func (f *feedReplicator) SubscribeChanges(sink ledger.ChangeSink) func() {
@@ -88,40 +88,8 @@ func (f *feedReplicator) restore(cmd fsm.Command) {
 }
 
 func (f *feedReplicator) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
-	err := f.Memory.Read(ctx, c, fn)
-	f.mu.Lock()
-	f.reads++
-	close(f.readCh)
-	f.readCh = make(chan struct{})
-	f.mu.Unlock()
-	return err
-}
-
-func (f *feedReplicator) readCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.reads
-}
-
-// awaitReads waits until n reads are done. A long-poll registers before its
-// first read, so a change made once that read is done must wake it.
-func (f *feedReplicator) awaitReads(t *testing.T, n int) {
-	t.Helper()
-	guard := time.NewTimer(10 * time.Second) // a hang guard, not a threshold
-	defer guard.Stop()
-	for {
-		f.mu.Lock()
-		got, ch := f.reads, f.readCh
-		f.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-guard.C:
-			t.Fatalf("%d reads, want %d", got, n)
-		}
-	}
+	defer f.Signal()
+	return f.Memory.Read(ctx, c, fn)
 }
 
 type waitAnswer struct {
@@ -168,7 +136,7 @@ func TestWaitWakesOnlyForItsKey(t *testing.T) {
 	g := grant(t, s, "a")
 
 	done := startWait(context.Background(), s, "a", g.Intent.Version, 30*time.Second)
-	f.awaitReads(t, 1)
+	f.Await(t, 1)
 	for i := range 5 {
 		grant(t, s, fmt.Sprintf("b%d", i))
 	}
@@ -182,7 +150,7 @@ func TestWaitWakesOnlyForItsKey(t *testing.T) {
 	}
 	// One read on arrival, one when "a" changed: the claims on other keys
 	// did not wake it.
-	if got := f.readCount(); got != 2 {
+	if got := f.Count(); got != 2 {
 		t.Fatalf("the long-poll read %d times, want 2", got)
 	}
 }
@@ -195,7 +163,7 @@ func TestWaitWakesForASweepAndARestore(t *testing.T) {
 
 	// The leader's Expire sweep names several keys: each one's waiter wakes.
 	done := startWait(context.Background(), s, "a", g.Intent.Version, 30*time.Second)
-	f.awaitReads(t, 1)
+	f.Await(t, 1)
 	f.Advance(2 * time.Second)
 	if _, err := f.Propose(context.Background(), &fsm.Expire{Keys: []fsm.Ref{{Namespace: ledger.DefaultNamespace, Key: "c"},
 		{Namespace: ledger.DefaultNamespace, Key: "a"}}}); err != nil {
@@ -205,13 +173,13 @@ func TestWaitWakesForASweepAndARestore(t *testing.T) {
 	if a.err != nil || a.in == nil || a.in.State != fsm.StateInDoubt {
 		t.Fatalf("woke by the sweep with %+v, %v", a.in, a.err)
 	}
-	if got := f.readCount(); got != 2 {
+	if got := f.Count(); got != 2 {
 		t.Fatalf("the long-poll read %d times, want 2", got)
 	}
 
 	// A restore replaces the state without naming keys: every waiter wakes.
 	done = startWait(context.Background(), s, "r", 0, 30*time.Second)
-	f.awaitReads(t, 3)
+	f.Await(t, 3)
 	f.restore(&fsm.Claim{Namespace: ledger.DefaultNamespace, Key: "r", Tool: tool, Owner: owner,
 		Payload: []byte(`{}`), Fingerprint: fingerprintOf(t, `{}`), LeaseMS: 1000})
 	a = receive(t, done)
@@ -243,7 +211,7 @@ func TestWaitCapsPerKeyAndPerNode(t *testing.T) {
 	first, cancelFirst := context.WithCancel(ctx)
 	a1 := startWait(first, s, "a", v, time.Minute)
 	a2 := startWait(ctx, s, "a", v, time.Minute)
-	f.awaitReads(t, 2)
+	f.Await(t, 2)
 
 	// A third on "a" is past the per-key cap; it read once, and is told.
 	_, err := s.Wait(ctx, "", "a", v, time.Minute, ledger.Stale)
@@ -258,9 +226,9 @@ func TestWaitCapsPerKeyAndPerNode(t *testing.T) {
 	if in, err := s.Wait(ctx, "", "a", v, 0, ledger.Stale); err != nil || in.Version != v {
 		t.Fatalf("a poll without wait past the cap: %+v, %v", in, err)
 	}
-	reads := f.readCount()
+	reads := f.Count()
 	b := startWait(ctx, s, "b", 0, time.Minute)
-	f.awaitReads(t, reads+1)
+	f.Await(t, reads+1)
 	if s.Waiting() != 3 {
 		t.Fatalf("Waiting() = %d, want 3", s.Waiting())
 	}
@@ -277,9 +245,9 @@ func TestWaitCapsPerKeyAndPerNode(t *testing.T) {
 	if s.Waiting() != 2 {
 		t.Fatalf("Waiting() = %d after one left, want 2", s.Waiting())
 	}
-	reads = f.readCount()
+	reads = f.Count()
 	a3 := startWait(ctx, s, "a", v, time.Minute)
-	f.awaitReads(t, reads+1)
+	f.Await(t, reads+1)
 	if s.Waiting() != 3 {
 		t.Fatalf("Waiting() = %d, want 3", s.Waiting())
 	}
@@ -328,7 +296,7 @@ func TestWaitersTimeOutWithoutLeaking(t *testing.T) {
 	}
 	// The slots are usable again: the registry is really empty.
 	done := startWait(context.Background(), s, "k0", g.Intent.Version, time.Minute)
-	f.awaitReads(t, f.readCount()+1)
+	f.Await(t, f.Count()+1)
 	if s.Waiting() != 1 {
 		t.Fatalf("Waiting() = %d, want 1", s.Waiting())
 	}
@@ -348,7 +316,7 @@ func TestCloseWakesEveryWaiterAtOnce(t *testing.T) {
 		}
 		chans = append(chans, startWait(context.Background(), s, key, g.Intent.Version, ledger.MaxWait))
 	}
-	f.awaitReads(t, 20)
+	f.Await(t, 20)
 	s.Close()
 	for i, ch := range chans {
 		a := receive(t, ch)
