@@ -137,14 +137,21 @@ func TestProcessSingleNodeDefaultsAndSIGTERM(t *testing.T) {
 	}
 }
 
+// startThree starts processes p1..p3 that bootstrap one cluster and waits
+// until all three are ready; procs maps each HTTP address to its process.
+func startThree(t *testing.T, bin, dir string) (p1, p2, p3 *proc, procs map[string]*proc) {
+	t.Helper()
+	p1 = startProc(t, bin, dir, "p1", nil, "--bootstrap-expect", "3")
+	p2 = startProc(t, bin, dir, "p2", nil, "--bootstrap-expect", "3", "--join", p1.gossip)
+	p3 = startProc(t, bin, dir, "p3", nil, "--bootstrap-expect", "3", "--join", p1.gossip)
+	waitFor(t, 30*time.Second, "three ready nodes", func() bool { return ready(p1.http) && ready(p2.http) && ready(p3.http) })
+	return p1, p2, p3, map[string]*proc{p1.http: p1, p2.http: p2, p3.http: p3}
+}
+
 func TestProcessKill9LeaderNothingAcknowledgedLost(t *testing.T) {
 	bin := intentdBinary(t)
 	dir := t.TempDir()
-	p1 := startProc(t, bin, dir, "p1", nil, "--bootstrap-expect", "3")
-	p2 := startProc(t, bin, dir, "p2", nil, "--bootstrap-expect", "3", "--join", p1.gossip)
-	p3 := startProc(t, bin, dir, "p3", nil, "--bootstrap-expect", "3", "--join", p1.gossip)
-	procs := map[string]*proc{p1.http: p1, p2.http: p2, p3.http: p3}
-	waitFor(t, 30*time.Second, "three ready nodes", func() bool { return ready(p1.http) && ready(p2.http) && ready(p3.http) })
+	p1, p2, p3, procs := startThree(t, bin, dir)
 	addrs := []string{p1.http, p2.http, p3.http}
 	fences := map[string]any{}
 	for i := 0; i < 20; i++ {
@@ -201,11 +208,7 @@ func TestProcessKill9LeaderNothingAcknowledgedLost(t *testing.T) {
 func TestProcessFollowerLeavesPromptlyWhileAMemberIsPaused(t *testing.T) {
 	bin := intentdBinary(t)
 	dir := t.TempDir()
-	p1 := startProc(t, bin, dir, "p1", nil, "--bootstrap-expect", "3")
-	p2 := startProc(t, bin, dir, "p2", nil, "--bootstrap-expect", "3", "--join", p1.gossip)
-	p3 := startProc(t, bin, dir, "p3", nil, "--bootstrap-expect", "3", "--join", p1.gossip)
-	procs := map[string]*proc{p1.http: p1, p2.http: p2, p3.http: p3}
-	waitFor(t, 30*time.Second, "three ready nodes", func() bool { return ready(p1.http) && ready(p2.http) && ready(p3.http) })
+	p1, p2, p3, procs := startThree(t, bin, dir)
 	leader := procs[leaderHTTP(p1.http)]
 	if leader == nil {
 		t.Fatal("no leader known")
