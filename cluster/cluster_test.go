@@ -116,6 +116,18 @@ func (tc *testCluster) leader() *Node {
 	return leader
 }
 
+// follower returns a running node other than leader.
+func (tc *testCluster) follower(leader *Node) *Node {
+	tc.t.Helper()
+	for _, n := range tc.nodes {
+		if n != leader && !n.stopping.Load() {
+			return n
+		}
+	}
+	tc.t.Fatal("no follower")
+	return nil
+}
+
 // propose sends cmd to the current leader, retrying (as a client would:
 // commands are idempotent) while the outcome is unknown or there is no
 // leader.
@@ -261,13 +273,7 @@ func TestRestartedNodeCatchesUpFromSnapshot(t *testing.T) {
 	tc.startN(3)
 	leader := tc.leader()
 	ctx := ctxT(t)
-	var follower *Node
-	for _, n := range tc.nodes {
-		if n != leader {
-			follower = n
-			break
-		}
-	}
+	follower := tc.follower(leader)
 	id, gossipJoin := follower.ID(), leader.GossipAddr()
 	raftAddr, gossipAddr := follower.RaftAddr(), follower.GossipAddr()
 	if err := follower.Kill(); err != nil {

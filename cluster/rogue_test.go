@@ -83,12 +83,7 @@ func TestRogueGossipMembersCannotTakeAnID(t *testing.T) {
 	startRogue(t, "rogue-1", impostorMeta, nodes[1].GossipAddr())
 	startRogue(t, leader.ID(), impostorMeta, nodes[2].GossipAddr())
 
-	var follower *Node
-	for _, n := range nodes {
-		if n != leader {
-			follower = n
-		}
-	}
+	follower := tc.follower(leader)
 	// Wait until the rogues' alive messages reached every node, and at
 	// least one node refused the name conflict.
 	waitFor(t, 20*time.Second, "a node to refuse the second claim to the leader's name", func() bool {

@@ -21,13 +21,7 @@ func TestShutdownIsBoundedWhileAPeerStallsASnapshot(t *testing.T) {
 	tc := newTestCluster(t, nil)
 	tc.startN(3)
 	leader := tc.leader()
-	var follower *Node
-	for _, n := range tc.nodes {
-		if n != leader {
-			follower = n
-			break
-		}
-	}
+	follower := tc.follower(leader)
 
 	sender, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, 30*time.Second, io.Discard)
 	if err != nil {

@@ -151,13 +151,7 @@ func TestClaimWakesOnlyTheLongPollsOfItsKey(t *testing.T) {
 	tc := newTestCluster(t, nil)
 	tc.startN(3)
 	leader := tc.leader()
-	var follower *Node
-	for _, n := range tc.nodes {
-		if n != leader {
-			follower = n
-			break
-		}
-	}
+	follower := tc.follower(leader)
 	ctx := ctxT(t)
 	ra, rb, rf := counting(leader), counting(leader), counting(follower)
 	var svcs []*ledger.Service
