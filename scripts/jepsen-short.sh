@@ -15,15 +15,16 @@ go build -o "$RESULTS/intentd" ./cmd/intentd || exit 1
 go build -o "$RESULTS/jepsen" ./cmd/jepsen || exit 1
 
 status=0
+failed=()
 run() { # name, expected exit code, args...
   local name=$1; shift
   echo "== jepsen short profile: $name"
-  "$RESULTS/jepsen" --binary "$RESULTS/intentd" --results "$RESULTS/$name" "$@"
-  local rc=$?
+  "$RESULTS/jepsen" --binary "$RESULTS/intentd" --results "$RESULTS/$name" "$@" 2>&1 | tee "$RESULTS/$name.out"
+  local rc=${PIPESTATUS[0]}
   case $rc in
     0) echo "== $name: passed" ;;
     3) echo "== $name: skipped (no root or no network namespaces here)"; exit 0 ;;
-    *) echo "== $name: FAILED (exit $rc; see $RESULTS/$name)"; status=1 ;;
+    *) echo "== $name: FAILED (exit $rc; see $RESULTS/$name)"; status=1; failed+=("$name:$rc") ;;
   esac
 }
 
@@ -59,4 +60,13 @@ run control-leadership-lost --nodes 3 --seed "$SEED" --duration 90s --interval 3
 # boundary before IDs were bound to gossip names): rogue-member must see it.
 run control-trust-gossip-ids --nodes 3 --seed "$SEED" --duration 20s --interval 4s --hold 2500ms \
   --nemesis rogue-member --workload w1,w2 --bug trust-gossip-ids
+# CI keeps only the tail of the output: name every failed run again here,
+# with its verdict line and checker line, so the tail says what failed.
+echo "== jepsen short profile: ${#failed[@]} failed"
+for f in "${failed[@]}"; do
+  name=${f%%:*}
+  echo "== FAILED $name (exit ${f##*:}):"
+  grep -E '^(intentd fault run|checkers:|positive control|harness|jepsen:)' "$RESULTS/$name.out" | sed 's/^/   /'
+  [ -f "$RESULTS/$name/summary.txt" ] || echo "   no summary.txt: the run ended before its analysis"
+done
 exit $status
