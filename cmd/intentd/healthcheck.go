@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/intentledger/intentd/internal/node"
 	"github.com/intentledger/intentd/internal/tlsutil"
 )
 
@@ -34,7 +35,7 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	if errors.Is(err, errGossipKeyRequired) {
+	if errors.Is(err, node.ErrGossipKeyRequired) {
 		err = nil // the probe speaks HTTP only: the node checks its own credentials
 	}
 	if err != nil {
@@ -53,7 +54,7 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 }
 
 // probe GETs path on the node's HTTP listener through loopback.
-func probe(ctx context.Context, cfg Config, path string) error {
+func probe(ctx context.Context, cfg node.Config, path string) error {
 	host, port, err := net.SplitHostPort(cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("--http-addr %q: %w", cfg.HTTPAddr, err)
@@ -92,7 +93,7 @@ func probe(ctx context.Context, cfg Config, path string) error {
 // probeTLS verifies the node's certificate against --tls-ca but not its
 // host name: the probe dials loopback, which the certificate need not
 // name. With --tls-client-ca it presents the node's certificate.
-func probeTLS(s SecurityConfig) (*tls.Config, error) {
+func probeTLS(s node.SecurityConfig) (*tls.Config, error) {
 	cert, err := tlsutil.LoadKeyPair(s.TLSCert, s.TLSKey)
 	if err != nil {
 		return nil, err

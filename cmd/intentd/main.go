@@ -19,13 +19,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/pprof"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/internal/node"
 )
 
 // privateUmask makes every file and directory the node creates readable by
@@ -61,47 +60,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return 2
 	}
 	cfg.Logger = logger
-	m := NewMain(cfg)
-	if err := m.Start(ctx); err != nil {
-		logger.Error("start failed", "err", err)
-		return 1
-	}
-	<-ctx.Done()
-	logger.Info("shutting down: stop accepting, hand over leadership, leave gossip, close raft",
-		"timeout", cfg.ShutdownTimeout)
-	if err := shutdownWithin(cfg.ShutdownTimeout, stderr, m.Shutdown); err != nil {
-		logger.Error("shutdown", "err", err)
+	if err := node.Run(ctx, cfg, stderr); err != nil {
+		logger.Error("stopped", "err", err)
 		return 1
 	}
 	return 0
-}
-
-// errShutdownTimedOut is shutdownWithin's error when a step did not return.
-var errShutdownTimedOut = errors.New("shutdown did not finish within --shutdown-timeout; exiting anyway (the data directory is as a crash leaves it, which Raft recovers from)")
-
-// shutdownWithin runs shutdown with a context that ends after timeout and
-// returns its error, or, if it has not returned by then, writes every
-// goroutine's stack to w (the evidence of the step that hung) and returns
-// errShutdownTimedOut without waiting further: --shutdown-timeout is a
-// real bound on the process.
-func shutdownWithin(timeout time.Duration, w io.Writer, shutdown func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- shutdown(ctx) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	select {
-	case err := <-done: // the steps noticed the deadline themselves
-		return err
-	default:
-	}
-	fmt.Fprintf(w, "intentd: shutdown still running after %v; goroutines:\n", timeout)
-	_ = pprof.Lookup("goroutine").WriteTo(w, 2)
-	return errShutdownTimedOut
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -121,8 +84,8 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 
 // parseConfig reads flags, with INTENTD_* environment variables as
 // defaults.
-func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	c := DefaultConfig()
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (node.Config, error) {
+	c := node.DefaultConfig()
 	fs := flag.NewFlagSet("intentd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var join string
@@ -163,7 +126,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.APIKeysFile, "api-keys-file", "", "JSON file of API keys (name, namespace, roles, sha256); also "+auth.EnvVar)
 	fs.StringVar(&c.PprofAddr, "pprof", "", "serve Go's /debug/pprof/ profiling endpoints on this separate address (e.g. 127.0.0.1:6060; off when empty)")
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "TESTING ONLY: serve /debug/digest and /debug/clock-offset for the fault suite")
-	fs.StringVar(&c.TestBug, "test-bug", "", "TESTING ONLY (needs --test-hooks): seed a known bug: "+strings.Join(testBugs, ", "))
+	fs.StringVar(&c.TestBug, "test-bug", "", "TESTING ONLY (needs --test-hooks): seed a known bug: "+strings.Join(node.TestBugs, ", "))
 
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -178,7 +141,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		return c, envErr
 	}
 	c.APIKeys = getenv(auth.EnvVar)
-	c.KEK.Value = getenv(KEKEnvVar)
+	c.KEK.Value = getenv(node.KEKEnvVar)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -196,31 +159,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 			c.BootstrapExpect = 1
 		}
 	}
-	if c.ID == "" {
-		return c, errors.New("--id must not be empty")
-	}
-	if c.DataDir == "" {
-		return c, errors.New("--data-dir must not be empty")
-	}
-	if c.TestBug != "" {
-		if !c.TestHooks {
-			return c, errors.New("--test-bug needs --test-hooks")
-		}
-		if !slices.Contains(testBugs, c.TestBug) {
-			return c, fmt.Errorf("--test-bug %q: want one of %s", c.TestBug, strings.Join(testBugs, ", "))
-		}
-	}
-	if err := c.Limits.Validate(); err != nil {
-		return c, fmt.Errorf("--max-payload-bytes / --max-result-bytes: %w", err)
-	}
-	if c.Auth != AuthRequired && c.Auth != AuthOff {
-		return c, fmt.Errorf("--auth must be %s or %s, not %q", AuthRequired, AuthOff, c.Auth)
-	}
-	if err := c.Security.validate(c.Auth != AuthOff); err != nil {
+	if err := c.Validate(); err != nil {
 		return c, err
-	}
-	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = DefaultConfig().ShutdownTimeout
 	}
 	return c, nil
 }

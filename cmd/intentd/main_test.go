@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"io"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/internal/node"
 )
 
 // testGossipKey is a gossip key for configurations that require one.
@@ -62,29 +61,77 @@ func TestParseConfigFlagsEnvAndDefaults(t *testing.T) {
 	}
 }
 
-// --shutdown-timeout is a real bound: a step that never returns does not
-// keep the process, and the goroutine dump names it.
-func TestShutdownWithinIsABoundAndKeepsTheEvidence(t *testing.T) {
-	var dump bytes.Buffer
-	stuck := make(chan struct{})
-	defer close(stuck)
-	err := shutdownWithin(50*time.Millisecond, &dump, func(ctx context.Context) error {
-		<-stuck // a step that ignores its context
-		return nil
-	})
-	if !errors.Is(err, errShutdownTimedOut) {
-		t.Fatalf("a stuck shutdown returned %v, want errShutdownTimedOut", err)
+// TestParseConfigAuth: --auth takes required (the default) or off.
+func TestParseConfigAuth(t *testing.T) {
+	if _, err := parseConfig([]string{"--auth", "maybe"}, func(string) string { return "" }, io.Discard); err == nil {
+		t.Fatal("--auth maybe accepted")
 	}
-	if !strings.Contains(dump.String(), "TestShutdownWithinIsABoundAndKeepsTheEvidence") {
-		t.Fatalf("the dump does not show the stuck goroutine:\n%s", dump.String())
+	c, err := parseConfig(nil, func(k string) string {
+		switch k {
+		case auth.EnvVar:
+			return "agents:payments:agent:" + auth.HashKey("ik_test-key-with-enough-entropy-0123456789")
+		case "INTENTD_GOSSIP_KEY":
+			return testGossipKey
+		}
+		return ""
+	}, io.Discard)
+	if err != nil || c.Auth != node.AuthRequired || c.APIKeys == "" {
+		t.Fatalf("defaults: %+v %v", c, err)
 	}
 
-	dump.Reset()
-	boom := errors.New("boom")
-	if err := shutdownWithin(time.Minute, &dump, func(context.Context) error { return boom }); !errors.Is(err, boom) {
-		t.Fatalf("a finished shutdown returned %v, want its own error", err)
+}
+
+func TestParseConfigKEK(t *testing.T) {
+	env := map[string]string{"INTENTD_GOSSIP_KEY": testGossipKey}
+	getenv := func(k string) string { return env[k] }
+	c, err := parseConfig([]string{"--kek-file", "/etc/intentd/kek"}, getenv, io.Discard)
+	if err != nil || c.KEK != (node.KEKConfig{File: "/etc/intentd/kek"}) {
+		t.Fatalf("--kek-file: %+v, %v", c.KEK, err)
 	}
-	if dump.Len() != 0 {
-		t.Fatalf("a finished shutdown dumped goroutines:\n%s", dump.String())
+	env["INTENTD_KEK_FILE"] = "/from/env"
+	env[node.KEKEnvVar] = "a2Vr"
+	c, err = parseConfig(nil, getenv, io.Discard)
+	if err != nil || c.KEK != (node.KEKConfig{File: "/from/env", Value: "a2Vr"}) {
+		t.Fatalf("environment: %+v, %v", c.KEK, err)
+	}
+}
+
+func TestSecurityFlagsValidate(t *testing.T) {
+	getenv := func(string) string { return "" }
+	key := []string{"--gossip-key", testGossipKey}
+	cases := []struct {
+		args []string
+		ok   bool
+	}{
+		{key, true},
+		// The gossip key is the membership credential: required with auth
+		// (the default) or TLS; only --auth=off without TLS runs without.
+		{[]string{}, false},
+		{[]string{"--auth=off"}, true},
+		{[]string{"--auth=off", "--tls-cert", "c", "--tls-key", "k", "--tls-ca", "ca"}, false},
+		{append([]string{"--tls-cert", "c", "--tls-key", "k", "--tls-ca", "ca"}, key...), true},
+		{append([]string{"--cluster-name", "prod-eu"}, key...), true},
+		{append([]string{"--cluster-name", "Prod.EU"}, key...), false},
+		{append([]string{"--cluster-name", ""}, key...), false},
+		{[]string{"--tls-cert", "c", "--tls-key", "k"}, false},
+		{[]string{"--tls-cert", "c", "--tls-ca", "ca"}, false},
+		{[]string{"--tls-ca", "ca"}, false},
+		{[]string{"--tls-client-ca", "ca"}, false},
+		{[]string{"--gossip-key", "MDEyMzQ1Njc4OWFiY2RlZg=="}, true}, // 16 bytes
+		{[]string{"--gossip-key", "c2hvcnQ="}, false},
+		{[]string{"--gossip-key", "not base64!"}, false},
+	}
+	for _, tt := range cases {
+		_, err := parseConfig(append([]string{"--data-dir", "/tmp/x"}, tt.args...), getenv, io.Discard)
+		if (err == nil) != tt.ok {
+			t.Errorf("parseConfig(%q) = %v, want ok=%v", tt.args, err, tt.ok)
+		}
+	}
+}
+
+func TestParseConfigPprof(t *testing.T) {
+	c, err := parseConfig([]string{"--pprof", "127.0.0.1:0", "--auth=off"}, func(string) string { return "" }, io.Discard)
+	if err != nil || c.PprofAddr != "127.0.0.1:0" {
+		t.Fatalf("--pprof: %+v %v", c, err)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/intentledger/intentd/internal/nodetest"
 )
 
 // These tests run real intentd processes: kill -9 is a real crash.
@@ -118,9 +120,9 @@ func leaderHTTP(addr string) string {
 func TestProcessSingleNodeDefaultsAndSIGTERM(t *testing.T) {
 	bin := intentdBinary(t)
 	p := startProc(t, bin, t.TempDir(), "solo", nil)
-	waitFor(t, 30*time.Second, "single node ready", func() bool { return ready(p.http) })
-	a := claimUntilDefinite(t, []string{p.http}, 0, "solo:1", "o")
-	if a.code != http.StatusCreated {
+	nodetest.WaitFor(t, 30*time.Second, "single node ready", func() bool { return ready(p.http) })
+	a := nodetest.ClaimUntilDefinite(t, []string{p.http}, 0, "solo:1", "o")
+	if a.Code != http.StatusCreated {
 		t.Fatalf("claim: %v", a)
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -144,7 +146,7 @@ func startThree(t *testing.T, bin, dir string) (p1, p2, p3 *proc, procs map[stri
 	p1 = startProc(t, bin, dir, "p1", nil, "--bootstrap-expect", "3")
 	p2 = startProc(t, bin, dir, "p2", nil, "--bootstrap-expect", "3", "--join", p1.gossip)
 	p3 = startProc(t, bin, dir, "p3", nil, "--bootstrap-expect", "3", "--join", p1.gossip)
-	waitFor(t, 30*time.Second, "three ready nodes", func() bool { return ready(p1.http) && ready(p2.http) && ready(p3.http) })
+	nodetest.WaitFor(t, 30*time.Second, "three ready nodes", func() bool { return ready(p1.http) && ready(p2.http) && ready(p3.http) })
 	return p1, p2, p3, map[string]*proc{p1.http: p1, p2.http: p2, p3.http: p3}
 }
 
@@ -156,11 +158,11 @@ func TestProcessKill9LeaderNothingAcknowledgedLost(t *testing.T) {
 	fences := map[string]any{}
 	for i := 0; i < 20; i++ {
 		key := fmt.Sprintf("proc:%d", i)
-		a := claimUntilDefinite(t, addrs, i, key, "owner-1")
-		if a.code != http.StatusCreated {
+		a := nodetest.ClaimUntilDefinite(t, addrs, i, key, "owner-1")
+		if a.Code != http.StatusCreated {
 			t.Fatalf("claim %s: %v", key, a)
 		}
-		fences[key] = a.body["fencing_token"]
+		fences[key] = a.Body["fencing_token"]
 	}
 	leader := procs[leaderHTTP(p1.http)]
 	if leader == nil {
@@ -175,17 +177,17 @@ func TestProcessKill9LeaderNothingAcknowledgedLost(t *testing.T) {
 			survivors = append(survivors, a)
 		}
 	}
-	waitFor(t, 30*time.Second, "a new leader", func() bool {
+	nodetest.WaitFor(t, 30*time.Second, "a new leader", func() bool {
 		l := leaderHTTP(survivors[0])
 		return l != "" && l != leader.http && ready(survivors[0]) && ready(survivors[1])
 	})
 	for i := 0; i < 20; i++ {
 		key := fmt.Sprintf("proc:%d", i)
-		a := getUntilDefinite(t, survivors[i%2], "/v1/intents/"+key)
-		if in := intentOf(a.body); a.code != 200 || in["fencing_token"] != fences[key] || in["owner"] != "owner-1" {
+		a := nodetest.GetUntilDefinite(t, survivors[i%2], "/v1/intents/"+key)
+		if in := nodetest.IntentOf(a.Body); a.Code != 200 || in["fencing_token"] != fences[key] || in["owner"] != "owner-1" {
 			t.Errorf("%s after kill -9 of the leader: %v", key, a)
 		}
-		if b := claimUntilDefinite(t, survivors, i, key, "owner-2"); b.code != http.StatusConflict {
+		if b := nodetest.ClaimUntilDefinite(t, survivors, i, key, "owner-2"); b.Code != http.StatusConflict {
 			t.Errorf("second owner on %s after failover: %v", key, b)
 		}
 	}
@@ -194,10 +196,10 @@ func TestProcessKill9LeaderNothingAcknowledgedLost(t *testing.T) {
 	leader.done <- nil
 	startProc(t, bin, dir, leader.id, &proc{id: leader.id, http: leader.http, raft: leader.raft, gossip: leader.gossip},
 		"--join", procs[survivors[0]].gossip)
-	waitFor(t, 30*time.Second, "the restarted node to be ready", func() bool { return ready(leader.http) })
-	waitFor(t, 30*time.Second, "the restarted node to serve a stale read of the last claim", func() bool {
-		a, err := get(leader.http, "/v1/intents/proc:19?consistency=stale")
-		return err == nil && a.code == 200 && intentOf(a.body)["fencing_token"] == fences["proc:19"]
+	nodetest.WaitFor(t, 30*time.Second, "the restarted node to be ready", func() bool { return ready(leader.http) })
+	nodetest.WaitFor(t, 30*time.Second, "the restarted node to serve a stale read of the last claim", func() bool {
+		a, err := nodetest.Get(leader.http, "/v1/intents/proc:19?consistency=stale")
+		return err == nil && a.Code == 200 && nodetest.IntentOf(a.Body)["fencing_token"] == fences["proc:19"]
 	})
 }
 
@@ -226,8 +228,8 @@ func TestProcessFollowerLeavesPromptlyWhileAMemberIsPaused(t *testing.T) {
 	defer func() { _ = paused.cmd.Process.Signal(syscall.SIGCONT) }()
 	// A long-poll in flight on the leaving node (forwarded to the leader):
 	// the drain must not wait its minute out.
-	go func() { _, _ = get(leaving.http, "/v1/intents/none?wait=60s") }()
-	waitFor(t, 10*time.Second, "the long-poll to be forwarded", func() bool {
+	go func() { _, _ = nodetest.Get(leaving.http, "/v1/intents/none?wait=60s") }()
+	nodetest.WaitFor(t, 10*time.Second, "the long-poll to be forwarded", func() bool {
 		return metricValue(leaving.http, "intentd_http_forwarded_total") >= 1
 	})
 

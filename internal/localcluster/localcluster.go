@@ -1,6 +1,8 @@
 // Package localcluster starts a real intentd cluster of in-process nodes on
-// loopback (Raft with raft-boltdb on disk, memberlist gossip and the HTTP
-// API, each on its own ports), for the SDK's tests and the canary gate.
+// loopback, for the SDK's tests and the canary gate. Each node is the
+// production wiring (internal/node: Raft with its log on disk, gossip, the
+// ledger service and the HTTP API with its body cap, rate limits and
+// metrics) with fast timings and auth off, each on its own ports.
 package localcluster
 
 import (
@@ -8,24 +10,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-
 	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/httpapi"
-	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/internal/node"
 )
 
-// Cluster is a real intentd cluster of in-process nodes: Raft with
-// raft-boltdb on disk, memberlist gossip and the HTTP API, each on its own
-// loopback ports. Nodes forward writes to the leader as in production.
+// Cluster is a real intentd cluster of in-process nodes (internal/node),
+// each on its own loopback ports. Nodes forward writes to the leader as in
+// production.
 type Cluster struct {
 	dir   string
 	owned bool // dir was made by Start and is removed by Close
@@ -39,11 +37,10 @@ type Node struct {
 	ID string
 	// URL is the node's HTTP base URL.
 	URL string
-	// Raft is the cluster node.
+	// Raft is the node's cluster member (Raft and gossip).
 	Raft *cluster.Node
 
-	srv    *http.Server
-	served chan error
+	node   *node.Node
 	killed atomic.Bool
 }
 
@@ -98,34 +95,19 @@ func logger() *slog.Logger {
 }
 
 func (c *Cluster) start(id string, expect int, join ...string) (*Node, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("localcluster: listen: %w", err)
-	}
-	log := logger().With("node", id)
-	rn, err := cluster.New(cluster.Config{
-		ID: id, DataDir: filepath.Join(c.dir, id),
-		RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", HTTPAddr: ln.Addr().String(),
-		Join: join, BootstrapExpect: expect, Logger: log,
-		Raft: cluster.RaftTuning{
-			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
-			LeaderLeaseTimeout: 500 * time.Millisecond,
-		},
-		ReconcileInterval: 200 * time.Millisecond,
-		GossipTuning: func(mc *memberlist.Config) {
-			mc.ProbeInterval, mc.ProbeTimeout, mc.GossipInterval = 200*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
-		},
-	})
-	if err != nil {
-		_ = ln.Close()
+	cfg := node.DefaultConfig()
+	cfg.ID, cfg.DataDir = id, filepath.Join(c.dir, id)
+	cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Join, cfg.BootstrapExpect = join, expect
+	cfg.Auth = node.AuthOff
+	cfg.RateLimits = httpapi.RateLimits{} // load tests and the canary hammer few keys from one address
+	cfg.Logger = logger()
+	node.FastTimings(&cfg)
+	nd := node.New(cfg)
+	if err := nd.Start(context.Background()); err != nil {
 		return nil, fmt.Errorf("localcluster: start node %s: %w", id, err)
 	}
-	api := httpapi.New(httpapi.Config{
-		Service: ledger.New(rn, ledger.Limits{}), Cluster: rn, Logger: log, NodeID: id,
-	})
-	n := &Node{ID: id, URL: "http://" + ln.Addr().String(), Raft: rn, served: make(chan error, 1),
-		srv: &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 5 * time.Second}}
-	go func() { n.served <- n.srv.Serve(ln) }()
+	n := &Node{ID: id, URL: "http://" + nd.HTTPAddr(), Raft: nd.Cluster(), node: nd}
 	c.mu.Lock()
 	c.nodes = append(c.nodes, n)
 	c.mu.Unlock()
@@ -159,9 +141,7 @@ func (n *Node) Kill() {
 	if n.killed.Swap(true) {
 		return
 	}
-	_ = n.srv.Close()
-	_ = n.Raft.Kill()
-	<-n.served
+	n.node.Kill()
 }
 
 // Leader waits until a live node leads and is ready, and returns it.

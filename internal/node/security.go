@@ -1,10 +1,9 @@
-package main
+package node
 
 import (
 	"crypto/tls"
 	"encoding/base64"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"strings"
@@ -41,30 +40,20 @@ type SecurityConfig struct {
 	ClusterName string
 }
 
-// registerSecurityFlags adds the security flags to fs (and so to the
-// INTENTD_* environment).
-func registerSecurityFlags(fs *flag.FlagSet, s *SecurityConfig) {
-	fs.StringVar(&s.TLSCert, "tls-cert", "", "PEM certificate of this node: enables HTTPS, Raft over mutual TLS and HTTPS forwarding")
-	fs.StringVar(&s.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
-	fs.StringVar(&s.TLSCA, "tls-ca", "", "PEM CA bundle that signs node certificates (required with --tls-cert)")
-	fs.StringVar(&s.TLSClientCA, "tls-client-ca", "", "require HTTP API clients to present a certificate signed by this PEM CA")
-	fs.StringVar(&s.GossipKey, "gossip-key", "", "base64 AES key (16, 24 or 32 bytes) encrypting and authenticating gossip, the same on every node; required unless --auth=off without TLS")
-	fs.StringVar(&s.ClusterName, "cluster-name", tlsutil.DefaultCluster, "the cluster's name in node certificates (intentctl certs --cluster)")
-}
-
 // TLS reports whether the node runs with TLS.
 func (s SecurityConfig) TLS() bool { return s.TLSCert != "" || s.TLSKey != "" }
 
-// validate checks the flags fit together (files are read at start).
-// errGossipKeyRequired refuses a node that would run without its
+// ErrGossipKeyRequired refuses a node that would run without its
 // membership credential.
-var errGossipKeyRequired = errors.New("--gossip-key is required when auth is required or TLS is on: it is the cluster's membership " +
+var ErrGossipKeyRequired = errors.New("--gossip-key is required when auth is required or TLS is on: it is the cluster's membership " +
 	"credential (without it anyone who reaches the gossip port can join, become a voter and receive forwarded requests); " +
 	"make one with: head -c32 /dev/urandom | base64 (--auth=off without TLS, for development only, runs without one)")
 
-func (s SecurityConfig) validate(authRequired bool) error {
+// Validate checks the settings fit together (files are read at start);
+// authRequired says whether the node requires API keys.
+func (s SecurityConfig) Validate(authRequired bool) error {
 	if s.GossipKey == "" && (authRequired || s.TLS()) {
-		return errGossipKeyRequired
+		return ErrGossipKeyRequired
 	}
 	if !validClusterName(s.ClusterName) {
 		return fmt.Errorf("--cluster-name %q: want 1-63 lower-case letters, digits and dashes", s.ClusterName)

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"bytes"
@@ -16,16 +16,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/cluster"
+	"github.com/intentledger/intentd/internal/nodetest"
 	"github.com/intentledger/intentd/internal/tlsutil"
 )
 
 // startCfg starts a node like testNodes.start, on the given addresses
 // ("127.0.0.1:0" picks), after tune adjusted its configuration.
-func (tn *testNodes) startCfg(id string, expect int, addrs [3]string, tune func(*Config), join ...string) *Main {
+func (tn *testNodes) startCfg(id string, expect int, addrs [3]string, tune func(*Config), join ...string) *Node {
 	tn.t.Helper()
 	cfg := DefaultConfig()
 	cfg.ID, cfg.DataDir = id, filepath.Join(tn.dir, id)
@@ -34,18 +32,11 @@ func (tn *testNodes) startCfg(id string, expect int, addrs [3]string, tune func(
 	cfg.Auth = AuthOff
 	cfg.TestHooks = true
 	cfg.Logger = quietLogger()
-	cfg.Raft = cluster.RaftTuning{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
-		LeaderLeaseTimeout: 500 * time.Millisecond}
-	cfg.Tune = func(c *cluster.Config) {
-		c.ReconcileInterval = 200 * time.Millisecond
-		c.GossipTuning = func(mc *memberlist.Config) {
-			mc.ProbeInterval, mc.ProbeTimeout, mc.GossipInterval = 200*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
-		}
-	}
+	FastTimings(&cfg)
 	if tune != nil {
 		tune(&cfg)
 	}
-	m := NewMain(cfg)
+	m := New(cfg)
 	if err := m.Start(context.Background()); err != nil {
 		tn.t.Fatalf("start %s: %v", id, err)
 	}
@@ -102,14 +93,14 @@ func TestHTTPSClusterServesForwardsAndRefusesStrangers(t *testing.T) {
 	good, other := newPKI(t), newPKI(t)
 	tn := newTestNodes(t)
 	secure := func(c *Config) {
-		c.Security = SecurityConfig{TLSCert: good.files.Node[c.ID], TLSKey: good.files.NodeKey[c.ID],
+		c.Security = SecurityConfig{ClusterName: tlsutil.DefaultCluster, TLSCert: good.files.Node[c.ID], TLSKey: good.files.NodeKey[c.ID],
 			TLSCA: good.files.CA, TLSClientCA: good.files.ClientCA, GossipKey: "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}
 	}
 	n1 := tn.startCfg("n1", 3, anyAddrs, secure)
-	tn.startCfg("n2", 3, anyAddrs, secure, n1.Node().GossipAddr())
-	tn.startCfg("n3", 3, anyAddrs, secure, n1.Node().GossipAddr())
+	tn.startCfg("n2", 3, anyAddrs, secure, n1.Cluster().GossipAddr())
+	tn.startCfg("n3", 3, anyAddrs, secure, n1.Cluster().GossipAddr())
 	hc := httpsClient(t, good.files.CA, good.files.Client, good.files.ClientKey)
-	waitFor(t, 30*time.Second, "three ready nodes over HTTPS", func() bool {
+	nodetest.WaitFor(t, 30*time.Second, "three ready nodes over HTTPS", func() bool {
 		for _, m := range tn.mains {
 			code, _, err := doJSON(hc, "GET", "https://"+m.HTTPAddr()+"/readyz", nil)
 			if err != nil || code != 200 {
@@ -118,16 +109,16 @@ func TestHTTPSClusterServesForwardsAndRefusesStrangers(t *testing.T) {
 		}
 		return true
 	})
-	var followers []*Main
+	var followers []*Node
 	for _, m := range tn.mains {
-		if !m.Node().IsLeader() {
+		if !m.Cluster().IsLeader() {
 			followers = append(followers, m)
 		}
 	}
 	if len(followers) != 2 {
 		t.Fatalf("want 2 followers, have %d", len(followers))
 	}
-	if st := followers[0].Node().Status(); !strings.HasPrefix(st.LeaderHTTP, "https://") {
+	if st := followers[0].Cluster().Status(); !strings.HasPrefix(st.LeaderHTTP, "https://") {
 		t.Fatalf("the leader advertises %q, want an https address", st.LeaderHTTP)
 	}
 	// A claim through a follower is forwarded to the leader over HTTPS with
@@ -164,64 +155,17 @@ func TestHTTPSClusterServesForwardsAndRefusesStrangers(t *testing.T) {
 			}
 		})
 	}
-
-	// The container healthcheck speaks TLS with the node's own files.
-	env := map[string]string{}
-	getenv := func(k string) string { return env[k] }
-	args := func(ca string) []string {
-		return []string{"healthcheck", "--http-addr", addr, "--tls-cert", good.files.Node["n1"], "--tls-key",
-			good.files.NodeKey["n1"], "--tls-ca", ca}
-	}
-	if rc := run(context.Background(), args(good.files.CA), getenv, io.Discard); rc != 0 {
-		t.Fatalf("healthcheck with the cluster CA exited %d", rc)
-	}
-	if rc := run(context.Background(), args(other.files.CA), getenv, io.Discard); rc != 1 {
-		t.Fatalf("healthcheck trusting another CA exited %d, want 1", rc)
-	}
-}
-
-func TestSecurityFlagsValidate(t *testing.T) {
-	getenv := func(string) string { return "" }
-	key := []string{"--gossip-key", testGossipKey}
-	cases := []struct {
-		args []string
-		ok   bool
-	}{
-		{key, true},
-		// The gossip key is the membership credential: required with auth
-		// (the default) or TLS; only --auth=off without TLS runs without.
-		{[]string{}, false},
-		{[]string{"--auth=off"}, true},
-		{[]string{"--auth=off", "--tls-cert", "c", "--tls-key", "k", "--tls-ca", "ca"}, false},
-		{append([]string{"--tls-cert", "c", "--tls-key", "k", "--tls-ca", "ca"}, key...), true},
-		{append([]string{"--cluster-name", "prod-eu"}, key...), true},
-		{append([]string{"--cluster-name", "Prod.EU"}, key...), false},
-		{append([]string{"--cluster-name", ""}, key...), false},
-		{[]string{"--tls-cert", "c", "--tls-key", "k"}, false},
-		{[]string{"--tls-cert", "c", "--tls-ca", "ca"}, false},
-		{[]string{"--tls-ca", "ca"}, false},
-		{[]string{"--tls-client-ca", "ca"}, false},
-		{[]string{"--gossip-key", "MDEyMzQ1Njc4OWFiY2RlZg=="}, true}, // 16 bytes
-		{[]string{"--gossip-key", "c2hvcnQ="}, false},
-		{[]string{"--gossip-key", "not base64!"}, false},
-	}
-	for _, tt := range cases {
-		_, err := parseConfig(append([]string{"--data-dir", "/tmp/x"}, tt.args...), getenv, io.Discard)
-		if (err == nil) != tt.ok {
-			t.Errorf("parseConfig(%q) = %v, want ok=%v", tt.args, err, tt.ok)
-		}
-	}
 }
 
 func TestMetricsExportOperationalSeries(t *testing.T) {
 	tn := newTestNodes(t)
 	tn.startN(3)
 	leader := tn.leader()
-	if a := claimUntilDefinite(t, []string{leader.HTTPAddr()}, 0, "metrics:1", "o1"); a.code != http.StatusCreated {
+	if a := nodetest.ClaimUntilDefinite(t, []string{leader.HTTPAddr()}, 0, "metrics:1", "o1"); a.Code != http.StatusCreated {
 		t.Fatalf("claim: %+v", a)
 	}
 	var snapBuf bytes.Buffer
-	if _, err := leader.Node().WriteSnapshot(context.Background(), &snapBuf); err != nil {
+	if _, err := leader.Cluster().WriteSnapshot(context.Background(), &snapBuf); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Get("http://" + leader.HTTPAddr() + "/metrics")
@@ -275,13 +219,13 @@ func TestMetricsExportOperationalSeries(t *testing.T) {
 }
 
 // digestOf reads a node's replica digest through the test hooks.
-func digestOf(t *testing.T, m *Main) string {
+func digestOf(t *testing.T, m *Node) string {
 	t.Helper()
-	a, err := get(m.HTTPAddr(), "/debug/digest")
-	if err != nil || a.code != 200 {
+	a, err := nodetest.Get(m.HTTPAddr(), "/debug/digest")
+	if err != nil || a.Code != 200 {
 		t.Fatalf("digest of %s: %v %v", m.cfg.ID, a, err)
 	}
-	return a.body["digest"].(string)
+	return a.Body["digest"].(string)
 }
 
 func TestSnapshotSaveAndRestoreOverHTTPGiveTheSameDigest(t *testing.T) {
@@ -289,11 +233,11 @@ func TestSnapshotSaveAndRestoreOverHTTPGiveTheSameDigest(t *testing.T) {
 	src.startN(3)
 	srcLeader := src.leader()
 	for i := 0; i < 25; i++ {
-		if a := claimUntilDefinite(t, []string{srcLeader.HTTPAddr()}, 0, fmt.Sprintf("backup:%d", i), "o1"); a.code != http.StatusCreated {
+		if a := nodetest.ClaimUntilDefinite(t, []string{srcLeader.HTTPAddr()}, 0, fmt.Sprintf("backup:%d", i), "o1"); a.Code != http.StatusCreated {
 			t.Fatalf("claim: %+v", a)
 		}
 	}
-	var follower *Main
+	var follower *Node
 	for _, m := range src.mains {
 		if m != srcLeader {
 			follower = m
@@ -318,9 +262,9 @@ func TestSnapshotSaveAndRestoreOverHTTPGiveTheSameDigest(t *testing.T) {
 
 	dst := newTestNodes(t)
 	dst.startN(3)
-	var dstFollower *Main
+	var dstFollower *Node
 	for _, m := range dst.mains {
-		if !m.Node().IsLeader() {
+		if !m.Cluster().IsLeader() {
 			dstFollower = m
 		}
 	}
@@ -339,7 +283,7 @@ func TestSnapshotSaveAndRestoreOverHTTPGiveTheSameDigest(t *testing.T) {
 	if got.Digest != want || got.Intents != 25 {
 		t.Fatalf("restore answered %+v, want digest %s", got, want)
 	}
-	waitFor(t, 30*time.Second, "every node of the new cluster to hold the source's digest", func() bool {
+	nodetest.WaitFor(t, 30*time.Second, "every node of the new cluster to hold the source's digest", func() bool {
 		for _, m := range dst.mains {
 			if digestOf(t, m) != want {
 				return false
@@ -348,8 +292,8 @@ func TestSnapshotSaveAndRestoreOverHTTPGiveTheSameDigest(t *testing.T) {
 		return true
 	})
 	for i := 0; i < 25; i += 8 {
-		a := getUntilDefinite(t, dstFollower.HTTPAddr(), fmt.Sprintf("/v1/intents/backup:%d", i))
-		if a.code != 200 || a.body["owner"] != "o1" {
+		a := nodetest.GetUntilDefinite(t, dstFollower.HTTPAddr(), fmt.Sprintf("/v1/intents/backup:%d", i))
+		if a.Code != 200 || a.Body["owner"] != "o1" {
 			t.Fatalf("read backup:%d after restore: %+v", i, a)
 		}
 	}
@@ -368,8 +312,8 @@ func TestRollingRestartLosesNoAcknowledgedWrite(t *testing.T) {
 	tn := newTestNodes(t)
 	keep := func(c *Config) { c.LeaveOnTerminate = false }
 	n1 := tn.startCfg("n1", 3, anyAddrs, keep)
-	tn.startCfg("n2", 3, anyAddrs, keep, n1.Node().GossipAddr())
-	tn.startCfg("n3", 3, anyAddrs, keep, n1.Node().GossipAddr())
+	tn.startCfg("n2", 3, anyAddrs, keep, n1.Cluster().GossipAddr())
+	tn.startCfg("n3", 3, anyAddrs, keep, n1.Cluster().GossipAddr())
 	tn.waitReady()
 	var urls []string
 	for _, id := range []string{"n1", "n2", "n3"} {
@@ -433,10 +377,10 @@ func TestRollingRestartLosesNoAcknowledgedWrite(t *testing.T) {
 
 	for _, id := range []string{"n1", "n2", "n3"} {
 		before := acked()
-		waitFor(t, 30*time.Second, "claims before restarting "+id, func() bool { return acked() >= before+10 || loadFailed() != nil })
+		nodetest.WaitFor(t, 30*time.Second, "claims before restarting "+id, func() bool { return acked() >= before+10 || loadFailed() != nil })
 		old := tn.mains[id]
-		addrs := [3]string{old.HTTPAddr(), old.Node().RaftAddr(), old.Node().GossipAddr()}
-		wasLeader := old.Node().IsLeader()
+		addrs := [3]string{old.HTTPAddr(), old.Cluster().RaftAddr(), old.Cluster().GossipAddr()}
+		wasLeader := old.Cluster().IsLeader()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := old.Shutdown(ctx); err != nil {
 			t.Errorf("graceful shutdown of %s: %v", id, err)
@@ -452,7 +396,7 @@ func TestRollingRestartLosesNoAcknowledgedWrite(t *testing.T) {
 		}
 	}
 	after := acked()
-	waitFor(t, 30*time.Second, "claims after the last restart", func() bool { return acked() >= after+10 || loadFailed() != nil })
+	nodetest.WaitFor(t, 30*time.Second, "claims after the last restart", func() bool { return acked() >= after+10 || loadFailed() != nil })
 	close(stop)
 	<-loadDone
 	if err := loadFailed(); err != nil {

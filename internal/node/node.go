@@ -1,4 +1,10 @@
-package main
+// Package node wires one intentd node: the cluster member (Raft and
+// gossip), the ledger service, the HTTP API with its authentication, rate
+// limits and metrics, and the optional pprof and fault-suite endpoints.
+// cmd/intentd fills a Config from flags and calls Run; the local cluster,
+// the canary and every test that needs a node start the same wiring with
+// New and Start, so what they test is what runs in production.
+package node
 
 import (
 	"context"
@@ -20,10 +26,11 @@ import (
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/httpapi"
+	"github.com/intentledger/intentd/internal/tlsutil"
 	"github.com/intentledger/intentd/ledger"
 )
 
-// Config is everything a node needs; flags fill it in run.
+// Config is everything a node needs; cmd/intentd fills it from flags.
 type Config struct {
 	ID               string
 	DataDir          string
@@ -57,7 +64,7 @@ type Config struct {
 	// PprofAddr, when set, serves /debug/pprof/ on its own listener.
 	PprofAddr string
 	// TestHooks serves the fault suite's debug endpoints; TestBug seeds one
-	// of testBugs. Neither is for production.
+	// of TestBugs. Neither is for production.
 	TestHooks bool
 	TestBug   string
 	Logger    *slog.Logger
@@ -84,6 +91,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout:  20 * time.Second,
 		Auth:             AuthRequired,
 		RateLimits:       httpapi.DefaultRateLimits,
+		Security:         SecurityConfig{ClusterName: tlsutil.DefaultCluster},
 	}
 }
 
@@ -111,14 +119,14 @@ func (c Config) loadKeys(log *slog.Logger) (*auth.Keyset, error) {
 	return ks, nil
 }
 
-// Main is one running node: cluster member plus HTTP API. Tests run it
+// Node is one running node: cluster member plus HTTP API. Tests run it
 // in-process with ports set to 0.
-type Main struct {
+type Node struct {
 	cfg      Config
 	log      *slog.Logger
 	ln       net.Listener
 	srv      *http.Server
-	node     *cluster.Node
+	cluster  *cluster.Node
 	svc      *ledger.Service
 	registry *prometheus.Registry
 	served   chan error
@@ -128,30 +136,34 @@ type Main struct {
 	clockOffset atomic.Int64
 }
 
-// NewMain returns a node that Start will run.
-func NewMain(cfg Config) *Main {
+// New returns a node that Start will run.
+func New(cfg Config) *Node {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Main{cfg: cfg, log: cfg.Logger.With("node", cfg.ID)}
+	return &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID)}
 }
 
-// Start binds the HTTP listener, starts the cluster node and serves the API.
-func (m *Main) Start(ctx context.Context) error {
-	sec, err := m.cfg.Security.load(m.cfg.ID)
+// Start checks the configuration, binds the HTTP listener, starts the
+// cluster node and serves the API.
+func (n *Node) Start(ctx context.Context) error {
+	if err := n.cfg.Validate(); err != nil {
+		return err
+	}
+	sec, err := n.cfg.Security.load(n.cfg.ID)
 	if err != nil {
 		return err
 	}
-	kek, err := m.cfg.KEK.load(m.log, m.cfg.Auth != AuthOff)
+	kek, err := n.cfg.KEK.load(n.log, n.cfg.Auth != AuthOff)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", m.cfg.HTTPAddr)
+	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on --http-addr: %w", err)
 	}
-	m.ln = ln
-	advertise := m.cfg.HTTPAdvertise
+	n.ln = ln
+	advertise := n.cfg.HTTPAdvertise
 	if advertise == "" {
 		advertise = ln.Addr().String()
 	}
@@ -159,100 +171,100 @@ func (m *Main) Start(ctx context.Context) error {
 		advertise = "https://" + advertise // followers forward with this scheme
 	}
 	cc := cluster.Config{
-		ID: m.cfg.ID, DataDir: m.cfg.DataDir,
-		RaftAddr: m.cfg.RaftAddr, RaftAdvertise: m.cfg.RaftAdvertise,
-		GossipAddr: m.cfg.GossipAddr, GossipAdvertise: m.cfg.GossipAdvertise,
-		HTTPAddr: advertise, Join: m.cfg.Join, BootstrapExpect: m.cfg.BootstrapExpect,
-		LeaveOnShutdown: m.cfg.LeaveOnTerminate, Logger: m.cfg.Logger, Raft: m.cfg.Raft,
+		ID: n.cfg.ID, DataDir: n.cfg.DataDir,
+		RaftAddr: n.cfg.RaftAddr, RaftAdvertise: n.cfg.RaftAdvertise,
+		GossipAddr: n.cfg.GossipAddr, GossipAdvertise: n.cfg.GossipAdvertise,
+		HTTPAddr: advertise, Join: n.cfg.Join, BootstrapExpect: n.cfg.BootstrapExpect,
+		LeaveOnShutdown: n.cfg.LeaveOnTerminate, Logger: n.cfg.Logger, Raft: n.cfg.Raft,
 		RaftTLS: sec.peer, PeerIdentity: sec.identity, GossipKey: sec.gossipKey,
-		Clock: func() time.Time { return time.Now().Add(time.Duration(m.clockOffset.Load())) },
+		Clock: func() time.Time { return time.Now().Add(time.Duration(n.clockOffset.Load())) },
 		Bugs: cluster.Bugs{
-			StaleReads:              m.cfg.TestBug == bugStaleReads,
-			LeadershipLostIsFailure: m.cfg.TestBug == bugLeadershipLost,
-			TrustAnnouncedIDs:       m.cfg.TestBug == bugTrustGossipIDs,
+			StaleReads:              n.cfg.TestBug == bugStaleReads,
+			LeadershipLostIsFailure: n.cfg.TestBug == bugLeadershipLost,
+			TrustAnnouncedIDs:       n.cfg.TestBug == bugTrustGossipIDs,
 		},
 	}
-	if m.cfg.Tune != nil {
-		m.cfg.Tune(&cc)
+	if n.cfg.Tune != nil {
+		n.cfg.Tune(&cc)
 	}
-	node, err := cluster.New(cc)
+	cn, err := cluster.New(cc)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
-	m.node = node
-	m.registry = prometheus.NewRegistry()
-	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.registry.MustRegister(newClusterCollector(node))
-	svc := ledger.New(m.instrument(node), m.cfg.Limits)
-	svc.SetKEK(kek, m.log)
-	m.svc = svc
-	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	n.cluster = cn
+	n.registry = prometheus.NewRegistry()
+	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n.registry.MustRegister(newClusterCollector(cn))
+	svc := ledger.New(n.instrument(cn), n.cfg.Limits)
+	svc.SetKEK(kek, n.log)
+	n.svc = svc
+	n.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "intentd_long_polls_waiting",
 		Help: "Long-polls (GET /v1/intents/{key}?wait=) waiting on this node; capped by --max-waiters.",
 	}, func() float64 { return float64(svc.Waiting()) }))
-	if m.cfg.TestBug == bugCheckThenClaim {
+	if n.cfg.TestBug == bugCheckThenClaim {
 		svc.SeedCheckThenClaimBug()
 	}
-	if m.cfg.TestBug != "" {
-		m.log.Warn("SEEDED BUG ACTIVE: this node is deliberately incorrect (fault-suite positive control)", "bug", m.cfg.TestBug)
+	if n.cfg.TestBug != "" {
+		n.log.Warn("SEEDED BUG ACTIVE: this node is deliberately incorrect (fault-suite positive control)", "bug", n.cfg.TestBug)
 	}
-	keys, err := m.cfg.loadKeys(m.log)
+	keys, err := n.cfg.loadKeys(n.log)
 	if err != nil {
-		_ = node.Kill()
+		_ = cn.Kill()
 		_ = ln.Close()
 		return err
 	}
 	api := httpapi.New(httpapi.Config{
 		Auth:          keys,
-		RateLimits:    &m.cfg.RateLimits,
+		RateLimits:    &n.cfg.RateLimits,
 		Service:       svc,
-		Cluster:       node,
-		Registry:      m.registry,
+		Cluster:       cn,
+		Registry:      n.registry,
 		ForwardClient: sec.forward,
 		ForwardTLS:    sec.http != nil,
 		PeerAuth:      sec.peers,
-		Snapshots:     node,
-		Logger:        m.log,
-		NodeID:        m.cfg.ID,
-		MaxBodyBytes:  int64(2*max(m.cfg.Limits.MaxPayloadBytes, m.cfg.Limits.MaxResultBytes) + 16<<10),
+		Snapshots:     cn,
+		Logger:        n.log,
+		NodeID:        n.cfg.ID,
+		MaxBodyBytes:  int64(2*max(n.cfg.Limits.MaxPayloadBytes, n.cfg.Limits.MaxResultBytes) + 16<<10),
 	})
 	handler := api.Handler()
-	if m.cfg.TestHooks {
-		m.log.Warn("test hooks enabled: /debug/digest and /debug/clock-offset are served")
-		handler = m.withTestHooks(handler, keys)
+	if n.cfg.TestHooks {
+		n.log.Warn("test hooks enabled: /debug/digest and /debug/clock-offset are served")
+		handler = n.withTestHooks(handler, keys)
 	}
-	m.srv = &http.Server{
+	n.srv = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      ledger.MaxWait + 30*time.Second, // a long-poll answers after up to MaxWait
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 	}
 	if sec.http != nil {
 		ln = tls.NewListener(ln, sec.http)
 	}
-	if m.cfg.PprofAddr != "" {
-		if m.debug, err = startDebugServer(m.cfg.PprofAddr, m.log); err != nil {
-			_ = node.Kill()
+	if n.cfg.PprofAddr != "" {
+		if n.debug, err = startDebugServer(n.cfg.PprofAddr, n.log); err != nil {
+			_ = cn.Kill()
 			_ = ln.Close()
 			return err
 		}
 	}
-	m.served = make(chan error, 1)
-	go func() { m.served <- m.srv.Serve(ln) }()
-	m.log.Info("serving", "http", advertise, "tls", sec.http != nil, "gossip_encrypted", sec.gossipKey != nil, "raft", node.RaftAddr(), "gossip", node.GossipAddr(),
-		"data_dir", m.cfg.DataDir)
+	n.served = make(chan error, 1)
+	go func() { n.served <- n.srv.Serve(ln) }()
+	n.log.Info("serving", "http", advertise, "tls", sec.http != nil, "gossip_encrypted", sec.gossipKey != nil, "raft", cn.RaftAddr(), "gossip", cn.GossipAddr(),
+		"data_dir", n.cfg.DataDir)
 	return nil
 }
 
 // HTTPAddr is the bound HTTP address.
-func (m *Main) HTTPAddr() string { return m.ln.Addr().String() }
+func (n *Node) HTTPAddr() string { return n.ln.Addr().String() }
 
-// Node returns the cluster node.
-func (m *Main) Node() *cluster.Node { return m.node }
+// Cluster returns the node's cluster member (Raft and gossip).
+func (n *Node) Cluster() *cluster.Node { return n.cluster }
 
 // httpDrain bounds how long Shutdown waits for requests in flight (a
 // long-poll may wait up to a minute) before it closes their connections.
@@ -263,30 +275,30 @@ const httpDrain = 5 * time.Second
 // time if that is less, then cuts them), then shuts the node down
 // gracefully (leadership handover, gossip
 // leave, Raft close), bounded by ctx.
-func (m *Main) Shutdown(ctx context.Context) error {
+func (n *Node) Shutdown(ctx context.Context) error {
 	var errs []error
-	m.svc.Close() // waiting long-polls answer now with what they have
+	n.svc.Close() // waiting long-polls answer now with what they have
 	drain := httpDrain
 	if d, ok := ctx.Deadline(); ok {
 		drain = min(drain, time.Until(d)/4)
 	}
 	drainCtx, cancel := context.WithTimeout(ctx, drain)
-	err := m.srv.Shutdown(drainCtx)
+	err := n.srv.Shutdown(drainCtx)
 	cancel()
 	if err != nil {
-		m.log.Warn("requests still in flight after the drain; closing their connections", "drain", drain)
-		if err := m.srv.Close(); err != nil {
+		n.log.Warn("requests still in flight after the drain; closing their connections", "drain", drain)
+		if err := n.srv.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("http close: %w", err))
 		}
 	}
-	if err := m.node.Shutdown(ctx); err != nil {
+	if err := n.cluster.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("node shutdown: %w", err))
 	}
-	if err := <-m.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := <-n.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, fmt.Errorf("http serve: %w", err))
 	}
-	if m.debug != nil {
-		if err := m.debug.close(); err != nil {
+	if n.debug != nil {
+		if err := n.debug.close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -295,11 +307,11 @@ func (m *Main) Shutdown(ctx context.Context) error {
 
 // Kill stops the node like a crash: connections are cut and Raft stops
 // without handing over leadership or leaving gossip.
-func (m *Main) Kill() {
-	_ = m.srv.Close()
-	_ = m.node.Kill()
-	<-m.served
-	if m.debug != nil {
-		_ = m.debug.close()
+func (n *Node) Kill() {
+	_ = n.srv.Close()
+	_ = n.cluster.Kill()
+	<-n.served
+	if n.debug != nil {
+		_ = n.debug.close()
 	}
 }

@@ -1,11 +1,10 @@
-package main
+package node
 
 import (
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,25 +12,26 @@ import (
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/nodetest"
 )
 
-// postUntilDefinite and putUntilDefinite send a write until the answer
+// postUntilDefinite and putUntilDefinite send a write until the nodetest.Answer
 // is definite, and stop the test if none comes.
-func postUntilDefinite(t *testing.T, addrs []string, path string, body any) answer {
+func postUntilDefinite(t *testing.T, addrs []string, path string, body any) nodetest.Answer {
 	t.Helper()
 	return mustDefinite(t, http.MethodPost, addrs, path, body)
 }
 
-func putUntilDefinite(t *testing.T, addrs []string, path string, body any) answer {
+func putUntilDefinite(t *testing.T, addrs []string, path string, body any) nodetest.Answer {
 	t.Helper()
 	return mustDefinite(t, http.MethodPut, addrs, path, body)
 }
 
-func mustDefinite(t *testing.T, method string, addrs []string, path string, body any) answer {
+func mustDefinite(t *testing.T, method string, addrs []string, path string, body any) nodetest.Answer {
 	t.Helper()
-	a, ok := untilDefinite(method, addrs, 0, path, body)
+	a, ok := nodetest.UntilDefinite(method, addrs, 0, path, body)
 	if !ok {
-		t.Fatalf("%s %s: no definite answer", method, path)
+		t.Fatalf("%s %s: no definite nodetest.Answer", method, path)
 	}
 	return a
 }
@@ -52,21 +52,21 @@ func TestGateSurvivesFailover(t *testing.T) {
 		}
 	}
 	if a := putUntilDefinite(t, others, "/v1/policies/charges", map[string]any{
-		"tools": []string{"test.*"}, "require_approval": true, "approvals_required": 2}); a.code != http.StatusOK {
+		"tools": []string{"test.*"}, "require_approval": true, "approvals_required": 2}); a.Code != http.StatusOK {
 		t.Fatalf("put policy: %v", a)
 	}
-	claim := func(key string) answer {
+	claim := func(key string) nodetest.Answer {
 		return postUntilDefinite(t, others, "/v1/intents", map[string]any{
 			"key": key, "tool": "test.tool", "owner": "agent-1", "payload": map[string]any{"key": key}})
 	}
-	approve := func(key, actor string) answer {
+	approve := func(key, actor string) nodetest.Answer {
 		return postUntilDefinite(t, others, "/v1/intents/"+key+"/approve", map[string]any{"actor": actor})
 	}
 
 	// Before the failover: "approved" gets both approvals, "half" one;
 	// "spent" is approved, granted and its token verified.
 	for _, k := range []string{"approved", "half", "spent"} {
-		if a := claim(k); a.code != http.StatusAccepted {
+		if a := claim(k); a.Code != http.StatusAccepted {
 			t.Fatalf("claim %s: %v", k, a)
 		}
 	}
@@ -76,47 +76,47 @@ func TestGateSurvivesFailover(t *testing.T) {
 	approve("spent", "alice")
 	approve("spent", "bob")
 	g := claim("spent")
-	if g.code != http.StatusCreated {
+	if g.Code != http.StatusCreated {
 		t.Fatalf("claim spent after approval: %v", g)
 	}
-	tok := g.body["execution_token"].(string)
-	if v := postUntilDefinite(t, others, "/v1/tokens/verify", map[string]any{"execution_token": tok}); v.code != http.StatusOK {
+	tok := g.Body["execution_token"].(string)
+	if v := postUntilDefinite(t, others, "/v1/tokens/verify", map[string]any{"execution_token": tok}); v.Code != http.StatusOK {
 		t.Fatalf("first verify: %v", v)
 	}
 
 	leader.Kill()
 	delete(tn.mains, leader.cfg.ID)
-	waitFor(t, 30*time.Second, "a new leader", func() bool { return tn.leader() != nil })
+	nodetest.WaitFor(t, 30*time.Second, "a new leader", func() bool { return tn.leader() != nil })
 	tn.waitReady()
 
 	// The approvals hold: granted at once; the half-approved one still
 	// waits, and its first approver still counts once.
 	ga := claim("approved")
-	if ga.code != http.StatusCreated {
+	if ga.Code != http.StatusCreated {
 		t.Fatalf("approved intent after failover: %v", ga)
 	}
-	if a := claim("half"); a.code != http.StatusAccepted {
+	if a := claim("half"); a.Code != http.StatusAccepted {
 		t.Fatalf("half-approved intent after failover: %v", a)
 	}
-	if a := approve("half", "alice"); a.code != http.StatusConflict || a.body["code"] != "already_approved" {
+	if a := approve("half", "alice"); a.Code != http.StatusConflict || a.Body["code"] != "already_approved" {
 		t.Fatalf("alice approving again after failover: %v", a)
 	}
-	if a := approve("half", "bob"); a.code != http.StatusOK || intentOf(a.body)["state"] != "approved" {
+	if a := approve("half", "bob"); a.Code != http.StatusOK || nodetest.IntentOf(a.Body)["state"] != "approved" {
 		t.Fatalf("second approval after failover: %v", a)
 	}
 	// The token spent before the failover is refused on every node.
 	for _, addr := range others {
-		if v := postUntilDefinite(t, []string{addr}, "/v1/tokens/verify", map[string]any{"execution_token": tok}); v.code != http.StatusConflict || v.body["code"] != "token_used" {
+		if v := postUntilDefinite(t, []string{addr}, "/v1/tokens/verify", map[string]any{"execution_token": tok}); v.Code != http.StatusConflict || v.Body["code"] != "token_used" {
 			t.Fatalf("verify on %s after failover: %v", addr, v)
 		}
 	}
 	// The new grant's token (signed with the replicated key) verifies
 	// once.
-	tok2 := ga.body["execution_token"].(string)
-	if v := postUntilDefinite(t, others, "/v1/tokens/verify", map[string]any{"execution_token": tok2}); v.code != http.StatusOK {
+	tok2 := ga.Body["execution_token"].(string)
+	if v := postUntilDefinite(t, others, "/v1/tokens/verify", map[string]any{"execution_token": tok2}); v.Code != http.StatusOK {
 		t.Fatalf("verify a token granted after failover: %v", v)
 	}
-	if v := postUntilDefinite(t, others, "/v1/tokens/verify", map[string]any{"execution_token": tok2}); v.code != http.StatusConflict {
+	if v := postUntilDefinite(t, others, "/v1/tokens/verify", map[string]any{"execution_token": tok2}); v.Code != http.StatusConflict {
 		t.Fatalf("second verify of it: %v", v)
 	}
 }
@@ -125,30 +125,15 @@ func TestGateSurvivesFailover(t *testing.T) {
 // unless told --auth=off, and with keys it refuses unauthenticated calls
 // and serves authenticated ones.
 func TestAuthRequiredByDefault(t *testing.T) {
-	if _, err := parseConfig([]string{"--auth", "maybe"}, func(string) string { return "" }, io.Discard); err == nil {
-		t.Fatal("--auth maybe accepted")
-	}
-	c, err := parseConfig(nil, func(k string) string {
-		switch k {
-		case auth.EnvVar:
-			return "agents:payments:agent:" + auth.HashKey("ik_test-key-with-enough-entropy-0123456789")
-		case "INTENTD_GOSSIP_KEY":
-			return testGossipKey
-		}
-		return ""
-	}, io.Discard)
-	if err != nil || c.Auth != AuthRequired || c.APIKeys == "" {
-		t.Fatalf("defaults: %+v %v", c, err)
-	}
-
-	start := func(apiKeys string) (*Main, error) {
+	start := func(apiKeys string) (*Node, error) {
 		cfg := DefaultConfig()
 		cfg.ID, cfg.DataDir = "solo", t.TempDir()
 		cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 		cfg.BootstrapExpect = 1
 		cfg.APIKeys = apiKeys
+		cfg.Security.GossipKey = testGossipKey
 		cfg.Logger = quietLogger()
-		m := NewMain(cfg)
+		m := New(cfg)
 		return m, m.Start(context.Background())
 	}
 	if m, err := start(""); err == nil || !strings.Contains(err.Error(), "no API keys") {
@@ -162,10 +147,10 @@ func TestAuthRequiredByDefault(t *testing.T) {
 	}
 	defer m.Kill()
 	body := map[string]any{"key": "k", "tool": "t", "owner": "o", "payload": map[string]any{}}
-	if a, err := post(m.HTTPAddr(), "/v1/intents", body); err != nil || a.code != http.StatusUnauthorized {
+	if a, err := nodetest.Post(m.HTTPAddr(), "/v1/intents", body); err != nil || a.Code != http.StatusUnauthorized {
 		t.Fatalf("claim without a key: %v %v", a, err)
 	}
-	waitFor(t, 30*time.Second, "an authenticated grant", func() bool {
+	nodetest.WaitFor(t, 30*time.Second, "an authenticated grant", func() bool {
 		b, _ := json.Marshal(body)
 		req, _ := http.NewRequest(http.MethodPost, "http://"+m.HTTPAddr()+"/v1/intents", bytes.NewReader(b))
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -176,30 +161,8 @@ func TestAuthRequiredByDefault(t *testing.T) {
 		defer resp.Body.Close()
 		var out map[string]any
 		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode == http.StatusCreated && intentOf(out)["namespace"] == "payments"
+		return resp.StatusCode == http.StatusCreated && nodetest.IntentOf(out)["namespace"] == "payments"
 	})
-}
-
-// sendAs makes one request with an API key and decodes the JSON answer.
-func sendAs(key, method, addr, path string, body any) (answer, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return answer{}, err
-	}
-	req, err := http.NewRequest(method, "http://"+addr+path, bytes.NewReader(b))
-	if err != nil {
-		return answer{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return answer{}, err
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return answer{resp.StatusCode, out}, nil
 }
 
 // TestGrantBindingHoldsThroughAFollower: with auth on, a follower forwards
@@ -223,48 +186,48 @@ func TestGrantBindingHoldsThroughAFollower(t *testing.T) {
 	}
 	tn := newTestNodes(t)
 	n1 := tn.startCfg("n1", 3, anyAddrs, secured)
-	tn.startCfg("n2", 3, anyAddrs, secured, n1.Node().GossipAddr())
-	tn.startCfg("n3", 3, anyAddrs, secured, n1.Node().GossipAddr())
+	tn.startCfg("n2", 3, anyAddrs, secured, n1.Cluster().GossipAddr())
+	tn.startCfg("n3", 3, anyAddrs, secured, n1.Cluster().GossipAddr())
 	tn.waitReady()
 	// Grants are bound once the leader writes the encoding that carries
 	// the caller, which it does when every server announces it decodes it.
-	waitFor(t, 30*time.Second, "the leader to write the newest encoding", func() bool {
+	nodetest.WaitFor(t, 30*time.Second, "the leader to write the newest encoding", func() bool {
 		l := tn.leader()
-		return l != nil && l.Node().Status().LogEncoding == int(fsm.MaxEncoding)
+		return l != nil && l.Cluster().Status().LogEncoding == int(fsm.MaxEncoding)
 	})
 	var followers []string
 	for _, m := range tn.mains {
-		if !m.Node().IsLeader() {
+		if !m.Cluster().IsLeader() {
 			followers = append(followers, m.HTTPAddr())
 		}
 	}
 	if len(followers) != 2 {
 		t.Fatalf("want 2 followers, have %d", len(followers))
 	}
-	// definite sends until the answer is not a 503 (a leader change).
-	definite := func(key, addr, path string, body any) answer {
+	// definite sends until the nodetest.Answer is not a 503 (a leader change).
+	definite := func(key, addr, path string, body any) nodetest.Answer {
 		t.Helper()
-		var a answer
-		waitFor(t, 30*time.Second, "a definite answer to "+path, func() bool {
+		var a nodetest.Answer
+		nodetest.WaitFor(t, 30*time.Second, "a definite nodetest.Answer to "+path, func() bool {
 			var err error
-			a, err = sendAs(key, http.MethodPost, addr, path, body)
-			return err == nil && a.code != http.StatusServiceUnavailable
+			a, err = nodetest.SendAs(key, http.MethodPost, addr, path, body)
+			return err == nil && a.Code != http.StatusServiceUnavailable
 		})
 		return a
 	}
 	g := definite(keyA, followers[0], "/v1/intents", map[string]any{
 		"key": "charge-1", "tool": "test.tool", "owner": "agent-1", "payload": map[string]any{"n": 1}})
-	if g.code != http.StatusCreated || intentOf(g.body)["principal"] != "agents-a" {
+	if g.Code != http.StatusCreated || nodetest.IntentOf(g.Body)["principal"] != "agents-a" {
 		t.Fatalf("claim by agents-a: %v", g)
 	}
-	report := map[string]any{"owner": "agent-1", "fencing_token": g.body["fencing_token"], "outcome": "failed"}
-	if a := definite(keyB, followers[1], "/v1/intents/charge-1/complete", report); a.code != http.StatusForbidden ||
-		a.body["code"] != "not_grant_holder" {
+	report := map[string]any{"owner": "agent-1", "fencing_token": g.Body["fencing_token"], "outcome": "failed"}
+	if a := definite(keyB, followers[1], "/v1/intents/charge-1/complete", report); a.Code != http.StatusForbidden ||
+		a.Body["code"] != "not_grant_holder" {
 		t.Fatalf("agents-b completing agents-a's grant through a follower: %v", a)
 	}
 	report["outcome"] = "executed"
-	if a := definite(keyA, followers[1], "/v1/intents/charge-1/complete", report); a.code != http.StatusOK ||
-		intentOf(a.body)["state"] != "executed" {
+	if a := definite(keyA, followers[1], "/v1/intents/charge-1/complete", report); a.Code != http.StatusOK ||
+		nodetest.IntentOf(a.Body)["state"] != "executed" {
 		t.Fatalf("agents-a completing its grant through a follower: %v", a)
 	}
 }

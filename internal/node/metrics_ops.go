@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -55,13 +55,13 @@ func applyOutcome(err error) string {
 
 // instrument registers the node's operational metrics and returns the
 // replicator the ledger service should use (proposals timed).
-func (m *Main) instrument(node *cluster.Node) ledger.Replicator {
+func (n *Node) instrument(node *cluster.Node) ledger.Replicator {
 	apply := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "intentd_raft_apply_duration_seconds",
 		Help:    "Time from proposing a command on this node to the state machine's answer, by outcome (applied, not_leader, unknown, unavailable, error).",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	}, []string{"outcome"})
-	m.registry.MustRegister(apply, newOpsCollector(node))
+	n.registry.MustRegister(apply, newOpsCollector(node))
 	return timedReplicator{Replicator: node, feed: node, apply: apply}
 }
 

@@ -1,8 +1,7 @@
-package main
+package node
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,13 +40,6 @@ var (
 	// errKEKTwice: both --kek-file and INTENTD_KEK.
 	errKEKTwice = errors.New("give --kek-file or " + KEKEnvVar + ", not both")
 )
-
-// registerKEKFlag adds --kek-file to fs (and so INTENTD_KEK_FILE to the
-// environment).
-func registerKEKFlag(fs *flag.FlagSet, k *KEKConfig) {
-	fs.StringVar(&k.File, "kek-file", "", "file of the 32-byte key-encryption key (raw or base64, mode 0600) that seals execution-token signing seeds "+
-		"in the Raft log and snapshots, the same on every node (intentctl kek new); also "+KEKEnvVar+" (base64)")
-}
 
 // load reads the KEK, nil when none is configured. It logs, once, that
 // signing seeds are stored unencrypted when there is no KEK (and, when

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"crypto/rand"
@@ -12,7 +12,7 @@ import (
 )
 
 // TestTestHooksNeedAnAdminKeyWithAuthOn: with --auth=required the debug
-// hooks answer 401 without a key and 403 for a key that is not an
+// hooks nodetest.Answer 401 without a key and 403 for a key that is not an
 // admin's, and work with an admin key; with --auth=off (the fault suite)
 // they work without one.
 func TestTestHooksNeedAnAdminKeyWithAuthOn(t *testing.T) {
@@ -28,6 +28,7 @@ func TestTestHooksNeedAnAdminKeyWithAuthOn(t *testing.T) {
 	secured := tn.startCfg("secured", 1, anyAddrs, func(c *Config) {
 		c.Auth = AuthRequired
 		c.APIKeys = "ops:default:admin:" + adminSum + ",agents:default:agent:" + agentSum
+		c.Security.GossipKey = testGossipKey
 	}).HTTPAddr()
 	open := tn.startCfg("open", 1, anyAddrs, nil).HTTPAddr()
 
@@ -65,7 +66,7 @@ func TestTestHooksNeedAnAdminKeyWithAuthOn(t *testing.T) {
 		hook hook
 		key  string
 		want int
-		// offset, when set, is the offset_ms the answer must show.
+		// offset, when set, is the offset_ms the nodetest.Answer must show.
 		offset any
 	}{
 		{"auth on, digest without a key", secured, digest, "", http.StatusUnauthorized, nil},
@@ -89,9 +90,9 @@ func TestTestHooksNeedAnAdminKeyWithAuthOn(t *testing.T) {
 			switch {
 			case code == http.StatusUnauthorized && out["code"] != auth.CodeUnauthenticated,
 				code == http.StatusForbidden && out["code"] != auth.CodeForbidden:
-				t.Errorf("answer %v is not the API's problem", out)
+				t.Errorf("nodetest.Answer %v is not the API's problem", out)
 			case code == http.StatusOK && tc.hook == digest && out["digest"] == nil:
-				t.Errorf("digest answer %v", out)
+				t.Errorf("digest nodetest.Answer %v", out)
 			case tc.offset != nil && out["offset_ms"] != tc.offset:
 				t.Errorf("offset_ms = %v, want %v", out["offset_ms"], tc.offset)
 			}

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"encoding/json"
@@ -16,7 +16,8 @@ const (
 	bugTrustGossipIDs = "trust-gossip-ids"
 )
 
-var testBugs = []string{bugStaleReads, bugLeadershipLost, bugCheckThenClaim, bugTrustGossipIDs}
+// TestBugs lists the seeded bugs --test-bug accepts.
+var TestBugs = []string{bugStaleReads, bugLeadershipLost, bugCheckThenClaim, bugTrustGossipIDs}
 
 // withTestHooks adds the fault suite's endpoints in front of the API:
 //
@@ -26,15 +27,15 @@ var testBugs = []string{bugStaleReads, bugLeadershipLost, bugCheckThenClaim, bug
 // With auth on they need an admin API key, checked exactly as the API
 // checks keys (auth.Require); with --auth=off, as the fault suite runs,
 // they are open like the rest of the API.
-func (m *Main) withTestHooks(api http.Handler, keys *auth.Keyset) http.Handler {
+func (n *Node) withTestHooks(api http.Handler, keys *auth.Keyset) http.Handler {
 	admin := func(h http.HandlerFunc) http.Handler { return auth.Require(keys, auth.RoleAdmin, h) }
 	mux := http.NewServeMux()
 	mux.Handle("GET /debug/digest", admin(func(w http.ResponseWriter, _ *http.Request) {
-		digest, applied := m.node.Digest()
-		writeHookJSON(w, map[string]any{"node_id": m.cfg.ID, "digest": digest, "applied_index": applied})
+		digest, applied := n.cluster.Digest()
+		writeHookJSON(w, map[string]any{"node_id": n.cfg.ID, "digest": digest, "applied_index": applied})
 	}))
 	mux.Handle("GET /debug/clock-offset", admin(func(w http.ResponseWriter, _ *http.Request) {
-		writeHookJSON(w, map[string]any{"offset_ms": time.Duration(m.clockOffset.Load()).Milliseconds()})
+		writeHookJSON(w, map[string]any{"offset_ms": time.Duration(n.clockOffset.Load()).Milliseconds()})
 	}))
 	mux.Handle("PUT /debug/clock-offset", admin(func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
@@ -44,8 +45,8 @@ func (m *Main) withTestHooks(api http.Handler, keys *auth.Keyset) http.Handler {
 			http.Error(w, `want {"offset_ms": N}`, http.StatusBadRequest)
 			return
 		}
-		m.clockOffset.Store(int64(time.Duration(*body.OffsetMS) * time.Millisecond))
-		m.log.Warn("clock offset changed by the test hooks", "offset_ms", *body.OffsetMS)
+		n.clockOffset.Store(int64(time.Duration(*body.OffsetMS) * time.Millisecond))
+		n.log.Warn("clock offset changed by the test hooks", "offset_ms", *body.OffsetMS)
 		writeHookJSON(w, map[string]any{"offset_ms": *body.OffsetMS})
 	}))
 	mux.Handle("/", api)

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"io"
@@ -8,10 +8,6 @@ import (
 )
 
 func TestPprofFlagServesProfilesOnItsOwnListener(t *testing.T) {
-	c, err := parseConfig([]string{"--pprof", "127.0.0.1:0", "--auth=off"}, func(string) string { return "" }, io.Discard)
-	if err != nil || c.PprofAddr != "127.0.0.1:0" {
-		t.Fatalf("--pprof: %+v %v", c, err)
-	}
 	d, err := startDebugServer("127.0.0.1:0", quietLogger())
 	if err != nil {
 		t.Fatal(err)

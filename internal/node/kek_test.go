@@ -1,11 +1,10 @@
-package main
+package node
 
 import (
 	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -138,30 +137,6 @@ func TestNoKEKWarnsOnce(t *testing.T) {
 	}
 }
 
-func TestParseConfigKEK(t *testing.T) {
-	env := map[string]string{"INTENTD_GOSSIP_KEY": testGossipKey}
-	getenv := func(k string) string { return env[k] }
-	c, err := parseConfig([]string{"--kek-file", "/etc/intentd/kek"}, getenv, io.Discard)
-	if err != nil || c.KEK != (KEKConfig{File: "/etc/intentd/kek"}) {
-		t.Fatalf("--kek-file: %+v, %v", c.KEK, err)
-	}
-	env["INTENTD_KEK_FILE"] = "/from/env"
-	env[KEKEnvVar] = "a2Vr"
-	c, err = parseConfig(nil, getenv, io.Discard)
-	if err != nil || c.KEK != (KEKConfig{File: "/from/env", Value: "a2Vr"}) {
-		t.Fatalf("environment: %+v, %v", c.KEK, err)
-	}
-	c, err = parseConfig(nil, getenv, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Both given: refused at start, before anything is bound or written.
-	c.ID, c.DataDir, c.HTTPAddr, c.Logger = "n1", filepath.Join(t.TempDir(), "data"), "127.0.0.1:0", quietLogger()
-	if err := NewMain(c).Start(context.Background()); !errors.Is(err, errKEKTwice) {
-		t.Fatalf("start with --kek-file and %s: %v", KEKEnvVar, err)
-	}
-}
-
 // TestStartRefusesAKEKFileOthersMayRead: a KEK file of mode 0644 stops the
 // start before the node binds a port or creates its data directory.
 func TestStartRefusesAKEKFileOthersMayRead(t *testing.T) {
@@ -170,7 +145,7 @@ func TestStartRefusesAKEKFileOthersMayRead(t *testing.T) {
 	cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr = anyAddrs[0], anyAddrs[1], anyAddrs[2]
 	cfg.Auth, cfg.Logger = AuthOff, quietLogger()
 	cfg.KEK.File = kekFile(t, testKEKBytes, 0o644)
-	err := NewMain(cfg).Start(context.Background())
+	err := New(cfg).Start(context.Background())
 	if !errors.Is(err, errKEKFileMode) || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("start: %v, want errKEKFileMode", err)
 	}
@@ -203,7 +178,7 @@ func TestStartWithKEKSealsSigningKeys(t *testing.T) {
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			if err := m.Node().WaitLeader(ctx); err != nil {
+			if err := m.Cluster().WaitLeader(ctx); err != nil {
 				t.Fatal(err)
 			}
 			id, err := m.svc.RotateKey(ctx)
@@ -211,7 +186,7 @@ func TestStartWithKEKSealsSigningKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			var keys []fsm.SigningKey
-			if err := m.Node().Read(ctx, ledger.Stale, func(l *fsm.Ledger) { keys = l.SigningKeys() }); err != nil {
+			if err := m.Cluster().Read(ctx, ledger.Stale, func(l *fsm.Ledger) { keys = l.SigningKeys() }); err != nil {
 				t.Fatal(err)
 			}
 			if len(keys) != 1 || keys[0].ID != id || (len(keys[0].Sealed) > 0) != tc.sealed || (len(keys[0].Seed) > 0) == tc.sealed {

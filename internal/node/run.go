@@ -1,0 +1,90 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Validate checks that the configuration fits together. Start calls it,
+// so a node started by a test obeys the same rules as one started by
+// cmd/intentd. The messages name the flags that set each field.
+func (c *Config) Validate() error {
+	if c.ID == "" {
+		return errors.New("--id must not be empty")
+	}
+	if c.DataDir == "" {
+		return errors.New("--data-dir must not be empty")
+	}
+	if c.TestBug != "" {
+		if !c.TestHooks {
+			return errors.New("--test-bug needs --test-hooks")
+		}
+		if !slices.Contains(TestBugs, c.TestBug) {
+			return fmt.Errorf("--test-bug %q: want one of %s", c.TestBug, strings.Join(TestBugs, ", "))
+		}
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("--max-payload-bytes / --max-result-bytes: %w", err)
+	}
+	if c.Auth != AuthRequired && c.Auth != AuthOff {
+		return fmt.Errorf("--auth must be %s or %s, not %q", AuthRequired, AuthOff, c.Auth)
+	}
+	if err := c.Security.Validate(c.Auth != AuthOff); err != nil {
+		return err
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = DefaultConfig().ShutdownTimeout
+	}
+	return nil
+}
+
+// Run starts a node, serves until ctx ends, then shuts it down gracefully
+// within cfg.ShutdownTimeout. If the shutdown has not finished by then, Run
+// writes every goroutine's stack to dump and returns ErrShutdownTimedOut
+// without waiting further: the timeout is a real bound on the process.
+func Run(ctx context.Context, cfg Config, dump io.Writer) error {
+	n := New(cfg)
+	if err := n.Start(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	<-ctx.Done()
+	n.log.Info("shutting down: stop accepting, hand over leadership, leave gossip, close raft",
+		"timeout", n.cfg.ShutdownTimeout)
+	if err := ShutdownWithin(n.cfg.ShutdownTimeout, dump, n.Shutdown); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// ErrShutdownTimedOut is ShutdownWithin's error when a step did not return.
+var ErrShutdownTimedOut = errors.New("shutdown did not finish within --shutdown-timeout; exiting anyway (the data directory is as a crash leaves it, which Raft recovers from)")
+
+// ShutdownWithin runs shutdown with a context that ends after timeout and
+// returns its error, or, if it has not returned by then, writes every
+// goroutine's stack to w (the evidence of the step that hung) and returns
+// ErrShutdownTimedOut without waiting further.
+func ShutdownWithin(timeout time.Duration, w io.Writer, shutdown func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- shutdown(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done: // the steps noticed the deadline themselves
+		return err
+	default:
+	}
+	fmt.Fprintf(w, "intentd: shutdown still running after %v; goroutines:\n", timeout)
+	_ = pprof.Lookup("goroutine").WriteTo(w, 2)
+	return ErrShutdownTimedOut
+}
