@@ -40,10 +40,11 @@ run trust --nodes 3 --seed "$SEED" --tls --duration 45s --interval 5s --hold 250
 # Each positive control gets the faults that expose its bug: stale reads
 # from a leader cut off from the others (every isolate-leader opens that
 # window; a partition-halves only when the leader lands in the minority, and
-# with both, a run found as few as 3); a check-then-claim race under
+# with both, a run found as few as 3; at 200 ops/s over 30 s, 4 isolations
+# found 3-15, so it reads faster and longer to keep a miss out of reach); a check-then-claim race under
 # partitions; a lost leadership reported as a clean failure when the
 # leader's acknowledgements are cut (deafen-leader).
-run control-stale-reads --nodes 3 --seed "$SEED" --duration 30s --interval 4s --hold 2500ms \
+run control-stale-reads --nodes 3 --seed "$SEED" --duration 45s --interval 4s --hold 2500ms --rate 400 \
   --nemesis isolate-leader --workload w1,w2 --bug stale-reads
 # The race needs two claims of one key inside one commit's time on the
 # leader: at 200 ops/s over 3 claimants a quiet machine ran none (0 of 3
@@ -53,8 +54,8 @@ run control-check-then-claim --nodes 3 --seed "$SEED" --duration 30s --interval 
 # Only the few entries that reached the followers before the leader stepped
 # down expose this bug, so it gets more faults and a higher rate. Without
 # pipelined replication (hashicorp/raft#612) fewer entries are in flight
-# when the leader goes deaf: 60 s found only 2, so it runs 90 s.
-run control-leadership-lost --nodes 3 --seed "$SEED" --duration 90s --interval 3s --hold 2s --rate 400 \
+# when the leader goes deaf: 60 s found only 2 and 90 s 4-8, so it runs 120 s.
+run control-leadership-lost --nodes 3 --seed "$SEED" --duration 120s --interval 3s --hold 2s --rate 400 \
   --nemesis deafen-leader --workload w1,w2 --bug leadership-lost-is-failure
 # Gossip members recorded under whatever node ID they announce (the trust
 # boundary before IDs were bound to gossip names): rogue-member must see it.
