@@ -45,11 +45,13 @@ jepsen-short: deps
 jepsen-long: deps
 	./scripts/jepsen-long.sh
 
+## test-unit: every package under -short: no cluster, no process, no network namespace (seconds)
 test-unit: deps
-	$(GO) test $(TEST_FLAGS) ./fsm/... ./ledger/... ./httpapi/... ./client/... ./token/...
+	$(GO) test -short $(TEST_FLAGS) $(PKGS)
 
+## test-integration: the tests -short skips too: in-process clusters on loopback TCP, real processes
 test-integration: deps
-	$(GO) test $(TEST_FLAGS) ./cluster/... ./cmd/...
+	$(GO) test $(TEST_FLAGS) $(PKGS)
 
 ## fuzz: run every fuzz target for FUZZTIME each (default 30s)
 FUZZTIME ?= 30s

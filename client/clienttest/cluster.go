@@ -21,9 +21,13 @@ type Node = localcluster.Node
 
 // StartCluster starts size nodes that bootstrap together in the test's
 // temporary directory and waits until every one is ready. The nodes are
-// killed when the test ends. Set INTENTD_TEST_LOGS=1 to see their logs.
+// killed when the test ends. Under -short (the unit tier) the test is
+// skipped instead. Set INTENTD_TEST_LOGS=1 to see their logs.
 func StartCluster(tb testing.TB, size int) *Cluster {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("starts a cluster: integration tier")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), startLimit)
 	defer cancel()
 	c, err := localcluster.Start(ctx, size, tb.TempDir())

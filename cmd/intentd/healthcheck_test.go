@@ -15,6 +15,10 @@ import (
 // (intentd healthcheck) probes a TLS node with the node's certificate and
 // CA, and fails when it trusts another CA.
 func TestHealthcheckSpeaksTLSWithTheNodesOwnFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node: integration tier")
+	}
+	t.Parallel()
 	pki := func() tlsutil.Files {
 		f, err := tlsutil.DevPKI{Dir: filepath.Join(t.TempDir(), "pki"), Nodes: []string{"n1"}}.Generate()
 		if err != nil {

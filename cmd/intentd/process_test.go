@@ -31,8 +31,9 @@ var (
 func intentdBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("builds and runs real processes")
+		t.Skip("builds and runs real processes: integration tier")
 	}
+	t.Parallel() // each process has its own ports and data directory
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "intentd-bin")
 		if err != nil {

@@ -21,7 +21,20 @@ type testNodes struct {
 	mains map[string]*Node
 }
 
+// parallelTests records the tests newTestNodes already made parallel (a
+// test may start two clusters; t.Parallel may be called once).
+var parallelTests sync.Map
+
+// newTestNodes runs the test in parallel with the other cluster tests
+// (each node on its own ports and data directory) and skips it under
+// -short: the unit tier starts no cluster.
 func newTestNodes(t *testing.T) *testNodes {
+	if testing.Short() {
+		t.Skip("starts a cluster: integration tier")
+	}
+	if _, again := parallelTests.LoadOrStore(t, true); !again {
+		t.Parallel()
+	}
 	tn := &testNodes{t: t, dir: t.TempDir(), mains: map[string]*Node{}}
 	t.Cleanup(func() {
 		for _, m := range tn.mains {
@@ -122,59 +135,6 @@ func TestConcurrentClaimersGetExactlyOneGrantPerKey(t *testing.T) {
 		t.Errorf("statuses = %v", statuses)
 	}
 	t.Logf("statuses: %v", statuses)
-}
-
-func TestKillLeaderNewLeaderServesAcknowledgedWrites(t *testing.T) {
-	tn := newTestNodes(t)
-	tn.startN(3)
-	leader := tn.leader()
-	var others []string
-	for _, m := range tn.mains {
-		if m != leader {
-			others = append(others, m.HTTPAddr())
-		}
-	}
-	acked := map[string]float64{}
-	for i := 0; i < 30; i++ {
-		key := fmt.Sprintf("ack:%d", i)
-		a := nodetest.ClaimUntilDefinite(t, others, i, key, "owner-a")
-		if a.Code != http.StatusCreated {
-			t.Fatalf("claim %s: %d %v", key, a.Code, a.Body)
-		}
-		acked[key] = a.Body["fencing_token"].(float64)
-		if i%2 == 0 {
-			c, err := nodetest.Post(others[i%2], "/v1/intents/"+key+"/complete", map[string]any{
-				"owner": "owner-a", "fencing_token": acked[key], "outcome": "executed", "result": map[string]any{"ok": i}})
-			if err != nil || c.Code != 200 {
-				t.Fatalf("complete %s: %v %v", key, c, err)
-			}
-		}
-	}
-	leader.Kill()
-	delete(tn.mains, leader.cfg.ID)
-	nodetest.WaitFor(t, 30*time.Second, "a new leader", func() bool { return tn.leader() != nil })
-	tn.waitReady()
-	for i := 0; i < 30; i++ {
-		key := fmt.Sprintf("ack:%d", i)
-		a := nodetest.GetUntilDefinite(t, others[i%2], "/v1/intents/"+key)
-		if a.Code != 200 {
-			t.Fatalf("get %s after failover: %v", key, a)
-		}
-		wantState := "declared"
-		if i%2 == 0 {
-			wantState = "executed"
-		}
-		if in := nodetest.IntentOf(a.Body); in["state"] != wantState || in["fencing_token"] != acked[key] {
-			t.Errorf("%s after failover = %v, want state %s fencing token %v", key, a.Body, wantState, acked[key])
-		}
-		// A duplicate delivery gets the recorded result; nothing runs again.
-		if i%2 == 0 {
-			d := nodetest.ClaimUntilDefinite(t, others, i, key, "owner-b")
-			if d.Code != 200 || d.Body["status"] != "duplicate" {
-				t.Errorf("duplicate of %s after failover: %d %v", key, d.Code, d.Body)
-			}
-		}
-	}
 }
 
 func TestTestHooksDigestsAgreeAndClockOffsetSkewsStamps(t *testing.T) {

@@ -125,6 +125,10 @@ func TestGateSurvivesFailover(t *testing.T) {
 // unless told --auth=off, and with keys it refuses unauthenticated calls
 // and serves authenticated ones.
 func TestAuthRequiredByDefault(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node: integration tier")
+	}
+	t.Parallel()
 	start := func(apiKeys string) (*Node, error) {
 		cfg := DefaultConfig()
 		cfg.ID, cfg.DataDir = "solo", t.TempDir()
