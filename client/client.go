@@ -15,8 +15,12 @@
 //		return stripe.Charge(ctx, charge, g.ExecutionToken)
 //	})
 //
-// The lower-level calls (Claim, Complete, Renew, Commit, Resolve, Get,
-// List, Audit, Cluster) map one to one onto the HTTP API.
+// The lower-level calls map one to one onto the HTTP API: intents (Claim,
+// Complete, Renew, Commit, Resolve, Approve, Reject, Get, List, Wait,
+// Audit), the gate (PutPolicy and the other policy calls, VerifyToken,
+// JWKS, RotateKey, AuditLog, Settings, PutSettings), the cluster (Cluster,
+// Health) and backups (SaveSnapshot, RestoreSnapshot). intentctl speaks
+// through them alone.
 //
 // Routing: the client asks any configured node for GET /v1/cluster on its
 // first call and sends every call to the leader first, then to the other

@@ -179,7 +179,7 @@ var sentinels = map[string]error{
 	"ErrInvalidState": client.ErrInvalidState, "ErrBadRequest": client.ErrBadRequest,
 	"ErrOutcomeUnknown": client.ErrOutcomeUnknown, "ErrNoLeader": client.ErrNoLeader, "ErrUnavailable": client.ErrUnavailable,
 	"ErrPendingApproval": client.ErrPendingApproval, "ErrEffectUnknown": client.ErrEffectUnknown,
-	"ErrRateLimited": client.ErrRateLimited,
+	"ErrRateLimited": client.ErrRateLimited, "ErrBadSnapshot": client.ErrBadSnapshot, "ErrNotEmpty": client.ErrNotEmpty,
 }
 
 func requireOnly(t *testing.T, err error, want string) *client.Problem {

@@ -73,6 +73,13 @@ var (
 	// Retry-After and sends it again, like any call the cluster could not
 	// serve yet.
 	ErrRateLimited = errors.New("rate limited")
+	// ErrBadSnapshot: a snapshot failed its checks: the cluster refused to
+	// restore it (422 bad_snapshot), or what a download brought is not a
+	// snapshot. Nothing was restored.
+	ErrBadSnapshot = errors.New("bad snapshot")
+	// ErrNotEmpty: the cluster's ledger holds intents, so it refused a
+	// restore without force (409 not_empty); nothing was restored.
+	ErrNotEmpty = errors.New("the ledger is not empty")
 )
 
 // sentinelCodes maps each sentinel to the problem codes it stands for.
@@ -97,6 +104,8 @@ var sentinelCodes = map[error][]string{
 	ErrNoLeader:        {"no_leader", "not_leader"},
 	ErrUnavailable:     {"unavailable", "shutting_down", "not_ready"},
 	ErrRateLimited:     {"rate_limited"},
+	ErrBadSnapshot:     {"bad_snapshot"},
+	ErrNotEmpty:        {"not_empty"},
 }
 
 // retryableCodes are 503 answers after which the same request may be sent

@@ -103,6 +103,10 @@ func codeForStatus(status int) string {
 	switch status {
 	case http.StatusBadRequest:
 		return "bad_request"
+	case http.StatusUnauthorized:
+		return "unauthenticated"
+	case http.StatusForbidden:
+		return "forbidden"
 	case http.StatusRequestEntityTooLarge:
 		return "too_large"
 	case http.StatusUnprocessableEntity:
@@ -118,23 +122,29 @@ func codeForStatus(status int) string {
 // maxProblemBytes bounds how much of an error answer is read.
 const maxProblemBytes = 1 << 20
 
-// readProblem decodes an error answer; one without a problem document
-// still becomes a *Problem named by its status.
+// readProblem decodes an error answer. A problem document without a code
+// (from a proxy, say) keeps its type, title and detail and is named by its
+// status, as is an answer without a document, whose body (cut) is the
+// detail.
 func readProblem(resp *http.Response) *Problem {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxProblemBytes))
 	p := &Problem{Status: resp.StatusCode}
 	var w problemWire
-	if err := json.Unmarshal(data, &w); err == nil && w.Code != "" {
+	if err := json.Unmarshal(data, &w); err == nil && (w.Code != "" || w.Title != "" || w.Type != "") {
 		p.Code, p.Title, p.Detail, p.Type, p.Field = w.Code, w.Title, w.Detail, w.Type, w.Field
 		p.Intent, p.Fingerprint, p.RequestFingerprint = w.Intent, w.Fingerprint, w.RequestFingerprint
 		p.RetryAfter = time.Duration(w.RetryAfterMS) * time.Millisecond
 	} else {
-		p.Code = codeForStatus(resp.StatusCode)
-		p.Title = http.StatusText(resp.StatusCode)
 		p.Detail = strings.TrimSpace(string(data))
 		if len(p.Detail) > 200 {
 			p.Detail = p.Detail[:200] + "..."
 		}
+	}
+	if p.Code == "" {
+		p.Code = codeForStatus(resp.StatusCode)
+	}
+	if p.Title == "" {
+		p.Title = http.StatusText(resp.StatusCode)
 	}
 	if p.RetryAfter == 0 {
 		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {

@@ -14,14 +14,33 @@ import (
 	"time"
 )
 
+// jsonAccept is the Accept header of a JSON call.
+const jsonAccept = "application/json, application/problem+json"
+
 // request is one API call.
 type request struct {
 	method string
 	path   string // escaped
 	query  url.Values
 	body   any
+	// raw, when not nil, is sent as it is, as contentType, instead of body
+	// as JSON (a snapshot upload).
+	raw         []byte
+	contentType string
+	// accept is the Accept header; empty asks for JSON.
+	accept string
 	// addr pins the call to one node without retries (Health).
 	addr string
+	// single sends the call once, to the first node of the route, and
+	// never again: for a write that is not safe to repeat (a restore).
+	single bool
+}
+
+// streamer takes a 2xx answer as it arrives instead of having it decoded
+// as JSON (a snapshot download). Its error is returned as it is and never
+// retried: once the body streams, a repeat would deliver it twice.
+type streamer interface {
+	stream(resp *http.Response) error
 }
 
 func (r *request) write() bool { return r.method != http.MethodGet && r.method != http.MethodHead }
@@ -29,8 +48,8 @@ func (r *request) write() bool { return r.method != http.MethodGet && r.method !
 // do performs the call, retrying as the package documents, and decodes a
 // 2xx answer into out. It returns the HTTP status of the answer.
 func (c *Client) do(ctx context.Context, r request, out any) (int, error) {
-	var payload []byte
-	if r.body != nil {
+	payload := r.raw
+	if payload == nil && r.body != nil {
 		var err error
 		if payload, err = json.Marshal(r.body); err != nil {
 			return 0, fmt.Errorf("client: encode request: %w", err)
@@ -43,6 +62,9 @@ func (c *Client) do(ctx context.Context, r request, out any) (int, error) {
 	rt := c.currentRoute(ctx)
 	idx := int(rt.preferred.Load()) % len(rt.addrs)
 	attempts := c.retries + 1
+	if r.single {
+		attempts = 1
+	}
 	var lastErr error
 	unknown := false // an attempt of this write may have been applied
 	for attempt := 0; attempt < attempts; attempt++ {
@@ -157,10 +179,17 @@ func (c *Client) once(ctx context.Context, base string, r request, payload []byt
 	if err != nil {
 		return 0, false, 0, fmt.Errorf("client: %s %s: %w", r.method, target, err)
 	}
-	req.Header.Set("Accept", "application/json, application/problem+json")
+	accept, contentType := r.accept, r.contentType
+	if accept == "" {
+		accept = jsonAccept
+	}
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	req.Header.Set("Accept", accept)
 	req.Header.Set("User-Agent", c.userAgent)
 	if payload != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -174,6 +203,9 @@ func (c *Client) once(ctx context.Context, base string, r request, payload []byt
 	defer resp.Body.Close()
 
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if s, ok := out.(streamer); ok {
+			return resp.StatusCode, false, 0, s.stream(resp)
+		}
 		if out == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			return resp.StatusCode, false, 0, nil
