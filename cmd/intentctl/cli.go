@@ -50,8 +50,6 @@ func (g *globals) register(fs *flag.FlagSet) {
 type cli struct {
 	globals
 	stdout, stderr io.Writer
-	// problem is the last error answer, printed as JSON in json output.
-	problem *client.Problem
 }
 
 // flags returns a flag set for command name that also takes the global

@@ -3,8 +3,8 @@
 // trails, and shows the cluster's status; it manages the gate (policies,
 // approvals, execution tokens and their keys, the hash-chained audit log,
 // settings) and makes API keys and key-encryption keys. It speaks only
-// the HTTP API, through the client package (settings directly: the client
-// has no call for them yet).
+// the HTTP API, and only through the client package; offline it reads
+// snapshot files (snapshotfile.go) and makes keys.
 // Run "intentctl help" for usage and exit codes.
 package main
 

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/fsm"
 )
 
 // cmdSnapshot is "snapshot save FILE", "snapshot restore FILE [--force]"
@@ -130,13 +129,13 @@ func snapshotDump(c *cli, args []string) error {
 		return fmt.Errorf("snapshot dump: %w", err)
 	}
 	defer f.Close()
-	l, err := fsm.Restore(f)
+	snap, err := decodeSnapshot(f)
 	if err != nil {
 		return usagef("snapshot dump: %s is not a good snapshot: %v", pos[0], err)
 	}
 	if *out == "-" {
 		w := bufio.NewWriter(c.stdout)
-		if err := l.WriteSnapshotJSON(w); err != nil {
+		if err := snap.writeJSONLines(w); err != nil {
 			return fmt.Errorf("snapshot dump: %w", err)
 		}
 		return w.Flush()
@@ -147,7 +146,7 @@ func snapshotDump(c *cli, args []string) error {
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
 	w := bufio.NewWriter(tmp)
-	err = l.WriteSnapshotJSON(w)
+	err = snap.writeJSONLines(w)
 	if err == nil {
 		err = w.Flush()
 	}
@@ -163,6 +162,6 @@ func snapshotDump(c *cli, args []string) error {
 	if err != nil {
 		return fmt.Errorf("snapshot dump: %w", err)
 	}
-	fmt.Fprintf(c.stderr, "wrote %s: index %d, %d intents as JSON lines\n", *out, l.AppliedIndex(), l.Len())
+	fmt.Fprintf(c.stderr, "wrote %s: index %d, %d intents as JSON lines\n", *out, snap.index(), snap.intents())
 	return nil
 }

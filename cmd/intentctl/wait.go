@@ -8,9 +8,6 @@ import (
 	"github.com/intentledger/intentd/client"
 )
 
-// maxWait is the longest long-poll the server accepts (ledger.MaxWait).
-const maxWait = 60 * time.Second
-
 // waitSlack is how much longer than its --wait a long-poll may take on the
 // wire before intentctl gives up.
 const waitSlack = 10 * time.Second
@@ -24,8 +21,8 @@ func cmdWait(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *wait < 0 || *wait > maxWait {
-		return usagef("--wait must be between 0s and %v", maxWait)
+	if *wait < 0 || *wait > client.MaxLongPoll {
+		return usagef("--wait must be between 0s and %v", client.MaxLongPoll)
 	}
 	// The call takes up to --wait by design: --timeout bounds what comes
 	// on top of it.
