@@ -5,17 +5,11 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
-
-	"github.com/intentledger/intentd/client"
 )
 
 func TestJWKSAndRotateKey(t *testing.T) {
-	n := newNode(t)
-	c := newClient(t, []string{n.srv.URL}, client.WithRetries(0))
+	_, c, _ := grantedNode(t) // the first grant makes the first key
 	ctx := context.Background()
-	if _, err := c.Claim(ctx, claimReq("k", "o")); err != nil { // the first grant makes the first key
-		t.Fatal(err)
-	}
 	kids := func() []string {
 		t.Helper()
 		raw, err := c.JWKS(ctx)

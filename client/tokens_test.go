@@ -10,13 +10,8 @@ import (
 )
 
 func TestVerifyToken(t *testing.T) {
-	n := newNode(t)
-	c := newClient(t, []string{n.srv.URL}, client.WithRetries(0))
+	_, c, g := grantedNode(t)
 	ctx := context.Background()
-	g, err := c.Claim(ctx, claimReq("refund:ord_1", "agent-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// Bound to another payload: refused, and not spent.
 	if _, err := c.VerifyToken(ctx, g.ExecutionToken, json.RawMessage(`{"order":"ord_1","amount":999}`)); !errors.Is(err, client.ErrTokenInvalid) {

@@ -10,14 +10,8 @@ import (
 )
 
 func TestWait(t *testing.T) {
-	n := newNode(t)
-	c := newClient(t, []string{n.srv.URL}, client.WithRetries(0))
+	n, c, g := grantedNode(t)
 	ctx := context.Background()
-
-	g, err := c.Claim(ctx, claimReq("refund:ord_1", "agent-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	version := g.Intent.Version
 
 	// Nothing changes: the wait ends with the intent as it is.

@@ -14,12 +14,9 @@ import (
 
 // cmdAPIKey is "apikey new": it makes a key offline.
 func cmdAPIKey(_ context.Context, c *cli, args []string) error {
-	sub, rest := subcommand(args, "new")
-	if sub == "" {
-		if len(args) == 0 {
-			return usagef("apikey needs new")
-		}
-		return usagef("apikey: unknown subcommand %q (new)", args[0])
+	_, rest, err := needSubcommand("apikey", args, "new")
+	if err != nil {
+		return err
 	}
 	fs := c.flags("apikey new")
 	name := fs.String("name", "", "the key's name, for logs and audit")

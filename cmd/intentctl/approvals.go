@@ -43,12 +43,9 @@ func cmdApprovals(ctx context.Context, c *cli, args []string) error {
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	page, err := cl.List(ctx, client.ListOptions{State: client.StatePendingApproval, Limit: *limit, Cursor: *cursor})
+	page, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.ListPage, error) {
+		return cl.List(ctx, client.ListOptions{State: client.StatePendingApproval, Limit: *limit, Cursor: *cursor})
+	})
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,23 @@ func (c *cli) requiredActor(actor string) error {
 	return required("actor", actor)
 }
 
+// holderFlags registers --owner and --token: the lease holder and its
+// grant's fencing token.
+func holderFlags(fs *flag.FlagSet) (owner *string, token *uint64) {
+	return fs.String("owner", "", "the lease holder"), fs.Uint64("token", 0, "the grant's fencing token")
+}
+
+// requireHolder requires --owner and --token.
+func requireHolder(owner string, token uint64) error {
+	if err := required("owner", owner); err != nil {
+		return err
+	}
+	if token == 0 {
+		return usagef("--token is required")
+	}
+	return nil
+}
+
 func required(name, v string) error {
 	if v == "" {
 		return usagef("--%s is required", name)
@@ -64,6 +81,31 @@ func subcommand(args []string, subs ...string) (sub string, rest []string) {
 		return args[0], args[1:]
 	}
 	return "", args
+}
+
+// needSubcommand is subcommand for command name, which means nothing
+// without one of subs: it refuses a missing or unknown one.
+func needSubcommand(name string, args []string, subs ...string) (sub string, rest []string, err error) {
+	if sub, rest = subcommand(args, subs...); sub != "" {
+		return sub, rest, nil
+	}
+	list := subs[0]
+	if n := len(subs); n > 1 {
+		list = strings.Join(subs[:n-1], ", ") + " or " + subs[n-1]
+	}
+	if len(args) == 0 {
+		return "", nil, usagef("%s needs %s", name, list)
+	}
+	return "", nil, usagef("%s: unknown subcommand %q (%s)", name, args[0], list)
+}
+
+// subcommandFlags is subcommand for command name, which also runs
+// without one, and the flag set named after both.
+func (c *cli) subcommandFlags(name string, args []string, subs ...string) (sub string, rest []string, fs *flag.FlagSet) {
+	if sub, rest = subcommand(args, subs...); sub != "" {
+		name += " " + sub
+	}
+	return sub, rest, c.flags(name)
 }
 
 // setFlags returns the names of the flags set on the command line.

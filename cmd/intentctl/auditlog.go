@@ -30,12 +30,9 @@ func cmdAuditLog(ctx context.Context, c *cli, args []string) error {
 	if *limit < 0 {
 		return usagef("--limit must not be negative")
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	page, err := cl.AuditLog(ctx, *ns, *since, *limit)
+	page, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.AuditLogPage, error) {
+		return cl.AuditLog(ctx, *ns, *since, *limit)
+	})
 	if err != nil {
 		return err
 	}

@@ -139,6 +139,18 @@ func (c *cli) connect(ctx context.Context) (*client.Client, context.Context, con
 	return cl, ctx, cancel, nil
 }
 
+// call runs fn, one call of the client for the flags, within --timeout:
+// what most commands do between parsing and printing.
+func call[T any](ctx context.Context, c *cli, fn func(context.Context, *client.Client) (T, error)) (T, error) {
+	cl, ctx, cancel, err := c.connect(ctx)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer cancel()
+	return fn(ctx, cl)
+}
+
 // withTimeout bounds ctx by --timeout.
 func (c *cli) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if c.timeout <= 0 {

@@ -12,12 +12,9 @@ func cmdCluster(ctx context.Context, c *cli, args []string) error {
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	st, err := cl.Cluster(ctx)
+	st, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.ClusterStatus, error) {
+		return cl.Cluster(ctx)
+	})
 	if err != nil {
 		return err
 	}

@@ -31,12 +31,9 @@ func cmdClaim(ctx context.Context, c *cli, args []string) error {
 	if *lease < 0 {
 		return usagef("--lease must not be negative")
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	resp, err := cl.Claim(ctx, client.ClaimRequest{Key: pos[0], Tool: *tool, Payload: p, Owner: *owner, Policy: *policy, Lease: *lease})
+	resp, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.ClaimResponse, error) {
+		return cl.Claim(ctx, client.ClaimRequest{Key: pos[0], Tool: *tool, Payload: p, Owner: *owner, Policy: *policy, Lease: *lease})
+	})
 	if err != nil {
 		return err
 	}
@@ -59,19 +56,15 @@ func cmdClaim(ctx context.Context, c *cli, args []string) error {
 
 func cmdComplete(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("complete")
-	owner := fs.String("owner", "", "the lease holder")
-	token := fs.Uint64("token", 0, "the grant's fencing token")
+	owner, token := holderFlags(fs)
 	outcome := fs.String("outcome", "", "executed or failed")
 	result := fs.String("result", "", "the effect's result: JSON or @file")
 	pos, err := c.parse(fs, args, "KEY")
 	if err != nil {
 		return err
 	}
-	if err := required("owner", *owner); err != nil {
+	if err := requireHolder(*owner, *token); err != nil {
 		return err
-	}
-	if *token == 0 {
-		return usagef("--token is required")
 	}
 	o, err := outcomeArg(*outcome)
 	if err != nil {
@@ -88,18 +81,14 @@ func cmdComplete(ctx context.Context, c *cli, args []string) error {
 
 func cmdRenew(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("renew")
-	owner := fs.String("owner", "", "the lease holder")
-	token := fs.Uint64("token", 0, "the grant's fencing token")
+	owner, token := holderFlags(fs)
 	lease := fs.Duration("lease", 0, "the new lease length, from now")
 	pos, err := c.parse(fs, args, "KEY")
 	if err != nil {
 		return err
 	}
-	if err := required("owner", *owner); err != nil {
+	if err := requireHolder(*owner, *token); err != nil {
 		return err
-	}
-	if *token == 0 {
-		return usagef("--token is required")
 	}
 	if *lease <= 0 {
 		return usagef("--lease is required and must be positive")
@@ -154,13 +143,8 @@ func cmdResolve(ctx context.Context, c *cli, args []string) error {
 }
 
 // intentCall runs a call that answers with one intent and prints it.
-func (c *cli) intentCall(ctx context.Context, call func(context.Context, *client.Client) (*client.IntentResponse, error)) error {
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	resp, err := call(ctx, cl)
+func (c *cli) intentCall(ctx context.Context, fn func(context.Context, *client.Client) (*client.IntentResponse, error)) error {
+	resp, err := call(ctx, c, fn)
 	if err != nil {
 		return err
 	}
@@ -180,12 +164,9 @@ func cmdGet(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	in, err := cl.Get(ctx, pos[0], client.GetOptions{Stale: *stale})
+	in, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.Intent, error) {
+		return cl.Get(ctx, pos[0], client.GetOptions{Stale: *stale})
+	})
 	if err != nil {
 		return err
 	}
@@ -207,12 +188,9 @@ func cmdList(ctx context.Context, c *cli, args []string) error {
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	page, err := cl.List(ctx, client.ListOptions{State: client.State(*state), Prefix: *prefix, Limit: *limit, Cursor: *cursor, Stale: *stale})
+	page, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.ListPage, error) {
+		return cl.List(ctx, client.ListOptions{State: client.State(*state), Prefix: *prefix, Limit: *limit, Cursor: *cursor, Stale: *stale})
+	})
 	if err != nil {
 		return err
 	}
@@ -240,12 +218,9 @@ func cmdAudit(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	trail, err := cl.Audit(ctx, pos[0])
+	trail, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.AuditTrail, error) {
+		return cl.Audit(ctx, pos[0])
+	})
 	if err != nil {
 		return err
 	}

@@ -108,8 +108,7 @@ func TestHelp(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	e := newEnv(t)
-	for name, args := range map[string][]string{
+	expectUsageErrors(t, newEnv(t), map[string][]string{
 		"no command":       {},
 		"unknown command":  {"frobnicate"},
 		"unknown flag":     {"get", "k", "--colour"},
@@ -126,7 +125,14 @@ func TestUsageErrors(t *testing.T) {
 		"resolve reason":   {"resolve", "k", "--outcome", "failed", "--actor", "ops"},
 		"bad output":       {"get", "k", "--output", "xml"},
 		"cluster argument": {"cluster", "extra"},
-	} {
+	})
+}
+
+// expectUsageErrors runs each command line of cases against e: each must
+// exit 2 with a message on stderr, and none may propose a command.
+func expectUsageErrors(t *testing.T, e *env, cases map[string][]string) {
+	t.Helper()
+	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := e.run(t, args...)
 			expect(t, r, exitUsage)
@@ -242,7 +248,7 @@ func TestGateUsageErrors(t *testing.T) {
 	if err := os.WriteFile(policyFile, []byte(`{"name":"p","tools":["x.*"],"lease":"30s"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for name, args := range map[string][]string{
+	expectUsageErrors(t, e, map[string][]string{
 		"policy alone":          {"policy"},
 		"policy unknown":        {"policy", "frob"},
 		"policy put no name":    {"policy", "put"},
@@ -269,16 +275,5 @@ func TestGateUsageErrors(t *testing.T) {
 		"apikey twice a role":   {"apikey", "new", "--name", "ci", "--roles", "agent,agent"},
 		"apikey bad namespace":  {"apikey", "new", "--name", "ci", "--roles", "agent", "--namespace", "Pay"},
 		"apikey bad name":       {"apikey", "new", "--name", "-ci", "--roles", "agent"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			r := e.run(t, args...)
-			expect(t, r, exitUsage)
-			if r.stderr == "" {
-				t.Error("no message on stderr")
-			}
-		})
-	}
-	if got := proposed(e.mem); got != 0 {
-		t.Errorf("usage errors proposed %d commands", got)
-	}
+	})
 }

@@ -15,7 +15,10 @@ import (
 
 // cmdPolicy is "policy put|get|list|delete".
 func cmdPolicy(ctx context.Context, c *cli, args []string) error {
-	sub, rest := subcommand(args, "put", "get", "list", "delete")
+	sub, rest, err := needSubcommand("policy", args, "put", "get", "list", "delete")
+	if err != nil {
+		return err
+	}
 	switch sub {
 	case "put":
 		return policyPut(ctx, c, rest)
@@ -23,13 +26,9 @@ func cmdPolicy(ctx context.Context, c *cli, args []string) error {
 		return policyGet(ctx, c, rest)
 	case "list":
 		return policyList(ctx, c, rest)
-	case "delete":
+	default: // "delete"
 		return policyDelete(ctx, c, rest)
 	}
-	if len(args) == 0 {
-		return usagef("policy needs put, get, list or delete")
-	}
-	return usagef("policy: unknown subcommand %q (put, get, list or delete)", args[0])
 }
 
 // policyFieldFlags are the flags of "policy put" that set a policy field;
@@ -95,12 +94,9 @@ func policyPut(ctx context.Context, c *cli, args []string) error {
 			p.RequireApproval = true
 		}
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	stored, err := cl.PutPolicy(ctx, p, *expect)
+	stored, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.Policy, error) {
+		return cl.PutPolicy(ctx, p, *expect)
+	})
 	if err != nil {
 		return err
 	}
@@ -132,12 +128,9 @@ func policyGet(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	p, err := cl.Policy(ctx, pos[0])
+	p, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.Policy, error) {
+		return cl.Policy(ctx, pos[0])
+	})
 	if err != nil {
 		return err
 	}
@@ -190,12 +183,9 @@ func policyList(ctx context.Context, c *cli, args []string) error {
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	ps, err := cl.Policies(ctx)
+	ps, err := call(ctx, c, func(ctx context.Context, cl *client.Client) ([]client.Policy, error) {
+		return cl.Policies(ctx)
+	})
 	if err != nil {
 		return err
 	}
@@ -221,12 +211,9 @@ func policyDelete(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	if err := cl.DeletePolicy(ctx, pos[0]); err != nil {
+	if _, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (any, error) {
+		return nil, cl.DeletePolicy(ctx, pos[0])
+	}); err != nil {
 		return err
 	}
 	if c.output == "json" {

@@ -9,12 +9,7 @@ import (
 
 // cmdSettings is "settings" and "settings set --audit-retention N".
 func cmdSettings(ctx context.Context, c *cli, args []string) error {
-	sub, rest := subcommand(args, "set")
-	name := "settings"
-	if sub != "" {
-		name += " " + sub
-	}
-	fs := c.flags(name)
+	sub, rest, fs := c.subcommandFlags("settings", args, "set")
 	var retention *int
 	if sub == "set" {
 		retention = fs.Int("audit-retention", 0, "audit events each namespace keeps (0: the default)")
@@ -30,17 +25,12 @@ func cmdSettings(ctx context.Context, c *cli, args []string) error {
 			return usagef("--audit-retention must be between 0 and %d", client.MaxAuditRetention)
 		}
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	var st *client.Settings
-	if sub == "set" {
-		st, err = cl.PutSettings(ctx, client.Settings{AuditRetention: *retention})
-	} else {
-		st, err = cl.Settings(ctx)
-	}
+	st, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.Settings, error) {
+		if sub == "set" {
+			return cl.PutSettings(ctx, client.Settings{AuditRetention: *retention})
+		}
+		return cl.Settings(ctx)
+	})
 	if err != nil {
 		return err
 	}

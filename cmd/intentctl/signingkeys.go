@@ -9,12 +9,7 @@ import (
 
 // cmdKeys is "keys" (the JWKS) and "keys rotate".
 func cmdKeys(ctx context.Context, c *cli, args []string) error {
-	sub, rest := subcommand(args, "rotate")
-	name := "keys"
-	if sub != "" {
-		name += " " + sub
-	}
-	fs := c.flags(name)
+	sub, rest, fs := c.subcommandFlags("keys", args, "rotate")
 	if _, err := c.parse(fs, rest); err != nil {
 		return err
 	}

@@ -13,18 +13,18 @@ import (
 // cmdSnapshot is "snapshot save FILE", "snapshot restore FILE [--force]"
 // and "snapshot dump FILE [--out OUT]".
 func cmdSnapshot(ctx context.Context, c *cli, args []string) error {
-	if len(args) == 0 {
-		return usagef("snapshot needs save, restore or dump")
+	sub, rest, err := needSubcommand("snapshot", args, "save", "restore", "dump")
+	if err != nil {
+		return err
 	}
-	switch args[0] {
+	switch sub {
 	case "save":
-		return snapshotSave(ctx, c, args[1:])
+		return snapshotSave(ctx, c, rest)
 	case "restore":
-		return snapshotRestore(ctx, c, args[1:])
-	case "dump":
-		return snapshotDump(c, args[1:])
+		return snapshotRestore(ctx, c, rest)
+	default: // "dump"
+		return snapshotDump(c, rest)
 	}
-	return usagef("snapshot: unknown subcommand %q (save, restore or dump)", args[0])
 }
 
 // snapshotSave streams the snapshot into FILE.tmp, verifies its format
@@ -97,12 +97,9 @@ func snapshotRestore(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return fmt.Errorf("snapshot restore: %w", err)
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	info, err := cl.RestoreSnapshot(ctx, data, *force)
+	info, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (client.SnapshotInfo, error) {
+		return cl.RestoreSnapshot(ctx, data, *force)
+	})
 	if err != nil {
 		return err
 	}

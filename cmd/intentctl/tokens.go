@@ -4,16 +4,15 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/intentledger/intentd/client"
 )
 
 // cmdToken is "token verify TOKEN [--payload JSON|@file]".
 func cmdToken(ctx context.Context, c *cli, args []string) error {
-	sub, rest := subcommand(args, "verify")
-	if sub == "" {
-		if len(args) == 0 {
-			return usagef("token needs verify")
-		}
-		return usagef("token: unknown subcommand %q (verify)", args[0])
+	_, rest, err := needSubcommand("token", args, "verify")
+	if err != nil {
+		return err
 	}
 	fs := c.flags("token verify")
 	payload := fs.String("payload", "", "the payload the tool is about to act on: JSON or @file")
@@ -29,12 +28,9 @@ func cmdToken(ctx context.Context, c *cli, args []string) error {
 	if raw != nil {
 		body = raw
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	v, err := cl.VerifyToken(ctx, pos[0], body)
+	v, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.TokenVerification, error) {
+		return cl.VerifyToken(ctx, pos[0], body)
+	})
 	if err != nil {
 		return err
 	}
