@@ -35,7 +35,7 @@ func (v *ChainVerifier) Add(r AuditRecord) error {
 		Prev string `json:"prev"`
 	}
 	if err := json.Unmarshal(r.Event, &body); err != nil {
-		return fmt.Errorf("%w at seq %d: the event is not JSON: %v", ErrChainBroken, r.Seq, err)
+		return fmt.Errorf("%w at seq %d: the event is not JSON: %w", ErrChainBroken, r.Seq, err)
 	}
 	sum := sha256.Sum256(r.Event)
 	switch {

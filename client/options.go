@@ -101,6 +101,7 @@ type bearerTransport struct {
 	base http.RoundTripper
 }
 
+// RoundTrip sends r with the API key.
 func (t *bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+t.key)

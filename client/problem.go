@@ -50,6 +50,7 @@ type problemWire struct {
 	RetryAfterMS       int64   `json:"retry_after_ms,omitempty"`
 }
 
+// Error says the status, the code, the title and the detail.
 func (p *Problem) Error() string {
 	msg := fmt.Sprintf("%d %s", p.Status, p.Code)
 	if p.Title != "" {

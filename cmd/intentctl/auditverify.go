@@ -188,7 +188,7 @@ func (c *cli) verifyFile(name string) error {
 		}
 		var r client.AuditRecord
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return c.printVerified(k.res, fmt.Errorf("%w at line %d of %s (after seq %d): not an audit record: %v", client.ErrChainBroken, line, name, k.res.LastSeq, err))
+			return c.printVerified(k.res, fmt.Errorf("%w at line %d of %s (after seq %d): not an audit record: %w", client.ErrChainBroken, line, name, k.res.LastSeq, err))
 		}
 		if err := k.add(r); err != nil {
 			return c.printVerified(k.res, err)
