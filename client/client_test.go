@@ -78,6 +78,19 @@ func claimReq(key, owner string) client.ClaimRequest {
 	return client.ClaimRequest{Key: key, Tool: "payments.refund", Payload: json.RawMessage(`{"order":"ord_1","amount":100}`), Owner: owner}
 }
 
+// grantedNode is a node, a client of it without retries, and the grant
+// of refund:ord_1 to agent-1.
+func grantedNode(t *testing.T) (*node, *client.Client, *client.ClaimResponse) {
+	t.Helper()
+	n := newNode(t)
+	c := newClient(t, []string{n.srv.URL}, client.WithRetries(0))
+	g, err := c.Claim(context.Background(), claimReq("refund:ord_1", "agent-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, c, g
+}
+
 func TestHappyPath(t *testing.T) {
 	n := newNode(t)
 	c := newClient(t, []string{n.srv.URL})
@@ -179,7 +192,7 @@ var sentinels = map[string]error{
 	"ErrInvalidState": client.ErrInvalidState, "ErrBadRequest": client.ErrBadRequest,
 	"ErrOutcomeUnknown": client.ErrOutcomeUnknown, "ErrNoLeader": client.ErrNoLeader, "ErrUnavailable": client.ErrUnavailable,
 	"ErrPendingApproval": client.ErrPendingApproval, "ErrEffectUnknown": client.ErrEffectUnknown,
-	"ErrRateLimited": client.ErrRateLimited,
+	"ErrRateLimited": client.ErrRateLimited, "ErrBadSnapshot": client.ErrBadSnapshot, "ErrNotEmpty": client.ErrNotEmpty,
 }
 
 func requireOnly(t *testing.T, err error, want string) *client.Problem {

@@ -1,12 +1,7 @@
 package client
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"net/http"
-	"slices"
-	"time"
 )
 
 // Sentinel errors. A *Problem matches them with errors.Is by its code; a
@@ -78,6 +73,13 @@ var (
 	// Retry-After and sends it again, like any call the cluster could not
 	// serve yet.
 	ErrRateLimited = errors.New("rate limited")
+	// ErrBadSnapshot: a snapshot failed its checks: the cluster refused to
+	// restore it (422 bad_snapshot), or what a download brought is not a
+	// snapshot. Nothing was restored.
+	ErrBadSnapshot = errors.New("bad snapshot")
+	// ErrNotEmpty: the cluster's ledger holds intents, so it refused a
+	// restore without force (409 not_empty); nothing was restored.
+	ErrNotEmpty = errors.New("the ledger is not empty")
 )
 
 // sentinelCodes maps each sentinel to the problem codes it stands for.
@@ -102,112 +104,10 @@ var sentinelCodes = map[error][]string{
 	ErrNoLeader:        {"no_leader", "not_leader"},
 	ErrUnavailable:     {"unavailable", "shutting_down", "not_ready"},
 	ErrRateLimited:     {"rate_limited"},
+	ErrBadSnapshot:     {"bad_snapshot"},
+	ErrNotEmpty:        {"not_empty"},
 }
 
 // retryableCodes are 503 answers after which the same request may be sent
 // again.
 var retryableCodes = []string{"no_leader", "not_leader", "outcome_unknown", "shutting_down", "unavailable", "not_ready"}
-
-// Problem is an error answer of the API (an RFC 9457 problem document).
-type Problem struct {
-	// Status is the HTTP status.
-	Status int
-	// Code is the stable word to switch on: in_flight, divergent,
-	// no_leader, ... (see docs/problems.md).
-	Code   string
-	Title  string
-	Detail string
-	// Type is the URI of the code's documentation.
-	Type string
-	// Field names the offending request field of a bad-input problem.
-	Field string
-	// Intent is the record, when the answer carries it (in_flight,
-	// in_doubt, divergent, fenced ...).
-	Intent *Intent
-	// RetryAfter says when a retry makes sense (in_flight: the rest of the
-	// holder's lease; 503s: a short pause).
-	RetryAfter time.Duration
-	// Fingerprint is the recorded fingerprint and RequestFingerprint the
-	// request's, on divergent answers.
-	Fingerprint        string
-	RequestFingerprint string
-}
-
-// problemWire is a problem document on the wire.
-type problemWire struct {
-	Type               string  `json:"type,omitempty"`
-	Title              string  `json:"title"`
-	Status             int     `json:"status"`
-	Detail             string  `json:"detail,omitempty"`
-	Code               string  `json:"code"`
-	Field              string  `json:"field,omitempty"`
-	Intent             *Intent `json:"intent,omitempty"`
-	Fingerprint        string  `json:"fingerprint,omitempty"`
-	RequestFingerprint string  `json:"request_fingerprint,omitempty"`
-	RetryAfterMS       int64   `json:"retry_after_ms,omitempty"`
-}
-
-func (p *Problem) Error() string {
-	msg := fmt.Sprintf("%d %s", p.Status, p.Code)
-	if p.Title != "" {
-		msg += ": " + p.Title
-	}
-	if p.Detail != "" {
-		msg += ": " + p.Detail
-	}
-	return msg
-}
-
-// Is matches the sentinel errors by code, so errors.Is(err, ErrInFlight)
-// works on a returned *Problem.
-func (p *Problem) Is(target error) bool {
-	codes, ok := sentinelCodes[target]
-	return ok && slices.Contains(codes, p.Code)
-}
-
-// MarshalJSON renders p as the problem document it came from.
-func (p *Problem) MarshalJSON() ([]byte, error) {
-	return json.Marshal(problemWire{
-		Type: p.Type, Title: p.Title, Status: p.Status, Detail: p.Detail, Code: p.Code, Field: p.Field,
-		Intent: p.Intent, Fingerprint: p.Fingerprint, RequestFingerprint: p.RequestFingerprint,
-		RetryAfterMS: p.RetryAfter.Milliseconds(),
-	})
-}
-
-// retryable reports whether the same request may be sent again.
-func (p *Problem) retryable() bool {
-	switch p.Status {
-	case http.StatusServiceUnavailable:
-		return p.Code == "" || slices.Contains(retryableCodes, p.Code)
-	case http.StatusBadGateway, http.StatusGatewayTimeout, http.StatusTooManyRequests:
-		return true
-	}
-	return false
-}
-
-// maybeApplied reports whether a write that got p may have been applied.
-func (p *Problem) maybeApplied() bool {
-	switch p.Status {
-	case http.StatusBadGateway, http.StatusGatewayTimeout, http.StatusInternalServerError:
-		return true
-	}
-	return p.Code == "outcome_unknown"
-}
-
-// codeForStatus names a problem that came without a document (from a proxy,
-// say) by its status.
-func codeForStatus(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "bad_request"
-	case http.StatusRequestEntityTooLarge:
-		return "too_large"
-	case http.StatusUnprocessableEntity:
-		return "unprocessable"
-	case http.StatusTooManyRequests:
-		return "rate_limited"
-	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
-		return "unavailable"
-	}
-	return ""
-}

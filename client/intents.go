@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -210,42 +209,4 @@ func (c *Client) Audit(ctx context.Context, key string) (*AuditTrail, error) {
 		return nil, err
 	}
 	return &out, nil
-}
-
-// Cluster reads the cluster's status as the answering node sees it.
-func (c *Client) Cluster(ctx context.Context) (*ClusterStatus, error) {
-	var out ClusterStatus
-	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster"}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// Health asks the node at addr (empty: the first configured address)
-// whether it is live and ready, without retries. Not being ready is an
-// answer, not an error; failing to reach the node is.
-func (c *Client) Health(ctx context.Context, addr string) (*Health, error) {
-	if addr == "" {
-		addr = c.seeds[0]
-	}
-	base, err := normalizeAddr(addr)
-	if err != nil {
-		return nil, err
-	}
-	h := &Health{Addr: base}
-	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/healthz", addr: base}, nil); err != nil {
-		return nil, err
-	}
-	h.Live = true
-	_, err = c.do(ctx, request{method: http.MethodGet, path: "/readyz", addr: base}, nil)
-	var p *Problem
-	switch {
-	case err == nil:
-		h.Ready = true
-	case errors.As(err, &p) && p.Code == "not_ready":
-		h.Detail = p.Detail
-	default:
-		return nil, err
-	}
-	return h, nil
 }

@@ -1,14 +1,15 @@
 package client
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // SnapshotInfo describes a ledger snapshot (a backup).
@@ -24,87 +25,76 @@ type SnapshotInfo struct {
 	Bytes int64 `json:"bytes,omitempty"`
 }
 
+// The headers a snapshot download announces its contents with.
+const (
+	headerSnapshotIndex   = "X-Intentd-Snapshot-Index"
+	headerSnapshotIntents = "X-Intentd-Snapshot-Intents"
+)
+
+// snapshotMediaTypes are the media types a snapshot download may come
+// as: application/x-ndjson (what servers send today) and
+// application/octet-stream. The first is also what an upload is sent as.
+var snapshotMediaTypes = []string{"application/x-ndjson", "application/octet-stream"}
+
 // SaveSnapshot streams a consistent snapshot of the whole ledger (GET
 // /v1/admin/snapshot, taken linearizably on the leader) into w and returns
-// what its headers announce (Index, Intents). Nodes are tried in turn
-// until one starts answering; once the body streams a failure is returned
-// as is, and w holds a cut snapshot: write to a temporary file and verify
-// it (the snapshot carries a SHA-256 trailer) before keeping it.
+// what its headers announce (Index, Intents) and its size (Bytes). The
+// call is routed and retried like any read until a node starts answering
+// with a snapshot; from then on a failure is returned as it is, and w
+// holds a cut snapshot: write to a temporary file and verify it (the
+// snapshot carries a SHA-256 trailer) before keeping it. An answer that
+// is not a snapshot (another media type than application/x-ndjson or
+// application/octet-stream: a proxy's page, say) is refused before
+// anything is written to w, with an error wrapping ErrBadSnapshot.
 func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) {
-	var lastErr error
-	for _, base := range c.currentRoute(ctx).addrs {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/admin/snapshot", nil)
-		if err != nil {
-			return SnapshotInfo{}, fmt.Errorf("client: snapshot: %w", err)
+	sink := &snapshotSink{w: w}
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/admin/snapshot",
+		accept: strings.Join(snapshotMediaTypes, ", ") + ", application/problem+json"}, sink)
+	return sink.info, err
+}
+
+// snapshotSink streams a snapshot answer into w.
+type snapshotSink struct {
+	w    io.Writer
+	info SnapshotInfo
+}
+
+func (s *snapshotSink) stream(resp *http.Response) error {
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || !slices.Contains(snapshotMediaTypes, mt) {
+			return fmt.Errorf("client: snapshot: %w: the answer is %q, not a snapshot", ErrBadSnapshot, ct)
 		}
-		req.Header.Set("User-Agent", c.userAgent)
-		resp, err := c.hc.Do(req)
-		if err != nil {
-			lastErr = fmt.Errorf("%w: %w", ErrUnavailable, err)
-			if ctx.Err() != nil {
-				break
-			}
-			continue
-		}
-		if resp.StatusCode != http.StatusOK {
-			p := readProblem(resp)
-			resp.Body.Close()
-			lastErr = p
-			if p.retryable() || p.Status >= 500 {
-				continue
-			}
-			return SnapshotInfo{}, p
-		}
-		info := SnapshotInfo{}
-		info.Index, _ = strconv.ParseUint(resp.Header.Get("X-Intentd-Snapshot-Index"), 10, 64)
-		info.Intents, _ = strconv.Atoi(resp.Header.Get("X-Intentd-Snapshot-Intents"))
-		n, err := io.Copy(w, resp.Body)
-		resp.Body.Close()
-		info.Bytes = n
-		if err != nil {
-			return info, fmt.Errorf("client: snapshot from %s cut after %d bytes: %w", base, n, err)
-		}
-		return info, nil
 	}
-	if lastErr == nil {
-		lastErr = errors.New("client: snapshot: no node to ask")
+	s.info.Index, _ = strconv.ParseUint(resp.Header.Get(headerSnapshotIndex), 10, 64)
+	s.info.Intents, _ = strconv.Atoi(resp.Header.Get(headerSnapshotIntents))
+	n, err := io.Copy(s.w, resp.Body)
+	s.info.Bytes = n
+	if err != nil {
+		return fmt.Errorf("client: snapshot from %s cut after %d bytes: %w", resp.Request.URL.Host, n, err)
 	}
-	return SnapshotInfo{}, lastErr
+	return nil
 }
 
 // RestoreSnapshot replaces the whole ledger of the cluster with a snapshot
 // written by SaveSnapshot (POST /v1/admin/snapshot/restore). The cluster
-// refuses (ErrNotEmpty-like problem "not_empty", 409) when its ledger holds
-// intents unless force is set. It is sent once, to the leader when known
-// (a follower forwards): a restore is not retried by the client, because a
-// repeat could replace writes made after the first one.
+// refuses a ledger that holds intents (ErrNotEmpty, 409) unless force is
+// set, and a snapshot that fails its checks (ErrBadSnapshot, 422). It is
+// sent once, to the leader when known (a follower forwards): a restore is
+// not retried by the client, because a repeat could replace writes made
+// after the first one.
 func (c *Client) RestoreSnapshot(ctx context.Context, snapshot []byte, force bool) (SnapshotInfo, error) {
-	rt := c.currentRoute(ctx)
-	base := rt.addrs[int(rt.preferred.Load())%len(rt.addrs)]
-	target := base + "/v1/admin/snapshot/restore"
+	var q url.Values
 	if force {
-		target += "?force=true"
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(snapshot))
-	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("client: restore: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/x-ndjson")
-	req.Header.Set("User-Agent", c.userAgent)
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("%w: restore at %s: %w", ErrOutcomeUnknown, base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return SnapshotInfo{}, readProblem(resp)
+		q = url.Values{"force": {"true"}}
 	}
 	var out struct {
 		Status   string       `json:"status"`
 		Snapshot SnapshotInfo `json:"snapshot"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return SnapshotInfo{}, fmt.Errorf("%w: restore answered 200 but the body is unreadable: %w", ErrOutcomeUnknown, err)
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/admin/snapshot/restore", query: q,
+		raw: snapshot, contentType: snapshotMediaTypes[0], single: true}, &out); err != nil {
+		return SnapshotInfo{}, err
 	}
 	return out.Snapshot, nil
 }

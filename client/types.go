@@ -211,43 +211,9 @@ type AuditTrail struct {
 	Dropped uint64 `json:"dropped"`
 }
 
-// ClusterStatus describes the cluster as one node sees it.
-type ClusterStatus struct {
-	NodeID       string `json:"node_id"`
-	State        string `json:"state"`
-	LeaderID     string `json:"leader_id"`
-	LeaderHTTP   string `json:"leader_http"`
-	Term         uint64 `json:"term"`
-	CommitIndex  uint64 `json:"commit_index"`
-	AppliedIndex uint64 `json:"applied_index"`
-	LastIndex    uint64 `json:"last_index"`
-	Ready        bool   `json:"ready"`
-	// LogEncoding is the log entry encoding the node writes as leader
-	// (1 JSON, 2 binary; 0 on a follower).
-	LogEncoding int          `json:"log_encoding,omitempty"`
-	Nodes       []NodeStatus `json:"nodes"`
-}
-
-// NodeStatus is one member of the cluster.
-type NodeStatus struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	HTTPAddr string `json:"http_addr,omitempty"`
-	Suffrage string `json:"suffrage,omitempty"`
-	Gossip   string `json:"gossip"`
-	Leader   bool   `json:"leader"`
-	// Decodes is the newest log entry encoding the member announces it
-	// decodes (0: not announced).
-	Decodes int `json:"decodes,omitempty"`
-}
-
-// Health is one node's liveness and readiness.
-type Health struct {
-	Addr string `json:"addr"`
-	// Live: the process serves (GET /healthz).
-	Live bool `json:"live"`
-	// Ready: the node has a leader and is caught up (GET /readyz).
-	Ready bool `json:"ready"`
-	// Detail says why the node is not ready.
-	Detail string `json:"detail,omitempty"`
+// Approval is one approver's approval of a pending intent.
+type Approval struct {
+	Actor  string    `json:"actor"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
 }

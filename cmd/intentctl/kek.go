@@ -17,12 +17,9 @@ import (
 // the one every node of a cluster is started with (--kek-file) to seal
 // execution-token signing seeds in the Raft log and snapshots.
 func cmdKEK(_ context.Context, c *cli, args []string) error {
-	sub, rest := subcommand(args, "new")
-	if sub == "" {
-		if len(args) == 0 {
-			return usagef("kek needs new")
-		}
-		return usagef("kek: unknown subcommand %q (new)", args[0])
+	_, rest, err := needSubcommand("kek", args, "new")
+	if err != nil {
+		return err
 	}
 	fs := c.flags("kek new")
 	out := fs.String("out", "", "file to write the key into (mode 0600; must not exist)")

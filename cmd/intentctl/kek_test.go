@@ -88,18 +88,3 @@ func TestKEKNewRefusesBadUsage(t *testing.T) {
 		t.Fatalf("refused commands left files: %v", left)
 	}
 }
-
-// TestSnapshotSaveFileMode: a saved snapshot (every intent, the signing
-// keys) is readable by its owner only.
-func TestSnapshotSaveFileMode(t *testing.T) {
-	addr := snapEnv(t, &fakeSnaps{l: ledgerWithClaims(t, "a")})
-	file := filepath.Join(t.TempDir(), "backup.snap")
-	expect(t, runCLI(t, "--addr", addr, "--retries", "0", "snapshot", "save", file), exitOK, "(verified)")
-	fi, err := os.Stat(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Mode().Perm() != 0o600 {
-		t.Fatalf("snapshot file mode %#o, want 0600", fi.Mode().Perm())
-	}
-}

@@ -108,8 +108,7 @@ func TestHelp(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	e := newEnv(t)
-	for name, args := range map[string][]string{
+	expectUsageErrors(t, newEnv(t), map[string][]string{
 		"no command":       {},
 		"unknown command":  {"frobnicate"},
 		"unknown flag":     {"get", "k", "--colour"},
@@ -126,7 +125,14 @@ func TestUsageErrors(t *testing.T) {
 		"resolve reason":   {"resolve", "k", "--outcome", "failed", "--actor", "ops"},
 		"bad output":       {"get", "k", "--output", "xml"},
 		"cluster argument": {"cluster", "extra"},
-	} {
+	})
+}
+
+// expectUsageErrors runs each command line of cases against e: each must
+// exit 2 with a message on stderr, and none may propose a command.
+func expectUsageErrors(t *testing.T, e *env, cases map[string][]string) {
+	t.Helper()
+	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := e.run(t, args...)
 			expect(t, r, exitUsage)
@@ -142,75 +148,6 @@ func TestUsageErrors(t *testing.T) {
 
 // proposed counts the commands the server proposed.
 func proposed(mem *ledgertest.Memory) int { return mem.Proposed() }
-
-func TestFullFlow(t *testing.T) {
-	e := newEnv(t)
-	r := e.run(t, "claim", "refund:ord_1", "--tool", "payments.refund", "--payload", `{"amount":100}`, "--owner", "agent-1")
-	expect(t, r, exitOK, "granted (new)", "fencing_token", "execution_token", "gex_", "declared", "agent-1")
-
-	token := e.claim(t, "refund:ord_1", "agent-1") // the same owner again gets the same grant
-	e.mem.Advance(time.Second)
-	expect(t, e.run(t, "renew", "refund:ord_1", "--owner", "agent-1", "--token", fmt.Sprint(token), "--lease", "1m"),
-		exitOK, "status", "ok", epoch.Add(61*time.Second).Format(time.RFC3339))
-	expect(t, e.run(t, "complete", "refund:ord_1", "--owner", "agent-1", "--token", fmt.Sprint(token),
-		"--outcome", "executed", "--result", `{"refund_id":"re_1"}`), exitOK, "executed", `{"refund_id":"re_1"}`)
-	expect(t, e.run(t, "commit", "refund:ord_1", "--owner", "agent-1"), exitOK, "committed")
-
-	// A second delivery is a lookup: duplicate, exit 0, with the result.
-	expect(t, e.run(t, "claim", "refund:ord_1", "--tool", "payments.refund", "--payload", `{ "amount": 100.0 }`),
-		exitOK, "duplicate", `{"refund_id":"re_1"}`)
-
-	expect(t, e.run(t, "get", "refund:ord_1"), exitOK, "committed", "refund:ord_1")
-	expect(t, e.run(t, "get", "refund:ord_1", "--stale"), exitOK, "committed")
-	r = e.run(t, "get", "refund:ord_1", "--output", "json")
-	expect(t, r, exitOK)
-	var got client.IntentResponse
-	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Intent.State != client.StateCommitted {
-		t.Errorf("get json = %s (%v)", r.stdout, err)
-	}
-
-	r = e.run(t, "audit", "refund:ord_1")
-	expect(t, r, exitOK, "INDEX", "claim", "renew", "complete", "commit", "duplicate")
-	r = e.run(t, "audit", "refund:ord_1", "--output", "json")
-	expect(t, r, exitOK, `"events"`, `"op": "commit"`)
-}
-
-func TestList(t *testing.T) {
-	e := newEnv(t)
-	for i := range 3 {
-		e.claim(t, fmt.Sprintf("job:%d", i), "o")
-	}
-	r := e.run(t, "list", "--prefix", "job:", "--limit", "2")
-	expect(t, r, exitOK, "KEY", "job:0", "job:1", "next_cursor: job:1")
-	if strings.Contains(r.stdout, "job:2") {
-		t.Errorf("first page holds job:2:\n%s", r.stdout)
-	}
-	expect(t, e.run(t, "list", "--prefix", "job:", "--cursor", "job:1"), exitOK, "job:2")
-	r = e.run(t, "list", "--state", "declared", "--output", "json")
-	var page client.ListPage
-	if err := json.Unmarshal([]byte(r.stdout), &page); err != nil || len(page.Intents) != 3 {
-		t.Errorf("list json = %s (%v)", r, err)
-	}
-	expect(t, e.run(t, "list", "--state", "sleeping"), exitUsage)
-}
-
-func TestCluster(t *testing.T) {
-	e := newEnv(t)
-	r := e.run(t, "cluster")
-	expect(t, r, exitOK, "ID", "RAFT ADDR", "HTTP ADDR", "SUFFRAGE", "GOSSIP", "LEADER",
-		"n1", "127.0.0.1:7001", "voter", "suspect", "term", "4", "commit_index", "applied_index")
-	var leaderLine string
-	for _, line := range strings.Split(r.stdout, "\n") {
-		if strings.HasPrefix(line, "n1 ") {
-			leaderLine = line
-		}
-	}
-	if !strings.HasSuffix(strings.TrimSpace(leaderLine), "*") {
-		t.Errorf("leader not marked:\n%s", r.stdout)
-	}
-	expect(t, e.run(t, "cluster", "--output", "json"), exitOK, `"node_id": "n1"`)
-	expect(t, e.run(t, "health"), exitOK, "true")
-}
 
 func TestExitCodes(t *testing.T) {
 	e := newEnv(t)
@@ -282,4 +219,61 @@ func TestPayloadFileEnvAddrAndFlagOrder(t *testing.T) {
 	expect(t, runCLI(t, "claim", "--tool", "t", "--payload", "{}", "--", "-odd"), exitOK, "-odd")
 	expect(t, runCLI(t, "get", "-odd"), exitUsage)
 	expect(t, runCLI(t, "get", "--", "-odd"), exitOK, "-odd")
+}
+
+// jsonOut runs a command with --output json and decodes its stdout.
+func (e *env) jsonOut(t *testing.T, v any, args ...string) {
+	t.Helper()
+	r := e.run(t, append(args, "--output", "json")...)
+	expect(t, r, exitOK)
+	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, r)
+	}
+}
+
+func TestHelpGateExitCodes(t *testing.T) {
+	r := runCLI(t, "help")
+	expect(t, r, exitOK, "policy put NAME", "approvals", "wait KEY", "token verify TOKEN", "keys rotate",
+		"audit-log export", "audit-log verify", "settings set", "apikey new", "--api-key KEY", "--fingerprint FP")
+	for code := 10; code <= 12; code++ {
+		if !strings.Contains(r.stdout, fmt.Sprintf("\n  %d ", code)) {
+			t.Errorf("help does not document exit code %d", code)
+		}
+	}
+}
+
+func TestGateUsageErrors(t *testing.T) {
+	e := newEnv(t)
+	policyFile := filepath.Join(t.TempDir(), "p.json")
+	if err := os.WriteFile(policyFile, []byte(`{"name":"p","tools":["x.*"],"lease":"30s"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	expectUsageErrors(t, e, map[string][]string{
+		"policy alone":          {"policy"},
+		"policy unknown":        {"policy", "frob"},
+		"policy put no name":    {"policy", "put"},
+		"policy file and flag":  {"policy", "put", "p", "--file", policyFile, "--tools", "y.*"},
+		"policy file unknown":   {"policy", "put", "p", "--file", policyFile},
+		"policy file missing":   {"policy", "put", "p", "--file", "/nonexistent/p.json"},
+		"policy negative lease": {"policy", "put", "p", "--tools", "x.*", "--lease", "-1s"},
+		"approve no actor":      {"approve", "k"},
+		"reject no actor":       {"reject", "k", "--fingerprint", "ab"},
+		"wait too long":         {"wait", "k", "--wait", "2m"},
+		"token alone":           {"token"},
+		"token verify no token": {"token", "verify"},
+		"token bad payload":     {"token", "verify", "gex_x", "--payload", "{nope"},
+		"keys argument":         {"keys", "list"},
+		"audit-log argument":    {"audit-log", "x"},
+		"verify file and since": {"audit-log", "verify", "--file", policyFile, "--since", "3"},
+		"verify not an export":  {"audit-log", "verify", "--file", policyFile},
+		"settings set no flag":  {"settings", "set"},
+		"settings set negative": {"settings", "set", "--audit-retention", "-1"},
+		"apikey alone":          {"apikey"},
+		"apikey no name":        {"apikey", "new", "--roles", "agent"},
+		"apikey no roles":       {"apikey", "new", "--name", "ci"},
+		"apikey bad role":       {"apikey", "new", "--name", "ci", "--roles", "agent,root"},
+		"apikey twice a role":   {"apikey", "new", "--name", "ci", "--roles", "agent,agent"},
+		"apikey bad namespace":  {"apikey", "new", "--name", "ci", "--roles", "agent", "--namespace", "Pay"},
+		"apikey bad name":       {"apikey", "new", "--name", "-ci", "--roles", "agent"},
+	})
 }

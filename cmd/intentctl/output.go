@@ -74,3 +74,27 @@ func timeCell(t time.Time) string {
 	}
 	return t.UTC().Format(time.RFC3339Nano)
 }
+
+// short cuts a hash for a table.
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return dash(h)
+}
+
+// msCell shows a millisecond setting as a duration; zero defers to the
+// default policy.
+func msCell(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+func zeroDash(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}

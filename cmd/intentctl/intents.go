@@ -2,59 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/intentledger/intentd/client"
 )
-
-// jsonArg reads a JSON flag value: inline JSON, or @file. Empty stays
-// empty.
-func jsonArg(flagName, v string) (json.RawMessage, error) {
-	if v == "" {
-		return nil, nil
-	}
-	data := []byte(v)
-	if name, ok := strings.CutPrefix(v, "@"); ok {
-		var err error
-		if data, err = os.ReadFile(name); err != nil {
-			return nil, usagef("--%s: %v", flagName, err)
-		}
-	}
-	if !json.Valid(data) {
-		return nil, usagef("--%s is not valid JSON", flagName)
-	}
-	return json.RawMessage(data), nil
-}
-
-func outcomeArg(v string) (client.Outcome, error) {
-	switch o := client.Outcome(v); o {
-	case client.OutcomeExecuted, client.OutcomeFailed:
-		return o, nil
-	case "":
-		return "", usagef("--outcome is required (executed or failed)")
-	default:
-		return "", usagef("--outcome must be executed or failed, not %q", v)
-	}
-}
-
-// requiredActor requires --actor unless an API key names the caller: with
-// auth on, the server takes the actor from the key.
-func (c *cli) requiredActor(actor string) error {
-	if c.apiKey != "" {
-		return nil
-	}
-	return required("actor", actor)
-}
-
-func required(name, v string) error {
-	if v == "" {
-		return usagef("--%s is required", name)
-	}
-	return nil
-}
 
 func cmdClaim(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("claim")
@@ -80,12 +31,9 @@ func cmdClaim(ctx context.Context, c *cli, args []string) error {
 	if *lease < 0 {
 		return usagef("--lease must not be negative")
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	resp, err := cl.Claim(ctx, client.ClaimRequest{Key: pos[0], Tool: *tool, Payload: p, Owner: *owner, Policy: *policy, Lease: *lease})
+	resp, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.ClaimResponse, error) {
+		return cl.Claim(ctx, client.ClaimRequest{Key: pos[0], Tool: *tool, Payload: p, Owner: *owner, Policy: *policy, Lease: *lease})
+	})
 	if err != nil {
 		return err
 	}
@@ -108,19 +56,15 @@ func cmdClaim(ctx context.Context, c *cli, args []string) error {
 
 func cmdComplete(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("complete")
-	owner := fs.String("owner", "", "the lease holder")
-	token := fs.Uint64("token", 0, "the grant's fencing token")
+	owner, token := holderFlags(fs)
 	outcome := fs.String("outcome", "", "executed or failed")
 	result := fs.String("result", "", "the effect's result: JSON or @file")
 	pos, err := c.parse(fs, args, "KEY")
 	if err != nil {
 		return err
 	}
-	if err := required("owner", *owner); err != nil {
+	if err := requireHolder(*owner, *token); err != nil {
 		return err
-	}
-	if *token == 0 {
-		return usagef("--token is required")
 	}
 	o, err := outcomeArg(*outcome)
 	if err != nil {
@@ -137,18 +81,14 @@ func cmdComplete(ctx context.Context, c *cli, args []string) error {
 
 func cmdRenew(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("renew")
-	owner := fs.String("owner", "", "the lease holder")
-	token := fs.Uint64("token", 0, "the grant's fencing token")
+	owner, token := holderFlags(fs)
 	lease := fs.Duration("lease", 0, "the new lease length, from now")
 	pos, err := c.parse(fs, args, "KEY")
 	if err != nil {
 		return err
 	}
-	if err := required("owner", *owner); err != nil {
+	if err := requireHolder(*owner, *token); err != nil {
 		return err
-	}
-	if *token == 0 {
-		return usagef("--token is required")
 	}
 	if *lease <= 0 {
 		return usagef("--lease is required and must be positive")
@@ -202,41 +142,9 @@ func cmdResolve(ctx context.Context, c *cli, args []string) error {
 	})
 }
 
-func cmdDecide(approve bool) func(context.Context, *cli, []string) error {
-	name := "reject"
-	if approve {
-		name = "approve"
-	}
-	return func(ctx context.Context, c *cli, args []string) error {
-		fs := c.flags(name)
-		actor := fs.String("actor", "", "who decides (with --api-key: the key's name)")
-		reason := fs.String("reason", "", "why")
-		fingerprint := fs.String("fingerprint", "", "the fingerprint of the payload reviewed")
-		pos, err := c.parse(fs, args, "KEY")
-		if err != nil {
-			return err
-		}
-		if err := c.requiredActor(*actor); err != nil {
-			return err
-		}
-		req := client.DecisionRequest{Key: pos[0], Actor: *actor, Reason: *reason, Fingerprint: *fingerprint}
-		return c.intentCall(ctx, func(ctx context.Context, cl *client.Client) (*client.IntentResponse, error) {
-			if approve {
-				return cl.Approve(ctx, req)
-			}
-			return cl.Reject(ctx, req)
-		})
-	}
-}
-
 // intentCall runs a call that answers with one intent and prints it.
-func (c *cli) intentCall(ctx context.Context, call func(context.Context, *client.Client) (*client.IntentResponse, error)) error {
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	resp, err := call(ctx, cl)
+func (c *cli) intentCall(ctx context.Context, fn func(context.Context, *client.Client) (*client.IntentResponse, error)) error {
+	resp, err := call(ctx, c, fn)
 	if err != nil {
 		return err
 	}
@@ -256,12 +164,9 @@ func cmdGet(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	in, err := cl.Get(ctx, pos[0], client.GetOptions{Stale: *stale})
+	in, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.Intent, error) {
+		return cl.Get(ctx, pos[0], client.GetOptions{Stale: *stale})
+	})
 	if err != nil {
 		return err
 	}
@@ -283,12 +188,9 @@ func cmdList(ctx context.Context, c *cli, args []string) error {
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	page, err := cl.List(ctx, client.ListOptions{State: client.State(*state), Prefix: *prefix, Limit: *limit, Cursor: *cursor, Stale: *stale})
+	page, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.ListPage, error) {
+		return cl.List(ctx, client.ListOptions{State: client.State(*state), Prefix: *prefix, Limit: *limit, Cursor: *cursor, Stale: *stale})
+	})
 	if err != nil {
 		return err
 	}
@@ -316,12 +218,9 @@ func cmdAudit(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	trail, err := cl.Audit(ctx, pos[0])
+	trail, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.AuditTrail, error) {
+		return cl.Audit(ctx, pos[0])
+	})
 	if err != nil {
 		return err
 	}
@@ -346,100 +245,4 @@ func cmdAudit(ctx context.Context, c *cli, args []string) error {
 			dash(who), token, dash(string(ev.Outcome)), dash(ev.Reason))
 	}
 	return tw.Flush()
-}
-
-func cmdCluster(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags("cluster")
-	if _, err := c.parse(fs, args); err != nil {
-		return err
-	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	st, err := cl.Cluster(ctx)
-	if err != nil {
-		return err
-	}
-	if c.output == "json" {
-		return c.printJSON(st)
-	}
-	leader := "none"
-	if st.LeaderID != "" {
-		leader = st.LeaderID
-		if st.LeaderHTTP != "" {
-			leader += " (" + st.LeaderHTTP + ")"
-		}
-	}
-	tw := c.table()
-	fmt.Fprintf(tw, "answered_by\t%s (%s)\n", st.NodeID, st.State)
-	fmt.Fprintf(tw, "leader\t%s\n", leader)
-	fmt.Fprintf(tw, "term\t%d\n", st.Term)
-	fmt.Fprintf(tw, "commit_index\t%d\n", st.CommitIndex)
-	fmt.Fprintf(tw, "applied_index\t%d\n", st.AppliedIndex)
-	fmt.Fprintf(tw, "last_index\t%d\n", st.LastIndex)
-	fmt.Fprintf(tw, "ready\t%t\n", st.Ready)
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(c.stdout)
-	tw = c.table()
-	fmt.Fprintln(tw, "ID\tRAFT ADDR\tHTTP ADDR\tSUFFRAGE\tGOSSIP\tLEADER")
-	for _, n := range st.Nodes {
-		mark := ""
-		if n.Leader {
-			mark = "*"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, dash(n.RaftAddr), dash(n.HTTPAddr), dash(n.Suffrage), dash(n.Gossip), mark)
-	}
-	return tw.Flush()
-}
-
-// cmdHealth checks every address; it fails (unavailable) unless all are
-// live and ready.
-func cmdHealth(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags("health")
-	if _, err := c.parse(fs, args); err != nil {
-		return err
-	}
-	cl, ctx, cancel, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	var all []client.Health
-	var firstErr error
-	for _, addr := range cl.Addrs() {
-		h, err := cl.Health(ctx, addr)
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-			h = &client.Health{Addr: addr, Detail: err.Error()}
-		} else if !h.Ready && firstErr == nil {
-			firstErr = fmt.Errorf("%w: %s is not ready: %s", client.ErrUnavailable, addr, h.Detail)
-		}
-		all = append(all, *h)
-	}
-	if c.output == "json" {
-		if err := c.printJSON(all); err != nil {
-			return err
-		}
-	} else {
-		tw := c.table()
-		fmt.Fprintln(tw, "ADDR\tLIVE\tREADY\tDETAIL")
-		for _, h := range all {
-			fmt.Fprintf(tw, "%s\t%t\t%t\t%s\n", h.Addr, h.Live, h.Ready, dash(h.Detail))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-	}
-	return firstErr
-}
-
-func cmdHelp(_ context.Context, c *cli, _ []string) error {
-	fmt.Fprint(c.stdout, usageText)
-	return nil
 }

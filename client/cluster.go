@@ -1,0 +1,86 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+)
+
+// ClusterStatus describes the cluster as one node sees it.
+type ClusterStatus struct {
+	NodeID       string `json:"node_id"`
+	State        string `json:"state"`
+	LeaderID     string `json:"leader_id"`
+	LeaderHTTP   string `json:"leader_http"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastIndex    uint64 `json:"last_index"`
+	Ready        bool   `json:"ready"`
+	// LogEncoding is the log entry encoding the node writes as leader
+	// (1 JSON, 2 binary; 0 on a follower).
+	LogEncoding int          `json:"log_encoding,omitempty"`
+	Nodes       []NodeStatus `json:"nodes"`
+}
+
+// NodeStatus is one member of the cluster.
+type NodeStatus struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr,omitempty"`
+	Suffrage string `json:"suffrage,omitempty"`
+	Gossip   string `json:"gossip"`
+	Leader   bool   `json:"leader"`
+	// Decodes is the newest log entry encoding the member announces it
+	// decodes (0: not announced).
+	Decodes int `json:"decodes,omitempty"`
+}
+
+// Health is one node's liveness and readiness.
+type Health struct {
+	Addr string `json:"addr"`
+	// Live: the process serves (GET /healthz).
+	Live bool `json:"live"`
+	// Ready: the node has a leader and is caught up (GET /readyz).
+	Ready bool `json:"ready"`
+	// Detail says why the node is not ready.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Cluster reads the cluster's status as the answering node sees it.
+func (c *Client) Cluster(ctx context.Context) (*ClusterStatus, error) {
+	var out ClusterStatus
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster"}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Health asks the node at addr (empty: the first configured address)
+// whether it is live and ready, without retries. Not being ready is an
+// answer, not an error; failing to reach the node is.
+func (c *Client) Health(ctx context.Context, addr string) (*Health, error) {
+	if addr == "" {
+		addr = c.seeds[0]
+	}
+	base, err := normalizeAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	h := &Health{Addr: base}
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/healthz", addr: base}, nil); err != nil {
+		return nil, err
+	}
+	h.Live = true
+	_, err = c.do(ctx, request{method: http.MethodGet, path: "/readyz", addr: base}, nil)
+	var p *Problem
+	switch {
+	case err == nil:
+		h.Ready = true
+	case errors.As(err, &p) && p.Code == "not_ready":
+		h.Detail = p.Detail
+	default:
+		return nil, err
+	}
+	return h, nil
+}

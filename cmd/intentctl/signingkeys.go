@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// cmdKeys is "keys" (the JWKS) and "keys rotate".
+func cmdKeys(ctx context.Context, c *cli, args []string) error {
+	sub, rest, fs := c.subcommandFlags("keys", args, "rotate")
+	if _, err := c.parse(fs, rest); err != nil {
+		return err
+	}
+	cl, ctx, cancel, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if sub == "rotate" {
+		kid, err := cl.RotateKey(ctx)
+		if err != nil {
+			return err
+		}
+		if c.output == "json" {
+			return c.printJSON(map[string]string{"status": "ok", "kid": kid})
+		}
+		fmt.Fprintf(c.stdout, "rotated: new execution tokens are signed with key %s\n", kid)
+		return nil
+	}
+	raw, err := cl.JWKS(ctx)
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		_, err := fmt.Fprintf(c.stdout, "%s\n", bytes.TrimSpace(raw))
+		return err
+	}
+	var set struct {
+		Keys []struct {
+			Kid string `json:"kid"`
+			Kty string `json:"kty"`
+			Crv string `json:"crv"`
+			Alg string `json:"alg"`
+			Use string `json:"use"`
+		} `json:"keys"`
+	}
+	if err := json.Unmarshal(raw, &set); err != nil {
+		return fmt.Errorf("keys: the server's key set is not JSON: %w", err)
+	}
+	tw := c.table()
+	fmt.Fprintln(tw, "KID\tKTY\tCRV\tALG\tUSE")
+	for _, k := range set.Keys {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.Kid, dash(k.Kty), dash(k.Crv), dash(k.Alg), dash(k.Use))
+	}
+	return tw.Flush()
+}
