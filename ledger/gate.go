@@ -110,11 +110,6 @@ func (s *Service) Audit(ctx context.Context, namespace string, since uint64, lim
 // MaxWait bounds a long-poll.
 const MaxWait = 60 * time.Second
 
-// waitPoll is how often Wait reads again when the replicator can tell
-// neither which keys changed (ChangeFeed) nor that something did
-// (ChangeNotifier).
-const waitPoll = 50 * time.Millisecond
-
 // Wait reads the intent like Get, but when its version is not above
 // afterVersion (or it does not exist yet) it waits up to wait for a change
 // before answering with what it then finds: a long-poll for an approval or
@@ -150,10 +145,6 @@ func (s *Service) Wait(ctx context.Context, namespace, key string, afterVersion 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		var coarse <-chan struct{}
-		if s.coarse != nil {
-			coarse = s.coarse.Changed() // before the read, as changed is
-		}
 		in, err := s.Get(ctx, ns, key, c)
 		if err != nil && !errors.Is(err, fsm.ErrNotFound) {
 			return nil, err
@@ -164,15 +155,9 @@ func (s *Service) Wait(ctx context.Context, namespace, key string, afterVersion 
 		if full != nil {
 			return nil, full
 		}
-		var poll <-chan time.Time
-		if s.unsubscribe == nil && coarse == nil {
-			poll = time.After(waitPoll)
-		}
 		select {
 		case <-changed:
 			changed = s.waiters.arm(w)
-		case <-coarse:
-		case <-poll:
 		case <-s.waiters.done:
 			return in, err
 		case <-timer.C:

@@ -12,29 +12,6 @@ import (
 	"github.com/intentledger/intentd/fsm"
 )
 
-// Consistency selects how a read is served.
-type Consistency int
-
-const (
-	// Linearizable reads confirm leadership and wait for the local state
-	// machine to catch up with the commit index noted before confirming.
-	Linearizable Consistency = iota
-	// Stale reads serve the local replica as it is, possibly behind.
-	Stale
-)
-
-// Replicator replicates commands and serves reads of the state machine.
-// The cluster package implements it.
-type Replicator interface {
-	// Propose appends cmd to the replicated log (the leader stamps its
-	// time) and returns the state machine's answer once applied.
-	Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error)
-	// Read runs fn against the state machine at the requested consistency.
-	// fn must not keep the ledger after it returns (intents it returns are
-	// immutable and may be kept).
-	Read(ctx context.Context, c Consistency, fn func(*fsm.Ledger)) error
-}
-
 // DefaultNamespace is used when the caller's credentials name none.
 const DefaultNamespace = "default"
 
@@ -53,11 +30,9 @@ type Service struct {
 	// SeedCheckThenClaimBug).
 	checkThenClaim bool
 
-	// waiters are the long-polls (Wait) by key. The replicator feeds them
-	// its changes when it is a ChangeFeed (unsubscribe, then set, stops
-	// that); otherwise coarse, when set, says that anything changed.
+	// waiters are the long-polls (Wait) by key; the replicator feeds them
+	// its changes until unsubscribe is called.
 	waiters     *waiters
-	coarse      ChangeNotifier
 	unsubscribe func()
 	closeOnce   sync.Once
 }
@@ -70,17 +45,12 @@ type Service struct {
 func (s *Service) SeedCheckThenClaimBug() { s.checkThenClaim = true }
 
 // New returns a Service over r with limits (zero fields take defaults).
-// When r is a ChangeFeed the Service follows its changes until Close.
+// The Service follows r's changes (Replicator.SubscribeChanges) until
+// Close.
 func New(r Replicator, limits Limits) *Service {
 	s := &Service{r: r, limits: limits.withDefaults(), keys: &keyring{log: slog.Default()}}
 	s.waiters = newWaiters(s.limits.MaxWaiters, s.limits.MaxWaitersPerKey)
-	if f, ok := r.(ChangeFeed); ok {
-		if s.unsubscribe = f.SubscribeChanges(s.waiters); s.unsubscribe == nil {
-			s.unsubscribe = func() {}
-		}
-	} else if n, ok := r.(ChangeNotifier); ok {
-		s.coarse = n
-	}
+	s.unsubscribe = r.SubscribeChanges(s.waiters)
 	return s
 }
 

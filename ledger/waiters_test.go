@@ -15,11 +15,11 @@ import (
 	"github.com/intentledger/intentd/ledger/ledgertest"
 )
 
-// feedReplicator is the in-memory ledger as a ledger.ChangeFeed: after each
-// proposal it reports the keys the command may have changed (fsm.Touched),
-// as the cluster's state machine does. It counts the reads done and lets a
-// test wait for them. Through Memory it is also a ChangeNotifier (every apply), which
-// the Service must not prefer.
+// feedReplicator is the in-memory ledger with a change feed of its own:
+// after each proposal it reports the keys the command may have changed
+// (fsm.Touched), as the cluster's state machine does, and it can stand for
+// a snapshot restore (AllChanged) and count its subscribers. It counts the
+// reads done and lets a test wait for them.
 type feedReplicator struct {
 	*ledgertest.Memory
 
