@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +11,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/fsm"
-	"github.com/intentledger/intentd/ledger"
 )
 
 // Admin answer codes (docs/problems.md).
@@ -23,6 +24,23 @@ const (
 	CodeNotEmpty = "not_empty"
 	// CodeNotConfigured: the node serves no snapshots.
 	CodeNotConfigured = "not_configured"
+)
+
+// Snapshotter takes and restores whole-ledger snapshots for the admin
+// endpoints (backup and restore); cluster.Node implements it.
+type Snapshotter interface {
+	// TakeSnapshot takes a consistent snapshot; a follower answers
+	// *ledger.NotLeaderError.
+	TakeSnapshot(ctx context.Context) (cluster.Snapshot, error)
+	// Restore replaces the whole ledger with a snapshot (leader only);
+	// cluster.ErrNotEmpty unless force when the ledger holds intents, an
+	// error wrapping fsm.ErrBadSnapshot when the snapshot fails its checks.
+	Restore(ctx context.Context, data []byte, force bool) (cluster.SnapshotInfo, error)
+}
+
+var (
+	_ Snapshotter = (*cluster.Node)(nil)
+	_ ClusterInfo = (*cluster.Node)(nil)
 )
 
 // DefaultMaxSnapshotBytes bounds an uploaded snapshot (it is held in
@@ -110,7 +128,7 @@ func (s *Server) snapshotRestore(c echo.Context) error {
 	switch {
 	case errors.Is(err, fsm.ErrBadSnapshot):
 		return s.writeProblem(c, newProblem(CodeBadSnapshot, err.Error()))
-	case errors.Is(err, ledger.ErrNotEmpty):
+	case errors.Is(err, cluster.ErrNotEmpty):
 		return s.writeProblem(c, newProblem(CodeNotEmpty, err.Error()))
 	case err != nil:
 		return s.fail(c, err, data)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
@@ -565,7 +566,7 @@ func TestHealthReadyCluster(t *testing.T) {
 	}
 
 	r = e.do(t, http.MethodGet, "/v1/cluster", nil)
-	var st ledger.ClusterStatus
+	var st cluster.Status
 	if err := json.Unmarshal(r.body, &st); err != nil || r.status != http.StatusOK {
 		t.Fatalf("cluster = %s (%v)", r, err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
@@ -420,26 +421,26 @@ func TestIsAdminFailsClosed(t *testing.T) {
 // fakeSnapshots serves a snapshot that is written by write, and records
 // restores.
 type fakeSnapshots struct {
-	write func(w io.Writer) (ledger.SnapshotInfo, error)
+	write func(w io.Writer) (cluster.SnapshotInfo, error)
 	// written receives the error of each finished write.
 	written  chan error
 	restored chan []byte
 }
 
-func (f *fakeSnapshots) TakeSnapshot(context.Context) (ledger.Snapshot, error) {
+func (f *fakeSnapshots) TakeSnapshot(context.Context) (cluster.Snapshot, error) {
 	return fakeSnapshot{f}, nil
 }
 
-func (f *fakeSnapshots) Restore(_ context.Context, data []byte, _ bool) (ledger.SnapshotInfo, error) {
+func (f *fakeSnapshots) Restore(_ context.Context, data []byte, _ bool) (cluster.SnapshotInfo, error) {
 	f.restored <- data
-	return ledger.SnapshotInfo{Index: 7, Bytes: int64(len(data))}, nil
+	return cluster.SnapshotInfo{Index: 7, Bytes: int64(len(data))}, nil
 }
 
 type fakeSnapshot struct{ f *fakeSnapshots }
 
 func (fakeSnapshot) Index() uint64 { return 7 }
 func (fakeSnapshot) Intents() int  { return 1 }
-func (s fakeSnapshot) Write(w io.Writer) (ledger.SnapshotInfo, error) {
+func (s fakeSnapshot) Write(w io.Writer) (cluster.SnapshotInfo, error) {
 	info, err := s.f.write(w)
 	s.f.written <- err
 	return info, err
@@ -479,7 +480,7 @@ func TestLongSnapshotTransfersOutliveServerTimeouts(t *testing.T) {
 	}
 
 	t.Run("slow download", func(t *testing.T) {
-		snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (ledger.SnapshotInfo, error) {
+		snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (cluster.SnapshotInfo, error) {
 			err := trickle(func(i int) error {
 				_, err := fmt.Fprintf(w, "{\"line\":%d}\n", i)
 				if f, ok := w.(http.Flusher); ok {
@@ -490,7 +491,7 @@ func TestLongSnapshotTransfersOutliveServerTimeouts(t *testing.T) {
 			if err == nil {
 				_, err = io.WriteString(w, "END\n")
 			}
-			return ledger.SnapshotInfo{}, err
+			return cluster.SnapshotInfo{}, err
 		}}
 		e := newEnv(t, func(c *Config) { c.Snapshots = snaps })
 		ts := timeoutServer(t, e, timeout)
@@ -510,14 +511,14 @@ func TestLongSnapshotTransfersOutliveServerTimeouts(t *testing.T) {
 	})
 
 	t.Run("stalled download", func(t *testing.T) {
-		snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (ledger.SnapshotInfo, error) {
+		snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (cluster.SnapshotInfo, error) {
 			chunk := bytes.Repeat([]byte("x"), 1<<20)
 			for range 1 << 10 { // 1 GiB: far more than the socket buffers hold
 				if _, err := w.Write(chunk); err != nil {
-					return ledger.SnapshotInfo{}, err
+					return cluster.SnapshotInfo{}, err
 				}
 			}
-			return ledger.SnapshotInfo{}, nil
+			return cluster.SnapshotInfo{}, nil
 		}}
 		e := newEnv(t, func(c *Config) { c.Snapshots = snaps })
 		ts := timeoutServer(t, e, timeout)

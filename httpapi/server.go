@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/internal/peerauth"
 	"github.com/intentledger/intentd/ledger"
@@ -46,9 +47,10 @@ const DefaultMaxBodyBytes = 2*64<<10 + 16<<10
 // ForwardClient.
 const DefaultForwardTimeout = 10 * time.Second
 
-// ClusterInfo reports the cluster as this node sees it.
+// ClusterInfo reports the cluster as this node sees it, for GET
+// /v1/cluster and /readyz; cluster.Node implements it.
 type ClusterInfo interface {
-	Status() ledger.ClusterStatus
+	Status() cluster.Status
 }
 
 // Config configures a Server. Service is required; other zero fields take
@@ -84,7 +86,7 @@ type Config struct {
 	Identify func(c echo.Context) (Identity, bool)
 	// Snapshots serves /v1/admin/snapshot (backup and restore); nil
 	// answers not_configured.
-	Snapshots ledger.Snapshotter
+	Snapshots Snapshotter
 	// MaxSnapshotBytes bounds an uploaded snapshot; 0 means
 	// DefaultMaxSnapshotBytes.
 	MaxSnapshotBytes int64
@@ -117,7 +119,7 @@ type Server struct {
 	// authFailures limits failed authentications per address (nil: off).
 	authFailures *limiterSet
 	// snaps and maxSnapshot serve the admin endpoints (admin.go).
-	snaps       ledger.Snapshotter
+	snaps       Snapshotter
 	maxSnapshot int64
 	// peers verifies forwarded requests (peerauth.go).
 	peers PeerAuth
