@@ -349,3 +349,8 @@ func (e *testEnv) verifyOffline(t testing.TB, tok string) token.Claims {
 	}
 	return claims
 }
+
+// listWire is the body of GET /v1/intents.
+type listWire struct {
+	Intents []wireIntent `json:"intents"`
+}

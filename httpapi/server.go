@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/intentledger/intentd/auth"
-	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/internal/peerauth"
 	"github.com/intentledger/intentd/ledger"
@@ -46,12 +45,6 @@ const DefaultMaxBodyBytes = 2*64<<10 + 16<<10
 // DefaultForwardTimeout bounds one forwarded request when Config gives no
 // ForwardClient.
 const DefaultForwardTimeout = 10 * time.Second
-
-// ClusterInfo reports the cluster as this node sees it, for GET
-// /v1/cluster and /readyz; cluster.Node implements it.
-type ClusterInfo interface {
-	Status() cluster.Status
-}
 
 // Config configures a Server. Service is required; other zero fields take
 // defaults.
@@ -425,59 +418,4 @@ func (s *Server) answer(c echo.Context, r *fsm.Result) error {
 		return s.writeProblem(c, refusalProblem(r, s.now()))
 	}
 	return writeJSON(c, codes[code].status, intentResponse{Status: r.Status, Intent: newIntentView(r.Intent)})
-}
-
-// Identity is who a request acts as, from its credentials.
-type Identity struct {
-	// Name identifies the caller; it is the actor of approvals,
-	// rejections, resolves and policy changes. Empty when the request is
-	// unauthenticated (auth off): the body's actor is used.
-	Name string
-	// Namespace is the namespace the caller acts in.
-	Namespace string
-	// Admin may read other namespaces' audit logs.
-	Admin bool
-}
-
-// identifyPrincipal is the Identity of the request's authenticated API
-// key.
-func identifyPrincipal(c echo.Context) (Identity, bool) {
-	p, ok := auth.PrincipalFrom(c)
-	if !ok {
-		return Identity{}, false
-	}
-	return Identity{Name: p.Name, Namespace: p.Namespace, Admin: p.Has(auth.RoleAdmin)}, true
-}
-
-// namespaceOf is the namespace a request acts in.
-func (s *Server) namespaceOf(c echo.Context) string {
-	if s.identify != nil {
-		if id, ok := s.identify(c); ok && id.Namespace != "" {
-			return id.Namespace
-		}
-	}
-	return ledger.DefaultNamespace
-}
-
-// actorOf is the actor a request acts as: the authenticated caller, else
-// the actor the body names.
-func (s *Server) actorOf(c echo.Context, bodyActor string) string {
-	if s.identify != nil {
-		if id, ok := s.identify(c); ok && id.Name != "" {
-			return id.Name
-		}
-	}
-	return bodyActor
-}
-
-// isAdmin reports whether the request may act across namespaces. It fails
-// closed: with auth on, a request without an identity is not an admin.
-// Only development mode (auth off: no keys and no Identify) makes every
-// caller an admin, as Config.Auth documents.
-func (s *Server) isAdmin(c echo.Context) bool {
-	if s.identify == nil {
-		return s.keys == nil // New sets identify whenever auth is on
-	}
-	id, ok := s.identify(c)
-	return ok && id.Admin
 }

@@ -145,20 +145,3 @@ func (r *waiters) close() {
 
 // len is the number of registered long-polls.
 func (r *waiters) len() int { return int(r.total.Load()) }
-
-// Close makes every long-poll (Wait) answer at once with what it has read,
-// and later ones answer without waiting, so that a node shutting down need
-// not wait out a poll of up to MaxWait. It also stops following the
-// replicator's changes. Call it when the node starts shutting down, before
-// draining HTTP requests. It may be called more than once.
-func (s *Service) Close() {
-	s.waiters.close()
-	s.closeOnce.Do(func() {
-		if s.unsubscribe != nil {
-			s.unsubscribe()
-		}
-	})
-}
-
-// Waiting returns the number of long-polls waiting on this node.
-func (s *Service) Waiting() int { return s.waiters.len() }
