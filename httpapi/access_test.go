@@ -4,7 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,10 +49,10 @@ func TestAuthRolesAndNamespaces(t *testing.T) {
 	e, keys := authEnv(t)
 	claim := newClaim("k", "o")
 
-	problemOf(t, e.do(t, http.MethodPost, "/v1/intents", claim), http.StatusUnauthorized, auth.CodeUnauthenticated)
-	problemOf(t, e.do(t, http.MethodPost, "/v1/intents", claim, bearer("ik_wrong")...), http.StatusUnauthorized, auth.CodeUnauthenticated)
-	problemOf(t, e.do(t, http.MethodPost, "/v1/intents", claim, bearer(keys["tool-a"])...), http.StatusForbidden, auth.CodeForbidden)
-	problemOf(t, e.do(t, http.MethodPut, "/v1/policies/p", `{"tools":["x"]}`, bearer(keys["agent-a"])...), http.StatusForbidden, auth.CodeForbidden)
+	problemOf(t, e.do(t, http.MethodPost, "/v1/intents", claim), http.StatusUnauthorized, CodeUnauthenticated)
+	problemOf(t, e.do(t, http.MethodPost, "/v1/intents", claim, bearer("ik_wrong")...), http.StatusUnauthorized, CodeUnauthenticated)
+	problemOf(t, e.do(t, http.MethodPost, "/v1/intents", claim, bearer(keys["tool-a"])...), http.StatusForbidden, CodeForbidden)
+	problemOf(t, e.do(t, http.MethodPut, "/v1/policies/p", `{"tools":["x"]}`, bearer(keys["agent-a"])...), http.StatusForbidden, CodeForbidden)
 	if n := proposed(e.mem); n != 0 {
 		t.Fatalf("refused requests proposed %d commands", n)
 	}
@@ -109,5 +111,111 @@ func TestAuthRolesAndNamespaces(t *testing.T) {
 	}
 	if evs := verifyAuditChain(t, e, fsm.SystemNamespace, admin...); len(evs) == 0 {
 		t.Fatal("the system audit log does not show the policy change")
+	}
+}
+
+// TestRefusalsAreProblems: auth's refusals are answered by the API's one
+// problem writer: problem+json with the code's type and title, a detail
+// that never echoes the key, and a Bearer challenge that says whether the
+// key was missing, bad (RFC 6750 section 3.1) or short of a role.
+func TestRefusalsAreProblems(t *testing.T) {
+	e, keys := authEnv(t)
+	unknown := "ik_" + strings.Repeat("u", 43)
+	for _, tc := range []struct {
+		name      string
+		header    []string
+		status    int
+		code      string
+		challenge string
+		detail    string
+	}{
+		{"no key", nil, http.StatusUnauthorized, CodeUnauthenticated, `Bearer realm="intentd"`, "no API key presented"},
+		{"unknown key", bearer(unknown), http.StatusUnauthorized, CodeUnauthenticated,
+			`Bearer realm="intentd", error="invalid_token"`, "invalid API key"},
+		{"malformed key", bearer("ik_wrong"), http.StatusUnauthorized, CodeUnauthenticated,
+			`Bearer realm="intentd", error="invalid_token"`, "invalid API key"},
+		{"key without the role", bearer(keys["agent-a"]), http.StatusForbidden, CodeForbidden,
+			`Bearer realm="intentd", error="insufficient_scope", scope="approver"`,
+			`key "agent-a" has roles [agent]; POST /v1/intents/:key/approve needs approver`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do(t, http.MethodPost, keyPath("k", "approve"), map[string]string{}, tc.header...)
+			p := problemOf(t, r, tc.status, tc.code)
+			if got := r.header.Get("WWW-Authenticate"); got != tc.challenge {
+				t.Errorf("WWW-Authenticate %q, want %q", got, tc.challenge)
+			}
+			if p.Title != codes[tc.code].title || !strings.Contains(p.Detail, tc.detail) {
+				t.Errorf("problem %s, want title %q and a detail with %q", r.body, codes[tc.code].title, tc.detail)
+			}
+			for _, k := range append(slices.Collect(maps.Values(keys)), unknown) {
+				if strings.Contains(string(r.body), k) || strings.Contains(string(r.body), k[len(auth.KeyPrefix):]) {
+					t.Fatal("the answer echoes an API key")
+				}
+			}
+		})
+	}
+}
+
+// TestRequire: a handler outside the router that Require guards answers
+// like the API: the same key check, the same 401 and 403 problems.
+func TestRequire(t *testing.T) {
+	admin, hAdmin, err := auth.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, hReader, err := auth.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := auth.ParseEnv("root:ops:admin:" + hAdmin + ",dash:ops:reader:" + hReader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	served := 0
+	mux.Handle("PUT /debug/thing", Require(ks, auth.RoleAdmin, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		served++
+		w.WriteHeader(http.StatusNoContent)
+	})))
+	dev := Require(auth.Disabled(), auth.RoleAdmin, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	for _, tc := range []struct {
+		name      string
+		h         http.Handler
+		authz     string
+		status    int
+		code      string
+		challenge string
+	}{
+		{"no key", mux, "", http.StatusUnauthorized, CodeUnauthenticated, `Bearer realm="intentd"`},
+		{"bad key", mux, "Bearer ik_nope", http.StatusUnauthorized, CodeUnauthenticated, `Bearer realm="intentd", error="invalid_token"`},
+		{"reader", mux, "Bearer " + reader, http.StatusForbidden, CodeForbidden, `Bearer realm="intentd", error="insufficient_scope", scope="admin"`},
+		{"admin", mux, "Bearer " + admin, http.StatusNoContent, "", ""},
+		{"development mode", dev, "", http.StatusNoContent, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var header []string
+			if tc.authz != "" {
+				header = []string{"Authorization", tc.authz}
+			}
+			r := serveFrom(t, tc.h, "192.0.2.1:1", http.MethodPut, "/debug/thing", nil, header...)
+			if r.status != tc.status || r.header.Get("WWW-Authenticate") != tc.challenge {
+				t.Fatalf("answer %s, WWW-Authenticate %q", r, r.header.Get("WWW-Authenticate"))
+			}
+			if tc.code == "" {
+				return
+			}
+			p := problemOf(t, r, tc.status, tc.code)
+			if tc.code == CodeForbidden && !strings.Contains(p.Detail, "PUT /debug/thing needs admin") {
+				t.Errorf("detail %q does not name the call", p.Detail)
+			}
+			if strings.Contains(string(r.body), admin) || strings.Contains(string(r.body), reader) {
+				t.Fatal("the answer echoes an API key")
+			}
+		})
+	}
+	if served != 1 {
+		t.Fatalf("the handler ran %d times, want once (for the admin)", served)
 	}
 }

@@ -56,18 +56,10 @@ const (
 // ContentTypeSnapshot is the media type of a ledger snapshot.
 const ContentTypeSnapshot = "application/x-ndjson"
 
-// adminRoutes registers the operator endpoints:
-//
-//	GET  /v1/admin/snapshot                 stream a consistent snapshot (backup)
-//	POST /v1/admin/snapshot/restore[?force=true]  replace the ledger with one
-func (s *Server) adminRoutes(e *echo.Echo) {
-	e.GET("/v1/admin/snapshot", s.snapshotSave)
-	e.POST("/v1/admin/snapshot/restore", s.snapshotRestore)
-}
-
-// snapshotSave streams a snapshot taken linearizably on the leader (a
-// follower forwards). The body carries its own SHA-256 trailer, so a cut
-// stream is detected by whoever restores or verifies it.
+// snapshotSave serves GET /v1/admin/snapshot: it streams a snapshot (a
+// backup) taken linearizably on the leader (a follower forwards). The
+// body carries its own SHA-256 trailer, so a cut stream is detected by
+// whoever restores or verifies it.
 func (s *Server) snapshotSave(c echo.Context) error {
 	if s.snaps == nil {
 		return s.writeProblem(c, newProblem(CodeNotConfigured, "this node serves no snapshots"))
@@ -93,8 +85,9 @@ func (s *Server) snapshotSave(c echo.Context) error {
 	return nil
 }
 
-// snapshotRestore replaces the ledger with the uploaded snapshot (leader;
-// a follower forwards). ?force=true allows replacing a non-empty ledger.
+// snapshotRestore serves POST /v1/admin/snapshot/restore[?force=true]: it
+// replaces the ledger with the uploaded snapshot (leader; a follower
+// forwards). ?force=true allows replacing a non-empty ledger.
 func (s *Server) snapshotRestore(c echo.Context) error {
 	if s.snaps == nil {
 		return s.writeProblem(c, newProblem(CodeNotConfigured, "this node serves no snapshots"))

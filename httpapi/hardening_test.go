@@ -191,9 +191,9 @@ func TestAuthFailuresAreRateLimited(t *testing.T) {
 	// count; a forged X-Forwarded-For does not move the failures to
 	// another address.
 	for i, hdr := range [][]string{bad, nil, bearer(keys["tool"])} {
-		want, code := http.StatusUnauthorized, auth.CodeUnauthenticated
+		want, code := http.StatusUnauthorized, CodeUnauthenticated
 		if i == 2 {
-			want, code = http.StatusForbidden, auth.CodeForbidden
+			want, code = http.StatusForbidden, CodeForbidden
 		}
 		problemOf(t, serveFrom(t, h, attacker, http.MethodPost, "/v1/intents", claim,
 			append(hdr, "X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i))...), want, code)
@@ -211,7 +211,7 @@ func TestAuthFailuresAreRateLimited(t *testing.T) {
 	// Another address with a good key is not affected, and its own
 	// failures have their own bucket.
 	answer(t, serveFrom(t, h, other, http.MethodPost, "/v1/intents", claim, bearer(keys["agent"])...), http.StatusCreated)
-	problemOf(t, serveFrom(t, h, other, http.MethodPost, "/v1/intents", claim, bad...), http.StatusUnauthorized, auth.CodeUnauthenticated)
+	problemOf(t, serveFrom(t, h, other, http.MethodPost, "/v1/intents", claim, bad...), http.StatusUnauthorized, CodeUnauthenticated)
 	// A handler's 403 comes after authentication: it is not a failure.
 	for range burst + 2 {
 		problemOf(t, serveFrom(t, h, third, http.MethodGet, "/v1/audit?namespace=alpha", nil, bearer(keys["agent-b"])...),
@@ -229,7 +229,7 @@ func TestAuthFailuresAreRateLimited(t *testing.T) {
 		e, _ := keyedEnv(t, map[string]string{"agent": "agent"}, func(c *Config) { c.RateLimits = &RateLimits{} })
 		for range 20 {
 			problemOf(t, serveFrom(t, e.api.Handler(), attacker, http.MethodPost, "/v1/intents", claim, bad...),
-				http.StatusUnauthorized, auth.CodeUnauthenticated)
+				http.StatusUnauthorized, CodeUnauthenticated)
 		}
 	})
 	t.Run("default", func(t *testing.T) {

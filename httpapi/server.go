@@ -19,7 +19,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/fsm"
@@ -118,6 +117,10 @@ type Server struct {
 	peers PeerAuth
 	// forwardTLS forces https when forwarding.
 	forwardTLS bool
+	// roles is the role each route needs, by "METHOD /template", and
+	// publicPaths the templates of the public routes (routes.go).
+	roles       map[string]auth.Role
+	publicPaths map[string]bool
 }
 
 // New returns a Server for cfg. It panics if cfg.Service is nil or the
@@ -172,83 +175,52 @@ func New(cfg Config) *Server {
 		s.maxSnapshot = DefaultMaxSnapshotBytes
 	}
 	s.metrics = newMetrics(s.reg)
-	s.echo = s.routes()
+	s.echo = s.router()
 	return s
 }
 
 // Handler returns the http.Handler serving the API.
 func (s *Server) Handler() http.Handler { return s.echo }
 
-func (s *Server) routes() *echo.Echo {
+// router makes the echo server: the middleware chain, then every route
+// of the table (routes.go).
+func (s *Server) router() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.trustForwarding)
-	// The metrics' route label: the registered routes, filled in below.
-	routes := map[string]bool{}
-	e.Use(s.observe(routes))
+	e.Use(s.observe)
 	if s.keys != nil {
 		e.Use(s.limitAuthFailures)
-		e.Use(auth.Middleware(s.keys, auth.ByRoute(auth.DefaultRoutes())))
+		e.Use(auth.Middleware(s.keys, s.roleOf))
 	}
 	e.Use(s.rateLimit)
 	e.Use(s.requireUTF8)
-
-	e.POST("/v1/intents", s.claim)
-	e.GET("/v1/intents", s.list)
-	e.GET("/v1/intents/:key", s.get)
-	e.GET("/v1/intents/:key/audit", s.audit)
-	e.POST("/v1/intents/:key/complete", s.complete)
-	e.POST("/v1/intents/:key/renew", s.renew)
-	e.POST("/v1/intents/:key/commit", s.commit)
-	e.POST("/v1/intents/:key/resolve", s.resolve)
-	e.POST("/v1/intents/:key/approve", s.decide(true))
-	e.POST("/v1/intents/:key/reject", s.decide(false))
-	e.GET("/v1/policies", s.listPolicies)
-	e.GET("/v1/policies/:name", s.getPolicy)
-	e.PUT("/v1/policies/:name", s.putPolicy)
-	e.DELETE("/v1/policies/:name", s.deletePolicy)
-	e.GET("/v1/settings", s.getSettings)
-	e.PUT("/v1/settings", s.putSettings)
-	e.GET("/v1/audit", s.auditLog)
-	e.GET("/v1/keys", s.jwks)
-	e.POST("/v1/keys/rotate", s.rotateKey)
-	e.POST("/v1/tokens/verify", s.verifyToken)
-	e.GET("/v1/cluster", s.clusterStatus)
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
-	s.adminRoutes(e)
-	for _, r := range e.Routes() {
-		routes[r.Method+" "+r.Path] = true
-	}
+	s.register(e)
 	return e
 }
 
-// observe returns the middleware that records metrics, turns panics into
-// 500 problems and errors into answers, so the metrics see the final
-// status. Every label comes from a fixed set, whatever the client sends:
-// route is the template of a registered route (routes holds them as
-// "METHOD /template", filled in before the first request) or
-// "unmatched", method is one of httpMethods or "other", code is the status.
-func (s *Server) observe(routes map[string]bool) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			start := time.Now()
-			err := s.safely(next, c)
-			if err != nil {
-				s.handleError(err, c)
-			}
-			method := methodLabel(c.Request().Method)
-			route := c.Path()
-			if !routes[method+" "+route] {
-				route = "unmatched"
-			}
-			code := codeLabel(c.Response().Status)
-			s.metrics.requests.WithLabelValues(route, method, code).Inc()
-			s.metrics.duration.WithLabelValues(route, method, code).Observe(time.Since(start).Seconds())
-			return nil
+// observe is the middleware that records metrics, turns panics into 500
+// problems and errors into answers, so the metrics see the final status.
+// Every label comes from a fixed set, whatever the client sends: route is
+// the template of a route of the table (routes.go) or "unmatched", method
+// is one of httpMethods or "other", code is the status.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := s.safely(next, c)
+		if err != nil {
+			s.handleError(err, c)
 		}
+		method := methodLabel(c.Request().Method)
+		route := c.Path()
+		if !s.routed(method, route) {
+			route = "unmatched"
+		}
+		code := codeLabel(c.Response().Status)
+		s.metrics.requests.WithLabelValues(route, method, code).Inc()
+		s.metrics.duration.WithLabelValues(route, method, code).Observe(time.Since(start).Seconds())
+		return nil
 	}
 }
 
@@ -291,8 +263,9 @@ func (s *Server) safely(h echo.HandlerFunc, c echo.Context) (err error) {
 	return h(c)
 }
 
-// handleError answers an error that reached the top of a request: echo's
-// own (unknown route, wrong method) or an unexpected one.
+// handleError answers an error that reached the top of a request: auth's
+// refusal of its credentials (401, 403), echo's own (unknown route, wrong
+// method) or an unexpected one.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
@@ -300,6 +273,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 	var he *echo.HTTPError
 	var p *problem
 	switch {
+	case refusedByAuth(err):
+		p = authProblem(err, callOf(c))
 	case errors.As(err, &he) && he.Code == http.StatusNotFound:
 		p = newProblem(CodeNoRoute, fmt.Sprintf("no endpoint %s %s", c.Request().Method, c.Request().URL.Path))
 	case errors.As(err, &he) && he.Code == http.StatusMethodNotAllowed:
@@ -317,14 +292,6 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 }
 
-// writeProblem sends p as application/problem+json.
-func (s *Server) writeProblem(c echo.Context, p *problem) error {
-	if p.retryAfter > 0 {
-		c.Response().Header().Set("Retry-After", p.retryAfterHeader())
-	}
-	return writeBody(c, p.Status, ContentTypeProblem, p)
-}
-
 // writeJSON sends v as application/json.
 func writeJSON(c echo.Context, status int, v any) error {
 	return writeBody(c, status, echo.MIMEApplicationJSON, v)
@@ -337,13 +304,22 @@ func writeBody(c echo.Context, status int, contentType string, v any) error {
 		b := a.appendJSON(make([]byte, 0, 1536))
 		return c.Blob(status, contentType, append(b, '\n'))
 	}
+	b, err := encodeJSON(v)
+	if err != nil {
+		return err
+	}
+	return c.Blob(status, contentType, b)
+}
+
+// encodeJSON encodes v as one line of JSON without HTML escaping.
+func encodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("encode %T: %w", v, err)
+		return nil, fmt.Errorf("encode %T: %w", v, err)
 	}
-	return c.Blob(status, contentType, buf.Bytes())
+	return buf.Bytes(), nil
 }
 
 // fail answers an error from the ledger service: it forwards to the leader

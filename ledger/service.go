@@ -12,9 +12,6 @@ import (
 	"github.com/intentledger/intentd/fsm"
 )
 
-// DefaultNamespace is used when the caller's credentials name none.
-const DefaultNamespace = "default"
-
 // Service is the ledger's API, independent of transport.
 type Service struct {
 	r      Replicator
@@ -324,11 +321,18 @@ func (s *Service) propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, er
 	return r, nil
 }
 
+// namespace is the namespace a call acts in: ns, which must be valid
+// (ValidNamespace), or DefaultNamespace when ns is empty.
 func (s *Service) namespace(ns string) (string, error) {
-	if ns == "" {
+	switch {
+	case ns == "":
 		return DefaultNamespace, nil
+	case len(ns) > MaxNamespaceBytes:
+		return "", badField(ErrBadRequest, "namespace", "%d bytes is over the limit of %d", len(ns), MaxNamespaceBytes)
+	case !ValidNamespace(ns):
+		return "", badField(ErrBadRequest, "namespace", "%q must match [a-z0-9][a-z0-9_-]{0,62}", ns)
 	}
-	return ns, s.limits.name("namespace", ns, true)
+	return ns, nil
 }
 
 func (s *Service) keyAndNamespace(ns, key string) (string, error) {

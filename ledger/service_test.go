@@ -128,6 +128,8 @@ func TestValidation(t *testing.T) {
 		{"claim: tool not printable", okClaim(func(r *ledger.ClaimRequest) { r.Tool = "x\x1b[31m" }), ledger.ErrBadRequest, "tool"},
 		{"claim: policy not printable", okClaim(func(r *ledger.ClaimRequest) { r.Policy = "p\n" }), ledger.ErrBadRequest, "policy"},
 		{"claim: namespace not printable", okClaim(func(r *ledger.ClaimRequest) { r.Namespace = "n\x00" }), ledger.ErrBadRequest, "namespace"},
+		{"claim: namespace upper case", okClaim(func(r *ledger.ClaimRequest) { r.Namespace = "Payments" }), ledger.ErrBadRequest, "namespace"},
+		{"claim: namespace over 63 bytes", okClaim(func(r *ledger.ClaimRequest) { r.Namespace = strings.Repeat("n", 64) }), ledger.ErrBadRequest, "namespace"},
 		{"claim: payload over 64 KiB", okClaim(func(r *ledger.ClaimRequest) { r.Payload = bigJSON(64<<10 + 1) }), ledger.ErrTooLarge, "payload"},
 		{"claim: canonical payload over 64 KiB", okClaim(func(r *ledger.ClaimRequest) { r.Payload = expanding }), ledger.ErrTooLarge, "payload"},
 		{"claim: payload not JSON", okClaim(func(r *ledger.ClaimRequest) { r.Payload = json.RawMessage(`{"cents":`) }), ledger.ErrBadRequest, "payload"},

@@ -496,7 +496,7 @@ func TestAPIKeyNew(t *testing.T) {
 	if err != nil {
 		t.Fatalf("env entry %q: %v\n%s", envEntry, err, r)
 	}
-	if p, err := ks.Authenticate(plain); err != nil || p.Namespace != auth.DefaultNamespace || !p.Has(auth.RoleAdmin) {
+	if p, err := ks.Authenticate(plain); err != nil || p.Namespace != ledger.DefaultNamespace || !p.Has(auth.RoleAdmin) {
 		t.Errorf("env key authenticate = %+v, %v", p, err)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/httpapi"
 )
 
 // TestTestHooksNeedAnAdminKeyWithAuthOn: with --auth=required the debug
@@ -87,8 +88,8 @@ func TestTestHooksNeedAnAdminKeyWithAuthOn(t *testing.T) {
 				t.Fatalf("%s %s = %d %v, want %d", tc.hook.method, tc.hook.path, code, out, tc.want)
 			}
 			switch {
-			case code == http.StatusUnauthorized && out["code"] != auth.CodeUnauthenticated,
-				code == http.StatusForbidden && out["code"] != auth.CodeForbidden:
+			case code == http.StatusUnauthorized && out["code"] != httpapi.CodeUnauthenticated,
+				code == http.StatusForbidden && out["code"] != httpapi.CodeForbidden:
 				t.Errorf("answer %v is not the API's problem", out)
 			case code == http.StatusOK && tc.hook == digest && out["digest"] == nil:
 				t.Errorf("digest answer %v", out)
