@@ -37,10 +37,6 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 // ContentTypeProblem is the media type of error answers.
 const ContentTypeProblem = "application/problem+json"
 
-// DefaultMaxBodyBytes bounds a request body: room for a maximal payload
-// and a maximal result with their escaping.
-const DefaultMaxBodyBytes = 2*64<<10 + 16<<10
-
 // DefaultForwardTimeout bounds one forwarded request when Config gives no
 // ForwardClient.
 const DefaultForwardTimeout = 10 * time.Second
@@ -48,7 +44,8 @@ const DefaultForwardTimeout = 10 * time.Second
 // Config configures a Server. Service is required; other zero fields take
 // defaults.
 type Config struct {
-	// Service answers every intent call.
+	// Service answers every intent call. Its limits bound request bodies
+	// too (bodyLimit).
 	Service *ledger.Service
 	// Cluster feeds GET /v1/cluster and /readyz; nil reports not ready.
 	Cluster ClusterInfo
@@ -62,8 +59,6 @@ type Config struct {
 	ForwardClient *http.Client
 	// NodeID identifies this node in HeaderForwardedBy.
 	NodeID string
-	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
-	MaxBodyBytes int64
 	// Now is the clock for Retry-After computations; nil means time.Now.
 	Now func() time.Time
 	// Auth holds the API keys every request but the public ones must
@@ -93,12 +88,13 @@ type Config struct {
 
 // Server is the HTTP API of one node.
 type Server struct {
-	svc      *ledger.Service
-	cluster  ClusterInfo
-	reg      *prometheus.Registry
-	log      *slog.Logger
-	fwd      *http.Client
-	nodeID   string
+	svc     *ledger.Service
+	cluster ClusterInfo
+	reg     *prometheus.Registry
+	log     *slog.Logger
+	fwd     *http.Client
+	nodeID  string
+	// maxBody bounds request bodies (bodyLimit of the service's limits).
 	maxBody  int64
 	now      func() time.Time
 	identify func(c echo.Context) (Identity, bool)
@@ -131,7 +127,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{
 		svc: cfg.Service, cluster: cfg.Cluster, reg: cfg.Registry, log: cfg.Logger,
-		fwd: cfg.ForwardClient, nodeID: cfg.NodeID, maxBody: cfg.MaxBodyBytes, now: cfg.Now, identify: cfg.Identify,
+		fwd: cfg.ForwardClient, nodeID: cfg.NodeID, maxBody: bodyLimit(cfg.Service.Limits()), now: cfg.Now, identify: cfg.Identify,
 		peers: cfg.PeerAuth, forwardTLS: cfg.ForwardTLS,
 	}
 	if s.reg == nil {
@@ -163,9 +159,6 @@ func New(cfg Config) *Server {
 		if s.identify == nil {
 			s.identify = identifyPrincipal
 		}
-	}
-	if s.maxBody <= 0 {
-		s.maxBody = DefaultMaxBodyBytes
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -349,8 +342,14 @@ func forwarded(r *http.Request) bool {
 	return len(r.Header.Values(HeaderForwardedBy)) > 0
 }
 
-// readBody buffers the request body, bounded by the configured maximum, so
-// it can be decoded and, if need be, forwarded.
+// bodyLimit bounds a request body for the service's limits: room for a
+// maximal payload or result with its escaping, and the other fields.
+func bodyLimit(l ledger.Limits) int64 {
+	return int64(2*max(l.MaxPayloadBytes, l.MaxResultBytes) + 16<<10)
+}
+
+// readBody buffers the request body, bounded by bodyLimit, so it can be
+// decoded and, if need be, forwarded.
 func (s *Server) readBody(c echo.Context) ([]byte, *problem) {
 	r := c.Request()
 	if r.ContentLength > s.maxBody {

@@ -215,7 +215,6 @@ func (m *Main) Start(ctx context.Context) error {
 		Snapshots:     node,
 		Logger:        m.log,
 		NodeID:        m.cfg.ID,
-		MaxBodyBytes:  int64(2*max(m.cfg.Limits.MaxPayloadBytes, m.cfg.Limits.MaxResultBytes) + 16<<10),
 	})
 	handler := api.Handler()
 	if m.cfg.TestHooks {
