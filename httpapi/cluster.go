@@ -15,6 +15,8 @@ type ClusterInfo interface {
 	Status() cluster.Status
 }
 
+var _ ClusterInfo = (*cluster.Node)(nil)
+
 // clusterStatus serves GET /v1/cluster: this node's view, never forwarded.
 func (s *Server) clusterStatus(c echo.Context) error {
 	if s.cluster == nil {

@@ -604,3 +604,32 @@ func TestLongSnapshotTransfersOutliveServerTimeouts(t *testing.T) {
 		}
 	})
 }
+
+// TestSnapshotDownloadHeaders: a snapshot is binary (application/
+// octet-stream), announced by its index and intent count and named as an
+// attachment, and its bytes arrive as written.
+func TestSnapshotDownloadHeaders(t *testing.T) {
+	data := []byte("intentd-ledger\x00\x01\x02\xff binary")
+	snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (cluster.SnapshotInfo, error) {
+		_, err := w.Write(data)
+		return cluster.SnapshotInfo{Index: 7, Intents: 1, Bytes: int64(len(data))}, err
+	}}
+	e := newEnv(t, func(c *Config) { c.Snapshots = snaps })
+	r := e.do(t, http.MethodGet, "/v1/admin/snapshot", nil)
+	if r.status != http.StatusOK || !bytes.Equal(r.body, data) {
+		t.Fatalf("download: %d %q", r.status, r.body)
+	}
+	for name, want := range map[string]string{
+		"Content-Type":        "application/octet-stream",
+		HeaderSnapshotIndex:   "7",
+		HeaderSnapshotIntents: "1",
+		"Content-Disposition": `attachment; filename="intentd-7.snapshot"`,
+	} {
+		if got := r.header.Get(name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	if err := <-snaps.written; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -116,7 +116,7 @@ var codes = map[string]codeSpec{
 	CodeNotReady:       {status: http.StatusServiceUnavailable, title: "The node is not ready", retryAfter: time.Second},
 	CodeInternal:       {status: http.StatusInternalServerError, title: "Internal error"},
 
-	// Operator endpoints (admin.go).
+	// Operator endpoints (snapshots.go).
 	CodeBadSnapshot:   {status: http.StatusUnprocessableEntity, title: "The snapshot failed its checks; nothing was restored"},
 	CodeNotEmpty:      {status: http.StatusConflict, title: "The ledger is not empty; nothing was restored"},
 	CodeNotConfigured: {status: http.StatusNotImplemented, title: "This node does not serve this endpoint"},

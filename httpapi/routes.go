@@ -69,7 +69,7 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/v1/settings", auth.RoleReader, s.getSettings},
 		{http.MethodPut, "/v1/settings", auth.RoleAdmin, s.putSettings},
 
-		// Operator endpoints (admin.go).
+		// Operator endpoints (snapshots.go).
 		{http.MethodGet, "/v1/admin/snapshot", auth.RoleAdmin, s.snapshotSave},
 		{http.MethodPost, "/v1/admin/snapshot/restore", auth.RoleAdmin, s.snapshotRestore},
 	}

@@ -106,7 +106,7 @@ type Server struct {
 	clientLimits, keyLimits *limiterSet
 	// authFailures limits failed authentications per address (nil: off).
 	authFailures *limiterSet
-	// snaps and maxSnapshot serve the admin endpoints (admin.go).
+	// snaps and maxSnapshot serve the admin endpoints (snapshots.go).
 	snaps       Snapshotter
 	maxSnapshot int64
 	// peers verifies forwarded requests (peerauth.go).
