@@ -23,9 +23,12 @@
 // admin). The state machine enforces it; the Principal's name and roles
 // are what the API layer hands it.
 //
-// Middleware enforces this on an echo server. A nil or Disabled keyset is
-// development mode: every request passes as namespace "default" with every
-// role.
+// Check authenticates a request's bearer key and checks a role;
+// Middleware does it for every request of an echo server and stores the
+// Principal in the request's context. Which role each route needs, and
+// how a refusal is answered, is the HTTP API's business (package
+// httpapi). A nil or Disabled keyset is development mode: every request
+// passes as namespace "default" (namespace.Default) with every role.
 package auth
 
 import (
@@ -39,6 +42,8 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+
+	"github.com/intentledger/intentd/internal/namespace"
 )
 
 // Role is a set of permissions a key carries.
@@ -83,9 +88,6 @@ const (
 	Resolve Role = "resolve"
 )
 
-// DefaultNamespace is the namespace of development mode.
-const DefaultNamespace = "default"
-
 // KeyPrefix starts every API key.
 const KeyPrefix = "ik_"
 
@@ -108,9 +110,25 @@ var (
 	// configured key.
 	ErrInvalidCredentials = errors.New("invalid API key")
 	// ErrForbidden: the presented key is valid but lacks the role the
-	// call needs.
+	// call needs (a *ForbiddenError says which key and role).
 	ErrForbidden = errors.New("the API key lacks the role this call needs")
 )
+
+// ForbiddenError is Check's refusal of a valid key that lacks the role a
+// call needs. It wraps ErrForbidden.
+type ForbiddenError struct {
+	// Principal is the key's principal.
+	Principal Principal
+	// Role is what the call needs.
+	Role Role
+}
+
+func (e *ForbiddenError) Error() string {
+	return fmt.Sprintf("%v: key %q lacks role %s", ErrForbidden, e.Principal.Name, e.Role)
+}
+
+// Unwrap makes errors.Is(err, ErrForbidden) true.
+func (e *ForbiddenError) Unwrap() error { return ErrForbidden }
 
 // assignable lists the roles a configured key may hold, in display order.
 var assignable = []Role{RoleAgent, RoleTool, RoleApprover, RoleReconciler, RoleReader, RoleAdmin}
@@ -159,7 +177,7 @@ func (p Principal) Has(r Role) bool {
 
 // devPrincipal is who every request is in development mode.
 func devPrincipal() Principal {
-	return Principal{Name: "dev", Namespace: DefaultNamespace, Roles: Roles()}
+	return Principal{Name: "dev", Namespace: namespace.Default, Roles: Roles()}
 }
 
 // GenerateKey makes a new API key from 32 bytes of rand

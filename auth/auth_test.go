@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"testing/iotest"
+
+	"github.com/intentledger/intentd/internal/namespace"
 )
 
 // testKey is a fixed API key derived from b.
@@ -263,7 +265,7 @@ func TestPrincipalHas(t *testing.T) {
 			t.Errorf("%v.Has(\"\") = true", tt.roles)
 		}
 	}
-	if dev := devPrincipal(); dev.Namespace != DefaultNamespace || !dev.Has(RoleAdmin) || len(dev.Roles) != len(Roles()) {
+	if dev := devPrincipal(); dev.Namespace != namespace.Default || !dev.Has(RoleAdmin) || len(dev.Roles) != len(Roles()) {
 		t.Fatalf("dev principal %+v", dev)
 	}
 }
@@ -301,7 +303,7 @@ func TestAuthenticate(t *testing.T) {
 	// Development mode and the zero keyset.
 	var nilKS *Keyset
 	for name, dev := range map[string]*Keyset{"nil": nilKS, "Disabled": Disabled()} {
-		if p, err := dev.Authenticate("anything"); err != nil || p.Namespace != DefaultNamespace || !p.Has(RoleAdmin) || !dev.IsDisabled() {
+		if p, err := dev.Authenticate("anything"); err != nil || p.Namespace != namespace.Default || !p.Has(RoleAdmin) || !dev.IsDisabled() {
 			t.Errorf("%s: %+v, %v", name, p, err)
 		}
 	}
@@ -382,7 +384,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("%s accepted an empty or disabled keyset", name)
 			}
 			for _, k := range ks.configs() {
-				if !validName(k.Name) || !ValidNamespace(k.Namespace) || len(k.Roles) == 0 || len(k.SHA256) != 64 {
+				if !validName(k.Name) || !namespace.Valid(k.Namespace) || len(k.Roles) == 0 || len(k.SHA256) != 64 {
 					t.Fatalf("%s accepted %+v", name, k)
 				}
 				for _, r := range k.Roles {

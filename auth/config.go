@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"unicode"
+
+	"github.com/intentledger/intentd/internal/namespace"
 )
 
 // EnvVar is the environment variable the server reads API keys from, in
@@ -38,7 +40,8 @@ type KeyConfig struct {
 	// Name identifies the key in logs and audit: 1 to 64 ASCII letters,
 	// digits and . _ -, starting with a letter or digit; unique.
 	Name string `json:"name"`
-	// Namespace the key acts in: [a-z0-9][a-z0-9_-]{0,62}.
+	// Namespace the key acts in: [a-z0-9][a-z0-9_-]{0,62}
+	// (namespace.Valid).
 	Namespace string `json:"namespace"`
 	// Roles the key holds: one or more of agent, tool, approver, reader,
 	// admin.
@@ -171,7 +174,7 @@ func build(keys []KeyConfig) (*Keyset, error) {
 			return nil, bad("name already used by keys[%d]", j)
 		}
 		names[k.Name] = i
-		if !ValidNamespace(k.Namespace) {
+		if !namespace.Valid(k.Namespace) {
 			return nil, bad("namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", k.Namespace)
 		}
 		if len(k.Roles) == 0 {
@@ -215,22 +218,6 @@ func validName(s string) bool {
 		b := s[i]
 		alnum := b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
 		if !alnum && (i == 0 || (b != '.' && b != '_' && b != '-')) {
-			return false
-		}
-	}
-	return true
-}
-
-// ValidNamespace reports whether s is a valid namespace:
-// [a-z0-9][a-z0-9_-]{0,62}.
-func ValidNamespace(s string) bool {
-	if s == "" || len(s) > 63 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		alnum := b >= 'a' && b <= 'z' || b >= '0' && b <= '9'
-		if !alnum && (i == 0 || (b != '_' && b != '-')) {
 			return false
 		}
 	}

@@ -2,38 +2,69 @@ package auth
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/intentledger/intentd/internal/namespace"
 	"github.com/labstack/echo/v4"
 )
 
-// testServer serves every DefaultRoutes route plus an admin-only route no
-// table lists; each handler answers with the principal it sees.
-func testServer(t *testing.T, ks *Keyset) *echo.Echo {
+// testRoles is the role each route of testServer needs, as a server's
+// route table says it (httpapi's is the real one).
+var testRoles = map[string]Role{
+	"GET /healthz":                   Public,
+	"GET /v1/cluster":                Authenticated,
+	"POST /v1/intents":               RoleAgent,
+	"POST /v1/intents/:key/complete": Settle,
+	"GET /v1/intents/:key":           RoleReader,
+	"GET /v1/intents":                RoleReader,
+	"GET /v1/intents/:key/audit":     RoleReader,
+	"POST /v1/intents/:key/approve":  RoleApprover,
+	"POST /v1/intents/:key/resolve":  Resolve,
+	"POST /v1/tokens/verify":         RoleTool,
+	"POST /v1/admin/snapshot":        RoleAdmin,
+}
+
+// testServer serves every testRoles route; each handler answers with the
+// principal it sees. Its error handler answers what Middleware refused
+// with 401 or 403 and the error's text, and records the error.
+func testServer(t *testing.T, ks *Keyset) (*echo.Echo, *error) {
 	t.Helper()
 	e := echo.New()
-	e.Use(Middleware(ks, ByRoute(DefaultRoutes())))
+	var refused error
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		refused = err
+		status := http.StatusInternalServerError
+		var he *echo.HTTPError
+		switch {
+		case errors.Is(err, ErrForbidden):
+			status = http.StatusForbidden
+		case errors.Is(err, ErrNoCredentials), errors.Is(err, ErrInvalidCredentials):
+			status = http.StatusUnauthorized
+		case errors.As(err, &he):
+			status = he.Code
+		}
+		_ = c.JSON(status, map[string]any{"error": err.Error()})
+	}
+	e.Use(Middleware(ks, func(c echo.Context) Role { return testRoles[c.Request().Method+" "+c.Path()] }))
 	h := func(c echo.Context) error {
 		p, ok := PrincipalFrom(c)
 		return c.JSON(http.StatusOK, map[string]any{"ok": ok, "name": p.Name, "namespace": p.Namespace})
 	}
-	for route := range DefaultRoutes() {
+	for route := range testRoles {
 		method, path, _ := strings.Cut(route, " ")
 		e.Add(method, path, h)
 	}
-	e.POST("/v1/admin/snapshot", h)
-	return e
+	return e, &refused
 }
 
 type answer struct {
-	status    int
-	challenge string
-	ctype     string
-	body      map[string]any
-	raw       string
+	status int
+	body   map[string]any
+	raw    string
 }
 
 func do(t *testing.T, e *echo.Echo, method, path string, authz ...string) answer {
@@ -44,7 +75,7 @@ func do(t *testing.T, e *echo.Echo, method, path string, authz ...string) answer
 	}
 	rec := httptest.NewRecorder()
 	e.ServeHTTP(rec, req)
-	a := answer{status: rec.Code, challenge: rec.Header().Get("WWW-Authenticate"), ctype: rec.Header().Get("Content-Type"), raw: rec.Body.String()}
+	a := answer{status: rec.Code, raw: rec.Body.String()}
 	_ = json.Unmarshal(rec.Body.Bytes(), &a.body)
 	return a
 }
@@ -63,7 +94,7 @@ func TestMiddleware(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := testServer(t, ks)
+	e, refused := testServer(t, ks)
 	bearer := func(k string) string { return "Bearer " + k }
 
 	const (
@@ -77,63 +108,62 @@ func TestMiddleware(t *testing.T) {
 		verify   = "POST /v1/tokens/verify"
 		cluster  = "GET /v1/cluster"
 		snapshot = "POST /v1/admin/snapshot"
-		unrouted = "GET /v1/nowhere"
-		badVerb  = "DELETE /v1/intents/k"
 	)
 	tests := []struct {
-		name      string
-		call      string
-		authz     []string
-		status    int
-		code      string // problem code, for 401 and 403
-		principal string // name seen by the handler, for 200
+		name   string
+		call   string
+		authz  []string
+		status int
+		// err is the kind of refusal, for 401 and 403.
+		err error
+		// principal is the name seen by the handler (200) or refused (403);
+		// role the one a 403 says is missing.
+		principal string
+		role      Role
 	}{
 		// 401.
-		{"no header", claim, nil, 401, CodeUnauthenticated, ""},
-		{"basic auth", claim, []string{"Basic YWdlbnQ6cHc="}, 401, CodeUnauthenticated, ""},
-		{"bearer without token", claim, []string{"Bearer"}, 401, CodeUnauthenticated, ""},
-		{"bearer with blank token", claim, []string{"Bearer   "}, 401, CodeUnauthenticated, ""},
-		{"two tokens", claim, []string{"Bearer " + agent + " " + agent}, 401, CodeUnauthenticated, ""},
-		{"two headers", claim, []string{bearer(agent), bearer(agent)}, 401, CodeUnauthenticated, ""},
-		{"token without scheme", claim, []string{agent}, 401, CodeUnauthenticated, ""},
-		{"unknown key", claim, []string{bearer(unknown)}, 401, CodeUnauthenticated, ""},
-		{"not an API key", claim, []string{"Bearer eyJhbGciOiJub25lIn0.e30."}, 401, CodeUnauthenticated, ""},
-		{"unrouted path without key", unrouted, nil, 401, CodeUnauthenticated, ""},
+		{"no header", claim, nil, 401, ErrNoCredentials, "", ""},
+		{"basic auth", claim, []string{"Basic YWdlbnQ6cHc="}, 401, ErrNoCredentials, "", ""},
+		{"bearer without token", claim, []string{"Bearer"}, 401, ErrInvalidCredentials, "", ""},
+		{"bearer with blank token", claim, []string{"Bearer   "}, 401, ErrInvalidCredentials, "", ""},
+		{"two tokens", claim, []string{"Bearer " + agent + " " + agent}, 401, ErrInvalidCredentials, "", ""},
+		{"two headers", claim, []string{bearer(agent), bearer(agent)}, 401, ErrInvalidCredentials, "", ""},
+		{"token without scheme", claim, []string{agent}, 401, ErrNoCredentials, "", ""},
+		{"unknown key", claim, []string{bearer(unknown)}, 401, ErrInvalidCredentials, "", ""},
+		{"not an API key", claim, []string{"Bearer eyJhbGciOiJub25lIn0.e30."}, 401, ErrInvalidCredentials, "", ""},
+		{"cluster needs a key", cluster, nil, 401, ErrNoCredentials, "", ""},
 		// 403.
-		{"agent approves", approve, []string{bearer(agent)}, 403, CodeForbidden, ""},
-		{"agent verifies a token", verify, []string{bearer(agent)}, 403, CodeForbidden, ""},
-		{"approver claims", claim, []string{bearer(approver)}, 403, CodeForbidden, ""},
-		{"tool claims", claim, []string{bearer(tool)}, 403, CodeForbidden, ""},
-		{"tool reads", get, []string{bearer(tool)}, 403, CodeForbidden, ""},
-		{"reader claims", claim, []string{bearer(reader)}, 403, CodeForbidden, ""},
-		{"reader completes", complete, []string{bearer(reader)}, 403, CodeForbidden, ""},
-		{"agent on an admin route", snapshot, []string{bearer(agent)}, 403, CodeForbidden, ""},
-		{"agent on an unrouted path", unrouted, []string{bearer(agent)}, 403, CodeForbidden, ""},
+		{"agent approves", approve, []string{bearer(agent)}, 403, ErrForbidden, "agents", RoleApprover},
+		{"agent verifies a token", verify, []string{bearer(agent)}, 403, ErrForbidden, "agents", RoleTool},
+		{"approver claims", claim, []string{bearer(approver)}, 403, ErrForbidden, "approvers", RoleAgent},
+		{"tool claims", claim, []string{bearer(tool)}, 403, ErrForbidden, "tools", RoleAgent},
+		{"tool reads", get, []string{bearer(tool)}, 403, ErrForbidden, "tools", RoleReader},
+		{"reader claims", claim, []string{bearer(reader)}, 403, ErrForbidden, "dash", RoleAgent},
+		{"reader completes", complete, []string{bearer(reader)}, 403, ErrForbidden, "dash", Settle},
+		{"agent on an admin route", snapshot, []string{bearer(agent)}, 403, ErrForbidden, "agents", RoleAdmin},
 		// Passes.
-		{"agent claims", claim, []string{bearer(agent)}, 200, "", "agents"},
-		{"scheme is case-insensitive", claim, []string{"bearer " + agent}, 200, "", "agents"},
-		{"agent completes", complete, []string{bearer(agent)}, 200, "", "agents"},
-		{"agent reads", get, []string{bearer(agent)}, 200, "", "agents"},
-		{"agent lists", list, []string{bearer(agent)}, 200, "", "agents"},
-		{"approver approves", approve, []string{bearer(approver)}, 200, "", "approvers"},
-		{"approver resolves", resolve, []string{bearer(approver)}, 200, "", "approvers"},
-		{"approver reads the audit", audit, []string{bearer(approver)}, 200, "", "approvers"},
-		{"tool verifies", verify, []string{bearer(tool)}, 200, "", "tools"},
-		{"reader reads", get, []string{bearer(reader)}, 200, "", "dash"},
-		{"every key reads the cluster: tool", cluster, []string{bearer(tool)}, 200, "", "tools"},
-		{"every key reads the cluster: agent", cluster, []string{bearer(agent)}, 200, "", "agents"},
-		{"cluster needs a key", cluster, nil, 401, CodeUnauthenticated, ""},
+		{"agent claims", claim, []string{bearer(agent)}, 200, nil, "agents", ""},
+		{"scheme is case-insensitive", claim, []string{"bearer " + agent}, 200, nil, "agents", ""},
+		{"agent completes", complete, []string{bearer(agent)}, 200, nil, "agents", ""},
+		{"agent reads", get, []string{bearer(agent)}, 200, nil, "agents", ""},
+		{"agent lists", list, []string{bearer(agent)}, 200, nil, "agents", ""},
+		{"approver approves", approve, []string{bearer(approver)}, 200, nil, "approvers", ""},
+		{"approver resolves", resolve, []string{bearer(approver)}, 200, nil, "approvers", ""},
+		{"approver reads the audit", audit, []string{bearer(approver)}, 200, nil, "approvers", ""},
+		{"tool verifies", verify, []string{bearer(tool)}, 200, nil, "tools", ""},
+		{"reader reads", get, []string{bearer(reader)}, 200, nil, "dash", ""},
+		{"every key reads the cluster: tool", cluster, []string{bearer(tool)}, 200, nil, "tools", ""},
+		{"every key reads the cluster: agent", cluster, []string{bearer(agent)}, 200, nil, "agents", ""},
 		// Admin passes everything.
-		{"admin claims", claim, []string{bearer(admin)}, 200, "", "root"},
-		{"admin approves", approve, []string{bearer(admin)}, 200, "", "root"},
-		{"admin verifies", verify, []string{bearer(admin)}, 200, "", "root"},
-		{"admin reads", get, []string{bearer(admin)}, 200, "", "root"},
-		{"admin snapshots", snapshot, []string{bearer(admin)}, 200, "", "root"},
-		{"admin on an unrouted path gets the router's 404", unrouted, []string{bearer(admin)}, 404, "", ""},
-		{"admin with a wrong method gets the router's 405", badVerb, []string{bearer(admin)}, 405, "", ""},
+		{"admin claims", claim, []string{bearer(admin)}, 200, nil, "root", ""},
+		{"admin approves", approve, []string{bearer(admin)}, 200, nil, "root", ""},
+		{"admin verifies", verify, []string{bearer(admin)}, 200, nil, "root", ""},
+		{"admin reads", get, []string{bearer(admin)}, 200, nil, "root", ""},
+		{"admin snapshots", snapshot, []string{bearer(admin)}, 200, nil, "root", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			*refused = nil
 			method, path, _ := strings.Cut(tt.call, " ")
 			a := do(t, e, method, path, tt.authz...)
 			if a.status != tt.status {
@@ -141,38 +171,26 @@ func TestMiddleware(t *testing.T) {
 			}
 			for _, k := range []string{agent, approver, tool, reader, admin, unknown} {
 				if strings.Contains(a.raw, k) || strings.Contains(a.raw, k[len(KeyPrefix):]) {
-					t.Fatal("the answer echoes an API key")
+					t.Fatal("the refusal echoes an API key")
 				}
 			}
-			switch tt.status {
-			case 200:
-				if a.body["ok"] != true || a.body["name"] != tt.principal {
-					t.Fatalf("handler saw %v, want principal %q", a.body, tt.principal)
+			if tt.status == 200 {
+				if *refused != nil || a.body["ok"] != true || a.body["name"] != tt.principal {
+					t.Fatalf("handler saw %v (refused %v), want principal %q", a.body, *refused, tt.principal)
 				}
-			case 401, 403:
-				if a.ctype != "application/problem+json" {
-					t.Fatalf("content type %q", a.ctype)
-				}
-				if a.body["code"] != tt.code || a.body["status"] != float64(tt.status) ||
-					a.body["type"] != ProblemTypeBase+tt.code || a.body["title"] == "" || a.body["detail"] == "" {
-					t.Fatalf("problem %v", a.body)
-				}
-				if !strings.HasPrefix(a.challenge, `Bearer realm="intentd"`) {
-					t.Fatalf("WWW-Authenticate %q", a.challenge)
-				}
-				if tt.status == 403 && !strings.Contains(a.challenge, `error="insufficient_scope"`) {
-					t.Fatalf("WWW-Authenticate %q", a.challenge)
-				}
+				return
+			}
+			if !errors.Is(*refused, tt.err) {
+				t.Fatalf("refused with %v, want %v", *refused, tt.err)
+			}
+			var fe *ForbiddenError
+			switch {
+			case tt.err == ErrForbidden && (!errors.As(*refused, &fe) || fe.Principal.Name != tt.principal || fe.Role != tt.role):
+				t.Fatalf("refused with %#v, want key %q lacking %s", *refused, tt.principal, tt.role)
+			case tt.err != ErrForbidden && errors.As(*refused, &fe):
+				t.Fatalf("a 401 is a ForbiddenError: %v", *refused)
 			}
 		})
-	}
-
-	// The challenge says whether credentials were missing or bad (RFC 6750 3.1).
-	if a := do(t, e, "POST", "/v1/intents"); strings.Contains(a.challenge, "error=") {
-		t.Fatalf("challenge without credentials %q", a.challenge)
-	}
-	if a := do(t, e, "POST", "/v1/intents", bearer(unknown)); !strings.Contains(a.challenge, `error="invalid_token"`) {
-		t.Fatalf("challenge for a bad key %q", a.challenge)
 	}
 }
 
@@ -182,29 +200,23 @@ func TestMiddlewarePublicRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := testServer(t, ks)
+	e, _ := testServer(t, ks)
 	unknown, _ := testKey(t, 6)
-	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/v1/keys"} {
-		for _, authz := range [][]string{nil, {"Bearer " + unknown}, {"Basic x"}} {
-			a := do(t, e, "GET", path, authz...)
-			if a.status != 200 || a.body["ok"] != false {
-				t.Fatalf("GET %s with %v: %d %s", path, authz, a.status, a.raw)
-			}
+	for _, authz := range [][]string{nil, {"Bearer " + unknown}, {"Basic x"}} {
+		// Nothing is checked, and no principal is stored.
+		if a := do(t, e, "GET", "/healthz", authz...); a.status != 200 || a.body["ok"] != false {
+			t.Fatalf("GET /healthz with %v: %d %s", authz, a.status, a.raw)
 		}
-	}
-	// Public means public for GET only.
-	if a := do(t, e, "POST", "/healthz"); a.status != 401 {
-		t.Fatalf("POST /healthz without key: %d", a.status)
 	}
 }
 
 func TestMiddlewareDevelopmentMode(t *testing.T) {
 	for name, ks := range map[string]*Keyset{"nil": nil, "Disabled": Disabled()} {
 		t.Run(name, func(t *testing.T) {
-			e := testServer(t, ks)
+			e, _ := testServer(t, ks)
 			for _, call := range [][2]string{{"POST", "/v1/intents"}, {"POST", "/v1/admin/snapshot"}, {"GET", "/healthz"}} {
 				a := do(t, e, call[0], call[1])
-				if a.status != 200 || a.body["ok"] != true || a.body["namespace"] != DefaultNamespace || a.body["name"] != "dev" {
+				if a.status != 200 || a.body["ok"] != true || a.body["namespace"] != namespace.Default || a.body["name"] != "dev" {
 					t.Fatalf("%v: %d %s", call, a.status, a.raw)
 				}
 			}
@@ -225,7 +237,7 @@ func TestMiddlewareReload(t *testing.T) {
 	}
 	live := &Keyset{}
 	live.Replace(first)
-	e := testServer(t, live)
+	e, _ := testServer(t, live)
 	if a := do(t, e, "POST", "/v1/intents", "Bearer "+pa); a.status != 200 {
 		t.Fatalf("a before reload: %d", a.status)
 	}
@@ -235,28 +247,5 @@ func TestMiddlewareReload(t *testing.T) {
 	}
 	if a := do(t, e, "POST", "/v1/intents", "Bearer "+pb); a.status != 200 {
 		t.Fatalf("b after reload: %d", a.status)
-	}
-}
-
-func TestByRoute(t *testing.T) {
-	table := map[string]Role{"GET /x": Public, "POST /x": RoleAgent}
-	required := ByRoute(table)
-	table["POST /x"] = RoleAdmin // ByRoute copied the table
-	e := echo.New()
-	for _, tt := range []struct {
-		method, path string
-		role         Role
-		public       bool
-	}{
-		{"GET", "/x", Public, true},
-		{"POST", "/x", RoleAgent, false},
-		{"PUT", "/x", RoleAdmin, false},
-		{"GET", "/y", RoleAdmin, false},
-	} {
-		c := e.NewContext(httptest.NewRequest(tt.method, tt.path, nil), httptest.NewRecorder())
-		c.SetPath(tt.path)
-		if role, public := required(c); role != tt.role || public != tt.public {
-			t.Errorf("%s %s = %s, %v; want %s, %v", tt.method, tt.path, role, public, tt.role, tt.public)
-		}
 	}
 }

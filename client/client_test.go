@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
+	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
@@ -23,9 +24,9 @@ var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 type readyCluster struct{}
 
-func (readyCluster) Status() ledger.ClusterStatus {
-	return ledger.ClusterStatus{NodeID: "n1", State: "leader", LeaderID: "n1", Term: 3, CommitIndex: 9, AppliedIndex: 9, Ready: true,
-		Nodes: []ledger.NodeStatus{{ID: "n1", RaftAddr: "127.0.0.1:7001", HTTPAddr: "127.0.0.1:8101", Suffrage: "voter", Gossip: "alive", Leader: true}}}
+func (readyCluster) Status() cluster.Status {
+	return cluster.Status{NodeID: "n1", State: "leader", LeaderID: "n1", Term: 3, CommitIndex: 9, AppliedIndex: 9, Ready: true,
+		Nodes: []cluster.MemberStatus{{ID: "n1", RaftAddr: "127.0.0.1:7001", HTTPAddr: "127.0.0.1:8101", Suffrage: "voter", Gossip: "alive", Leader: true}}}
 }
 
 // node is an API server over an in-memory ledger.

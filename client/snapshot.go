@@ -31,10 +31,9 @@ const (
 	headerSnapshotIntents = "X-Intentd-Snapshot-Intents"
 )
 
-// snapshotMediaTypes are the media types a snapshot download may come
-// as: application/x-ndjson (what servers send today) and
-// application/octet-stream. The first is also what an upload is sent as.
-var snapshotMediaTypes = []string{"application/x-ndjson", "application/octet-stream"}
+// snapshotMediaTypes are the media types a snapshot download may come as
+// (a snapshot is binary); the first is also what an upload is sent as.
+var snapshotMediaTypes = []string{"application/octet-stream"}
 
 // SaveSnapshot streams a consistent snapshot of the whole ledger (GET
 // /v1/admin/snapshot, taken linearizably on the leader) into w and returns
@@ -43,8 +42,8 @@ var snapshotMediaTypes = []string{"application/x-ndjson", "application/octet-str
 // with a snapshot; from then on a failure is returned as it is, and w
 // holds a cut snapshot: write to a temporary file and verify it (the
 // snapshot carries a SHA-256 trailer) before keeping it. An answer that
-// is not a snapshot (another media type than application/x-ndjson or
-// application/octet-stream: a proxy's page, say) is refused before
+// is not a snapshot (another media type than application/octet-stream:
+// a proxy's page, say) is refused before
 // anything is written to w, with an error wrapping ErrBadSnapshot.
 func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) {
 	sink := &snapshotSink{w: w}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/intentledger/intentd/client"
+	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/ledger"
@@ -35,27 +36,27 @@ type fakeSnapshot struct{}
 
 func (fakeSnapshot) Index() uint64 { return 42 }
 func (fakeSnapshot) Intents() int  { return 2 }
-func (fakeSnapshot) Write(w io.Writer) (ledger.SnapshotInfo, error) {
+func (fakeSnapshot) Write(w io.Writer) (cluster.SnapshotInfo, error) {
 	n, err := w.Write(snapshotBytes)
-	return ledger.SnapshotInfo{Index: 42, Intents: 2, Bytes: int64(n)}, err
+	return cluster.SnapshotInfo{Index: 42, Intents: 2, Bytes: int64(n)}, err
 }
 
-func (f *fakeSnapshots) TakeSnapshot(context.Context) (ledger.Snapshot, error) {
+func (f *fakeSnapshots) TakeSnapshot(context.Context) (cluster.Snapshot, error) {
 	return fakeSnapshot{}, nil
 }
 
-func (f *fakeSnapshots) Restore(_ context.Context, data []byte, force bool) (ledger.SnapshotInfo, error) {
+func (f *fakeSnapshots) Restore(_ context.Context, data []byte, force bool) (cluster.SnapshotInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.restores++
 	switch {
 	case !bytes.Equal(data, snapshotBytes):
-		return ledger.SnapshotInfo{}, fmt.Errorf("%w: not the snapshot", fsm.ErrBadSnapshot)
+		return cluster.SnapshotInfo{}, fmt.Errorf("%w: not the snapshot", fsm.ErrBadSnapshot)
 	case f.intents > 0 && !force:
-		return ledger.SnapshotInfo{}, ledger.ErrNotEmpty
+		return cluster.SnapshotInfo{}, cluster.ErrNotEmpty
 	}
 	f.intents = 2
-	return ledger.SnapshotInfo{Index: 42, Intents: 2, Digest: "d", Bytes: int64(len(data))}, nil
+	return cluster.SnapshotInfo{Index: 42, Intents: 2, Digest: "d", Bytes: int64(len(data))}, nil
 }
 
 // snapshotNode is an API server whose snapshots are snaps; requests counts
@@ -115,12 +116,12 @@ func TestSaveSnapshot(t *testing.T) {
 	}
 }
 
-// A snapshot may come as application/x-ndjson (as servers have sent it)
-// or as application/octet-stream; anything else is not a snapshot and is
-// refused before anything is written.
+// A snapshot comes as application/octet-stream (or with no type);
+// anything else is not a snapshot and is refused before anything is
+// written.
 func TestSaveSnapshotContentTypes(t *testing.T) {
 	for contentType, ok := range map[string]bool{
-		"application/x-ndjson":                   true,
+		"application/x-ndjson":                   false,
 		"application/octet-stream":               true,
 		"application/octet-stream; charset=none": true,
 		"":                                       true,
@@ -224,7 +225,7 @@ func TestRestoreSnapshot(t *testing.T) {
 		t.Errorf("%d restore requests (%d restores), want 4", got, snaps.restores)
 	}
 	for _, r := range log.seen {
-		if r.URL.Path == "/v1/admin/snapshot/restore" && r.Header.Get("Content-Type") != "application/x-ndjson" {
+		if r.URL.Path == "/v1/admin/snapshot/restore" && r.Header.Get("Content-Type") != "application/octet-stream" {
 			t.Errorf("restore sent as %q", r.Header.Get("Content-Type"))
 		}
 	}

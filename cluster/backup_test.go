@@ -113,7 +113,7 @@ func TestSnapshotRestoresIntoAFreshClusterWithTheSameDigest(t *testing.T) {
 		_, second = l.Restore(ctx, snap.Bytes(), false)
 		return !errors.Is(second, ledger.ErrNotLeader) && !errors.Is(second, ledger.ErrNoLeader)
 	})
-	if !errors.Is(second, ledger.ErrNotEmpty) {
+	if !errors.Is(second, ErrNotEmpty) {
 		t.Fatalf("second restore without force: %v", second)
 	}
 	// New grants are fenced above every token of the restored ledger.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -15,8 +16,23 @@ import (
 	"github.com/intentledger/intentd/ledger"
 )
 
-// SnapshotInfo describes a ledger snapshot (backup).
-type SnapshotInfo = ledger.SnapshotInfo
+// SnapshotInfo describes a ledger snapshot (a backup).
+type SnapshotInfo struct {
+	// Index is the log index of the last command the snapshot reflects.
+	Index uint64 `json:"index"`
+	// Intents is the number of intents in it.
+	Intents int `json:"intents"`
+	// Digest is the hex SHA-256 of the snapshot's bytes, which is also the
+	// replica digest of a ledger holding exactly that state.
+	Digest string `json:"digest"`
+	// Bytes is the snapshot's size.
+	Bytes int64 `json:"bytes"`
+}
+
+// ErrNotEmpty refuses a restore into a ledger that already holds intents
+// (unless forced): a restore replaces the whole state, and on a ledger in
+// use it would undo acknowledged writes.
+var ErrNotEmpty = errors.New("the ledger is not empty; restore into a fresh cluster (or force it)")
 
 // indexedSnapshots wraps raft's snapshot store so that the state machine
 // learns the Raft index of every snapshot it restores (raft's FSM.Restore
@@ -44,31 +60,43 @@ type indexedReader struct {
 }
 
 // Snapshot is a consistent, immutable view of the ledger taken by
-// TakeSnapshot, to be written out with Write.
-type Snapshot struct{ l *fsm.Ledger }
+// TakeSnapshot, to be written out once with Write.
+type Snapshot interface {
+	// Index is the log index of the last command the snapshot reflects.
+	Index() uint64
+	// Intents is the number of intents in it.
+	Intents() int
+	// Write writes the snapshot in the state machine's deterministic
+	// encoding (fsm.Ledger.WriteSnapshot, with a SHA-256 trailer) to w.
+	Write(w io.Writer) (SnapshotInfo, error)
+}
+
+// ledgerSnapshot is the Snapshot TakeSnapshot takes: a clone of the
+// state machine's ledger.
+type ledgerSnapshot struct{ l *fsm.Ledger }
 
 // TakeSnapshot takes a consistent view of the ledger: it is read
 // linearizably on the leader (a follower answers ledger.NotLeaderError), so
 // it holds every write acknowledged before the call. The clone costs O(1)
 // and writes go on while it is written out.
-func (n *Node) TakeSnapshot(ctx context.Context) (ledger.Snapshot, error) {
+func (n *Node) TakeSnapshot(ctx context.Context) (Snapshot, error) {
 	var l *fsm.Ledger
 	if err := n.Read(ctx, ledger.Linearizable, func(cur *fsm.Ledger) { l = cur.Clone() }); err != nil {
 		return nil, err
 	}
-	return &Snapshot{l: l}, nil
+	return &ledgerSnapshot{l: l}, nil
 }
 
 // Index is the log index of the last command the snapshot reflects.
-func (s *Snapshot) Index() uint64 { return s.l.AppliedIndex() }
+func (s *ledgerSnapshot) Index() uint64 { return s.l.AppliedIndex() }
 
 // Intents is the number of intents in the snapshot.
-func (s *Snapshot) Intents() int { return s.l.Len() }
+func (s *ledgerSnapshot) Intents() int { return s.l.Len() }
 
 // Write writes the snapshot in the state machine's deterministic encoding
 // (fsm.Ledger.WriteSnapshot, with a SHA-256 trailer; fsm.Restore verifies it and
 // every value).
-func (s *Snapshot) Write(w io.Writer) (SnapshotInfo, error) {
+func (s *ledgerSnapshot) Write(w io.Writer) (SnapshotInfo, error) {
 	h := sha256.New()
 	cw := &countingWriter{w: io.MultiWriter(w, h)}
 	if err := s.l.WriteSnapshot(cw); err != nil {
@@ -115,7 +143,7 @@ const maxRestoreClockLead = 24 * time.Hour
 // followers install it from the leader. New commands therefore get log
 // indexes, and so fencing tokens, above every token in the snapshot.
 // Unless force is set, a ledger that holds intents is refused with
-// ledger.ErrNotEmpty. A snapshot that fails its checks is refused with an
+// ErrNotEmpty. A snapshot that fails its checks is refused with an
 // error wrapping fsm.ErrBadSnapshot (and fsm.ErrInvalidSnapshot for a
 // value), and the cluster is left as it was.
 func (n *Node) Restore(ctx context.Context, data []byte, force bool) (SnapshotInfo, error) {
@@ -145,7 +173,7 @@ func (n *Node) Restore(ctx context.Context, data []byte, force bool) (SnapshotIn
 			return SnapshotInfo{}, err
 		}
 		if cur > 0 {
-			return SnapshotInfo{}, fmt.Errorf("cluster: %w (it holds %d intents)", ledger.ErrNotEmpty, cur)
+			return SnapshotInfo{}, fmt.Errorf("cluster: %w (it holds %d intents)", ErrNotEmpty, cur)
 		}
 	}
 	// Raft installs the snapshot one index past the larger of its log's
@@ -168,5 +196,3 @@ func (n *Node) Restore(ctx context.Context, data []byte, force bool) (SnapshotIn
 		"digest", info.Digest)
 	return info, nil
 }
-
-var _ ledger.Snapshotter = (*Node)(nil)

@@ -5,8 +5,6 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
-
-	"github.com/intentledger/intentd/ledger"
 )
 
 // caughtUpSlack is how many committed entries a node may still have to
@@ -32,8 +30,8 @@ func (n *Node) Leader() (id, httpAddr string) {
 // Status describes the cluster as this node sees it. Ready means the node
 // knows a leader whose barrier completed (if it is the leader itself) and
 // has applied nearly everything committed.
-func (n *Node) Status() ledger.ClusterStatus {
-	st := ledger.ClusterStatus{
+func (n *Node) Status() Status {
+	st := Status{
 		NodeID:      n.cfg.ID,
 		State:       stateName(n.raft.State()),
 		Term:        n.raft.CurrentTerm(),
@@ -52,20 +50,20 @@ func (n *Node) Status() ledger.ClusterStatus {
 	leaderReady := st.LeaderID != "" && (st.State != "leader" || n.readyTerm.Load() == st.Term)
 	st.Ready = !n.stopping.Load() && leaderReady && st.AppliedIndex+caughtUpSlack >= st.CommitIndex
 
-	nodes := map[string]*ledger.NodeStatus{}
+	nodes := map[string]*MemberStatus{}
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			suffrage := "voter"
 			if s.Suffrage != raft.Voter {
 				suffrage = "nonvoter"
 			}
-			nodes[string(s.ID)] = &ledger.NodeStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage, Gossip: "unknown"}
+			nodes[string(s.ID)] = &MemberStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage, Gossip: "unknown"}
 		}
 	}
 	for _, m := range n.gossip.snapshot() {
 		ns, ok := nodes[m.meta.ID]
 		if !ok {
-			ns = &ledger.NodeStatus{ID: m.meta.ID, RaftAddr: m.meta.Raft}
+			ns = &MemberStatus{ID: m.meta.ID, RaftAddr: m.meta.Raft}
 			nodes[m.meta.ID] = ns
 		}
 		ns.HTTPAddr = m.meta.HTTP

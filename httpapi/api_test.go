@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/namespace"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
 )
@@ -25,11 +27,11 @@ func TestClaimGrantedThenSameOwnerAgain(t *testing.T) {
 	}
 	claims := e.verifyOffline(t, first.ExecutionToken)
 	if claims.Key != "refund:ord_1" || claims.Owner != "agent-1" || claims.FencingToken != first.FencingToken ||
-		claims.Fingerprint != first.Intent.Fingerprint || claims.Namespace != ledger.DefaultNamespace {
+		claims.Fingerprint != first.Intent.Fingerprint || claims.Namespace != namespace.Default {
 		t.Errorf("token claims = %+v, want the grant's", claims)
 	}
 	in := first.Intent
-	if in.Key != "refund:ord_1" || in.Namespace != ledger.DefaultNamespace || in.State != "declared" ||
+	if in.Key != "refund:ord_1" || in.Namespace != namespace.Default || in.State != "declared" ||
 		in.Owner != "agent-1" || in.FencingToken != first.FencingToken || in.Generation != 1 || in.Fingerprint == "" {
 		t.Errorf("intent = %+v", in)
 	}
@@ -237,7 +239,7 @@ func TestTooLargeIs413(t *testing.T) {
 		t.Errorf("field = %q, want payload", p.Field)
 	}
 
-	huge := `"` + strings.Repeat("x", DefaultMaxBodyBytes) + `"`
+	huge := `"` + strings.Repeat("x", int(bodyLimit(ledger.DefaultLimits))) + `"`
 	body := fmt.Sprintf(`{"key":"k","tool":"t","owner":"o","payload":%s}`, huge)
 	problemOf(t, e.do(t, http.MethodPost, "/v1/intents", body), http.StatusRequestEntityTooLarge, CodeTooLarge)
 	problemOf(t, e.do(t, http.MethodPost, keyPath("k", "complete"), body), http.StatusRequestEntityTooLarge, CodeTooLarge)
@@ -247,10 +249,45 @@ func TestTooLargeIs413(t *testing.T) {
 	}
 }
 
+// TestBodyLimitFollowsTheServiceLimits: the body cap is derived from the
+// ledger service's limits, so a node configured for larger payloads takes
+// them and one configured for smaller ones refuses larger bodies early.
+func TestBodyLimitFollowsTheServiceLimits(t *testing.T) {
+	if got, want := bodyLimit(ledger.DefaultLimits), int64(2*64<<10+16<<10); got != want {
+		t.Fatalf("bodyLimit(DefaultLimits) = %d, want %d", got, want)
+	}
+	claimOf := func(payloadBytes int) string {
+		return fmt.Sprintf(`{"key":"k","tool":"t","owner":"o","payload":"%s"}`, strings.Repeat("x", payloadBytes))
+	}
+	t.Run("larger", func(t *testing.T) {
+		limits := ledger.Limits{MaxPayloadBytes: 1 << 20}
+		e, _, _ := envWithLimits(t, limits)
+		if e.api.maxBody != bodyLimit(e.api.svc.Limits()) || e.api.maxBody <= bodyLimit(ledger.DefaultLimits) {
+			t.Fatalf("maxBody = %d for limits %+v", e.api.maxBody, e.api.svc.Limits())
+		}
+		answer(t, e.do(t, http.MethodPost, "/v1/intents", claimOf(512<<10)), http.StatusCreated)
+	})
+	t.Run("smaller", func(t *testing.T) {
+		limits := ledger.Limits{MaxPayloadBytes: 1 << 10, MaxResultBytes: 1 << 10}
+		e, mem, _ := envWithLimits(t, limits)
+		limit := bodyLimit(e.api.svc.Limits())
+		if limit != 2<<10+16<<10 {
+			t.Fatalf("bodyLimit = %d", limit)
+		}
+		p := problemOf(t, e.do(t, http.MethodPost, "/v1/intents", claimOf(int(limit))), http.StatusRequestEntityTooLarge, CodeTooLarge)
+		if p.Field != "" || !strings.Contains(p.Detail, fmt.Sprintf("limit of %d bytes", limit)) {
+			t.Errorf("problem %+v, want the body limit's", p)
+		}
+		if n := mem.Proposed(); n != 0 {
+			t.Errorf("an oversize body proposed %d commands", n)
+		}
+	})
+}
+
 func TestTooLargeWithoutContentLength(t *testing.T) {
 	e := newEnv(t)
 	// An unknown length (chunked) body is cut at the limit, still a 413.
-	body := strings.NewReader(`{"key":"k","payload":"` + strings.Repeat("x", DefaultMaxBodyBytes) + `"}`)
+	body := strings.NewReader(`{"key":"k","payload":"` + strings.Repeat("x", int(bodyLimit(ledger.DefaultLimits))) + `"}`)
 	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/intents", struct{ *strings.Reader }{body})
 	if err != nil {
 		t.Fatal(err)
@@ -565,7 +602,7 @@ func TestHealthReadyCluster(t *testing.T) {
 	}
 
 	r = e.do(t, http.MethodGet, "/v1/cluster", nil)
-	var st ledger.ClusterStatus
+	var st cluster.Status
 	if err := json.Unmarshal(r.body, &st); err != nil || r.status != http.StatusOK {
 		t.Fatalf("cluster = %s (%v)", r, err)
 	}

@@ -47,6 +47,11 @@ func (f *followerReplicator) Read(ctx context.Context, c ledger.Consistency, fn 
 	return f.notLeader()
 }
 
+// SubscribeChanges reports the changes of the follower's own replica.
+func (f *followerReplicator) SubscribeChanges(sink ledger.ChangeSink) func() {
+	return f.local.SubscribeChanges(sink)
+}
+
 func newFollower(t *testing.T, id string, leader *testEnv) (*testEnv, *followerReplicator) {
 	t.Helper()
 	mem := ledgertest.NewMemory(epoch)

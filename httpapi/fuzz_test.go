@@ -124,3 +124,7 @@ func (s *swappable) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, 
 func (s *swappable) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
 	return s.get().Read(ctx, c, fn)
 }
+
+// SubscribeChanges reports nothing: no long-poll waits in the fuzz, and
+// the ledger behind is replaced for every input.
+func (s *swappable) SubscribeChanges(ledger.ChangeSink) func() { return func() {} }

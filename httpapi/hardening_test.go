@@ -23,6 +23,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
@@ -190,9 +191,9 @@ func TestAuthFailuresAreRateLimited(t *testing.T) {
 	// count; a forged X-Forwarded-For does not move the failures to
 	// another address.
 	for i, hdr := range [][]string{bad, nil, bearer(keys["tool"])} {
-		want, code := http.StatusUnauthorized, auth.CodeUnauthenticated
+		want, code := http.StatusUnauthorized, CodeUnauthenticated
 		if i == 2 {
-			want, code = http.StatusForbidden, auth.CodeForbidden
+			want, code = http.StatusForbidden, CodeForbidden
 		}
 		problemOf(t, serveFrom(t, h, attacker, http.MethodPost, "/v1/intents", claim,
 			append(hdr, "X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i))...), want, code)
@@ -210,7 +211,7 @@ func TestAuthFailuresAreRateLimited(t *testing.T) {
 	// Another address with a good key is not affected, and its own
 	// failures have their own bucket.
 	answer(t, serveFrom(t, h, other, http.MethodPost, "/v1/intents", claim, bearer(keys["agent"])...), http.StatusCreated)
-	problemOf(t, serveFrom(t, h, other, http.MethodPost, "/v1/intents", claim, bad...), http.StatusUnauthorized, auth.CodeUnauthenticated)
+	problemOf(t, serveFrom(t, h, other, http.MethodPost, "/v1/intents", claim, bad...), http.StatusUnauthorized, CodeUnauthenticated)
 	// A handler's 403 comes after authentication: it is not a failure.
 	for range burst + 2 {
 		problemOf(t, serveFrom(t, h, third, http.MethodGet, "/v1/audit?namespace=alpha", nil, bearer(keys["agent-b"])...),
@@ -228,7 +229,7 @@ func TestAuthFailuresAreRateLimited(t *testing.T) {
 		e, _ := keyedEnv(t, map[string]string{"agent": "agent"}, func(c *Config) { c.RateLimits = &RateLimits{} })
 		for range 20 {
 			problemOf(t, serveFrom(t, e.api.Handler(), attacker, http.MethodPost, "/v1/intents", claim, bad...),
-				http.StatusUnauthorized, auth.CodeUnauthenticated)
+				http.StatusUnauthorized, CodeUnauthenticated)
 		}
 	})
 	t.Run("default", func(t *testing.T) {
@@ -420,26 +421,26 @@ func TestIsAdminFailsClosed(t *testing.T) {
 // fakeSnapshots serves a snapshot that is written by write, and records
 // restores.
 type fakeSnapshots struct {
-	write func(w io.Writer) (ledger.SnapshotInfo, error)
+	write func(w io.Writer) (cluster.SnapshotInfo, error)
 	// written receives the error of each finished write.
 	written  chan error
 	restored chan []byte
 }
 
-func (f *fakeSnapshots) TakeSnapshot(context.Context) (ledger.Snapshot, error) {
+func (f *fakeSnapshots) TakeSnapshot(context.Context) (cluster.Snapshot, error) {
 	return fakeSnapshot{f}, nil
 }
 
-func (f *fakeSnapshots) Restore(_ context.Context, data []byte, _ bool) (ledger.SnapshotInfo, error) {
+func (f *fakeSnapshots) Restore(_ context.Context, data []byte, _ bool) (cluster.SnapshotInfo, error) {
 	f.restored <- data
-	return ledger.SnapshotInfo{Index: 7, Bytes: int64(len(data))}, nil
+	return cluster.SnapshotInfo{Index: 7, Bytes: int64(len(data))}, nil
 }
 
 type fakeSnapshot struct{ f *fakeSnapshots }
 
 func (fakeSnapshot) Index() uint64 { return 7 }
 func (fakeSnapshot) Intents() int  { return 1 }
-func (s fakeSnapshot) Write(w io.Writer) (ledger.SnapshotInfo, error) {
+func (s fakeSnapshot) Write(w io.Writer) (cluster.SnapshotInfo, error) {
 	info, err := s.f.write(w)
 	s.f.written <- err
 	return info, err
@@ -479,7 +480,7 @@ func TestLongSnapshotTransfersOutliveServerTimeouts(t *testing.T) {
 	}
 
 	t.Run("slow download", func(t *testing.T) {
-		snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (ledger.SnapshotInfo, error) {
+		snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (cluster.SnapshotInfo, error) {
 			err := trickle(func(i int) error {
 				_, err := fmt.Fprintf(w, "{\"line\":%d}\n", i)
 				if f, ok := w.(http.Flusher); ok {
@@ -490,7 +491,7 @@ func TestLongSnapshotTransfersOutliveServerTimeouts(t *testing.T) {
 			if err == nil {
 				_, err = io.WriteString(w, "END\n")
 			}
-			return ledger.SnapshotInfo{}, err
+			return cluster.SnapshotInfo{}, err
 		}}
 		e := newEnv(t, func(c *Config) { c.Snapshots = snaps })
 		ts := timeoutServer(t, e, timeout)
@@ -510,14 +511,14 @@ func TestLongSnapshotTransfersOutliveServerTimeouts(t *testing.T) {
 	})
 
 	t.Run("stalled download", func(t *testing.T) {
-		snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (ledger.SnapshotInfo, error) {
+		snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (cluster.SnapshotInfo, error) {
 			chunk := bytes.Repeat([]byte("x"), 1<<20)
 			for range 1 << 10 { // 1 GiB: far more than the socket buffers hold
 				if _, err := w.Write(chunk); err != nil {
-					return ledger.SnapshotInfo{}, err
+					return cluster.SnapshotInfo{}, err
 				}
 			}
-			return ledger.SnapshotInfo{}, nil
+			return cluster.SnapshotInfo{}, nil
 		}}
 		e := newEnv(t, func(c *Config) { c.Snapshots = snaps })
 		ts := timeoutServer(t, e, timeout)
@@ -602,4 +603,33 @@ func TestLongSnapshotTransfersOutliveServerTimeouts(t *testing.T) {
 		default:
 		}
 	})
+}
+
+// TestSnapshotDownloadHeaders: a snapshot is binary (application/
+// octet-stream), announced by its index and intent count and named as an
+// attachment, and its bytes arrive as written.
+func TestSnapshotDownloadHeaders(t *testing.T) {
+	data := []byte("intentd-ledger\x00\x01\x02\xff binary")
+	snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (cluster.SnapshotInfo, error) {
+		_, err := w.Write(data)
+		return cluster.SnapshotInfo{Index: 7, Intents: 1, Bytes: int64(len(data))}, err
+	}}
+	e := newEnv(t, func(c *Config) { c.Snapshots = snaps })
+	r := e.do(t, http.MethodGet, "/v1/admin/snapshot", nil)
+	if r.status != http.StatusOK || !bytes.Equal(r.body, data) {
+		t.Fatalf("download: %d %q", r.status, r.body)
+	}
+	for name, want := range map[string]string{
+		"Content-Type":        "application/octet-stream",
+		HeaderSnapshotIndex:   "7",
+		HeaderSnapshotIntents: "1",
+		"Content-Disposition": `attachment; filename="intentd-7.snapshot"`,
+	} {
+		if got := r.header.Get(name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	if err := <-snaps.written; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/ledger"
 )
@@ -33,11 +35,16 @@ const (
 	CodeInternal         = "internal"
 	CodeNoRoute          = "no_route"
 	CodeMethodNotAllowed = "method_not_allowed"
-	CodeForbidden        = "forbidden"
-	CodeTokenInvalid     = "token_invalid"
-	CodePolicyNotFound   = "policy_not_found"
-	CodeRateLimited      = "rate_limited"
-	CodeTooManyWaiters   = "too_many_waiters"
+	// CodeUnauthenticated (401): no API key, or one that is malformed or
+	// unknown; the answer carries a WWW-Authenticate: Bearer challenge.
+	CodeUnauthenticated = "unauthenticated"
+	// CodeForbidden (403): a valid API key without the role the call
+	// needs (or an agent reading another namespace's audit log).
+	CodeForbidden      = "forbidden"
+	CodeTokenInvalid   = "token_invalid"
+	CodePolicyNotFound = "policy_not_found"
+	CodeRateLimited    = "rate_limited"
+	CodeTooManyWaiters = "too_many_waiters"
 )
 
 // codeGrantedNew is the table entry for a grant that created a new
@@ -88,7 +95,8 @@ var codes = map[string]codeSpec{
 	string(fsm.StatusTokenMismatch):   {status: http.StatusUnprocessableEntity, title: "The execution token does not bind this payload or intent", intent: true},
 	CodeTokenInvalid:                  {status: http.StatusUnprocessableEntity, title: "The execution token is forged, malformed or signed by an unknown key"},
 	CodePolicyNotFound:                {status: http.StatusNotFound, title: "No such policy"},
-	CodeForbidden:                     {status: http.StatusForbidden, title: "Forbidden"},
+	CodeUnauthenticated:               {status: http.StatusUnauthorized, title: "Authentication required: a valid API key is needed"},
+	CodeForbidden:                     {status: http.StatusForbidden, title: "The API key lacks the role this call needs"},
 	CodeRateLimited:                   {status: http.StatusTooManyRequests, title: "Too many requests: slow down and retry after Retry-After", retryAfter: time.Second},
 	CodeTooManyWaiters:                {status: http.StatusTooManyRequests, title: "Too many long-polls wait on this node or key: retry after Retry-After, or read without waiting", retryAfter: time.Second},
 
@@ -108,7 +116,7 @@ var codes = map[string]codeSpec{
 	CodeNotReady:       {status: http.StatusServiceUnavailable, title: "The node is not ready", retryAfter: time.Second},
 	CodeInternal:       {status: http.StatusInternalServerError, title: "Internal error"},
 
-	// Operator endpoints (admin.go).
+	// Operator endpoints (snapshots.go).
 	CodeBadSnapshot:   {status: http.StatusUnprocessableEntity, title: "The snapshot failed its checks; nothing was restored"},
 	CodeNotEmpty:      {status: http.StatusConflict, title: "The ledger is not empty; nothing was restored"},
 	CodeNotConfigured: {status: http.StatusNotImplemented, title: "This node does not serve this endpoint"},
@@ -146,6 +154,8 @@ type problem struct {
 	RetryAfterMS       int64  `json:"retry_after_ms,omitempty"`
 
 	retryAfter time.Duration
+	// challenge, when set, is sent as WWW-Authenticate (401 and 403).
+	challenge string
 }
 
 // newProblem builds the problem for code from the table.
@@ -176,6 +186,34 @@ func (p *problem) retryAfterHeader() string {
 		secs = 1
 	}
 	return strconv.FormatInt(secs, 10)
+}
+
+// writeProblem sends p as application/problem+json.
+func (s *Server) writeProblem(c echo.Context, p *problem) error {
+	return sendProblem(c.Response(), p)
+}
+
+// sendProblem is the API's one problem+json writer: it sends p with its
+// Retry-After and WWW-Authenticate headers. Handlers outside the echo
+// router (Require) answer with it too.
+func sendProblem(w http.ResponseWriter, p *problem) error {
+	body, err := encodeJSON(p)
+	if err != nil {
+		return err
+	}
+	h := w.Header()
+	if p.retryAfter > 0 {
+		h.Set("Retry-After", p.retryAfterHeader())
+	}
+	if p.challenge != "" {
+		h.Set(echo.HeaderWWWAuthenticate, p.challenge)
+	}
+	h.Set(echo.HeaderContentType, ContentTypeProblem)
+	w.WriteHeader(p.Status)
+	if _, err := w.Write(body); err != nil {
+		return fmt.Errorf("write problem: %w", err)
+	}
+	return nil
 }
 
 // refusalProblem turns a state machine refusal into a problem. now is the

@@ -155,12 +155,11 @@ func (s *limiterSet) prune(now time.Time) {
 }
 
 // rateLimit is the middleware that answers 429 rate_limited, with
-// Retry-After, when the client's or the key's bucket is empty. Public
-// routes (health, readiness, metrics, keys) are never limited.
+// Retry-After, when the client's or the key's bucket is empty. The paths
+// of public routes (health, readiness, metrics, keys) are never limited.
 func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		switch c.Path() {
-		case "/healthz", "/readyz", "/metrics", "/v1/keys":
+		if s.public(c) {
 			return next(c)
 		}
 		if ok, wait := s.clientLimits.take(clientID(c)); !ok {
@@ -185,29 +184,21 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 // auth.Middleware, that limits failed authentications per client address
 // (RateLimits.AuthFailures): a request from an address whose bucket is
 // empty is answered 429 rate_limited, with Retry-After, before its key is
-// looked at; a request that auth.Middleware refuses (401, or 403 without a
-// principal: a handler's own 403 comes after authentication) spends a
-// token. Public routes are never limited.
+// looked at; a request that auth.Middleware refuses (401, or 403 for a key
+// without the route's role; a handler's own 403 comes after
+// authentication) spends a token. Public routes are never limited.
 func (s *Server) limitAuthFailures(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if s.authFailures == nil {
+		if s.authFailures == nil || s.roleOf(c) == auth.Public {
 			return next(c)
-		}
-		if c.Request().Method == http.MethodGet {
-			switch c.Path() {
-			case "/healthz", "/readyz", "/metrics", "/v1/keys":
-				return next(c) // public (auth.DefaultRoutes): never a failure
-			}
 		}
 		addr := clientAddr(c.Request())
 		if blocked, wait := s.authFailures.blocked(addr); blocked {
 			return s.limited(c, "auth_failures", wait)
 		}
 		err := next(c)
-		if st := c.Response().Status; st == http.StatusUnauthorized || st == http.StatusForbidden {
-			if _, authenticated := auth.PrincipalFrom(c); !authenticated {
-				s.authFailures.spend(addr)
-			}
+		if refusedByAuth(err) {
+			s.authFailures.spend(addr)
 		}
 		return err
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/fsm"
@@ -38,23 +37,15 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 // ContentTypeProblem is the media type of error answers.
 const ContentTypeProblem = "application/problem+json"
 
-// DefaultMaxBodyBytes bounds a request body: room for a maximal payload
-// and a maximal result with their escaping.
-const DefaultMaxBodyBytes = 2*64<<10 + 16<<10
-
 // DefaultForwardTimeout bounds one forwarded request when Config gives no
 // ForwardClient.
 const DefaultForwardTimeout = 10 * time.Second
 
-// ClusterInfo reports the cluster as this node sees it.
-type ClusterInfo interface {
-	Status() ledger.ClusterStatus
-}
-
 // Config configures a Server. Service is required; other zero fields take
 // defaults.
 type Config struct {
-	// Service answers every intent call.
+	// Service answers every intent call. Its limits bound request bodies
+	// too (bodyLimit).
 	Service *ledger.Service
 	// Cluster feeds GET /v1/cluster and /readyz; nil reports not ready.
 	Cluster ClusterInfo
@@ -68,8 +59,6 @@ type Config struct {
 	ForwardClient *http.Client
 	// NodeID identifies this node in HeaderForwardedBy.
 	NodeID string
-	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
-	MaxBodyBytes int64
 	// Now is the clock for Retry-After computations; nil means time.Now.
 	Now func() time.Time
 	// Auth holds the API keys every request but the public ones must
@@ -84,7 +73,7 @@ type Config struct {
 	Identify func(c echo.Context) (Identity, bool)
 	// Snapshots serves /v1/admin/snapshot (backup and restore); nil
 	// answers not_configured.
-	Snapshots ledger.Snapshotter
+	Snapshots Snapshotter
 	// MaxSnapshotBytes bounds an uploaded snapshot; 0 means
 	// DefaultMaxSnapshotBytes.
 	MaxSnapshotBytes int64
@@ -99,12 +88,13 @@ type Config struct {
 
 // Server is the HTTP API of one node.
 type Server struct {
-	svc      *ledger.Service
-	cluster  ClusterInfo
-	reg      *prometheus.Registry
-	log      *slog.Logger
-	fwd      *http.Client
-	nodeID   string
+	svc     *ledger.Service
+	cluster ClusterInfo
+	reg     *prometheus.Registry
+	log     *slog.Logger
+	fwd     *http.Client
+	nodeID  string
+	// maxBody bounds request bodies (bodyLimit of the service's limits).
 	maxBody  int64
 	now      func() time.Time
 	identify func(c echo.Context) (Identity, bool)
@@ -116,13 +106,17 @@ type Server struct {
 	clientLimits, keyLimits *limiterSet
 	// authFailures limits failed authentications per address (nil: off).
 	authFailures *limiterSet
-	// snaps and maxSnapshot serve the admin endpoints (admin.go).
-	snaps       ledger.Snapshotter
+	// snaps and maxSnapshot serve the admin endpoints (snapshots.go).
+	snaps       Snapshotter
 	maxSnapshot int64
 	// peers verifies forwarded requests (peerauth.go).
 	peers PeerAuth
 	// forwardTLS forces https when forwarding.
 	forwardTLS bool
+	// roles is the role each route needs, by "METHOD /template", and
+	// publicPaths the templates of the public routes (routes.go).
+	roles       map[string]auth.Role
+	publicPaths map[string]bool
 }
 
 // New returns a Server for cfg. It panics if cfg.Service is nil or the
@@ -133,7 +127,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{
 		svc: cfg.Service, cluster: cfg.Cluster, reg: cfg.Registry, log: cfg.Logger,
-		fwd: cfg.ForwardClient, nodeID: cfg.NodeID, maxBody: cfg.MaxBodyBytes, now: cfg.Now, identify: cfg.Identify,
+		fwd: cfg.ForwardClient, nodeID: cfg.NodeID, maxBody: bodyLimit(cfg.Service.Limits()), now: cfg.Now, identify: cfg.Identify,
 		peers: cfg.PeerAuth, forwardTLS: cfg.ForwardTLS,
 	}
 	if s.reg == nil {
@@ -166,9 +160,6 @@ func New(cfg Config) *Server {
 			s.identify = identifyPrincipal
 		}
 	}
-	if s.maxBody <= 0 {
-		s.maxBody = DefaultMaxBodyBytes
-	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -177,83 +168,52 @@ func New(cfg Config) *Server {
 		s.maxSnapshot = DefaultMaxSnapshotBytes
 	}
 	s.metrics = newMetrics(s.reg)
-	s.echo = s.routes()
+	s.echo = s.router()
 	return s
 }
 
 // Handler returns the http.Handler serving the API.
 func (s *Server) Handler() http.Handler { return s.echo }
 
-func (s *Server) routes() *echo.Echo {
+// router makes the echo server: the middleware chain, then every route
+// of the table (routes.go).
+func (s *Server) router() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.trustForwarding)
-	// The metrics' route label: the registered routes, filled in below.
-	routes := map[string]bool{}
-	e.Use(s.observe(routes))
+	e.Use(s.observe)
 	if s.keys != nil {
 		e.Use(s.limitAuthFailures)
-		e.Use(auth.Middleware(s.keys, auth.ByRoute(auth.DefaultRoutes())))
+		e.Use(auth.Middleware(s.keys, s.roleOf))
 	}
 	e.Use(s.rateLimit)
 	e.Use(s.requireUTF8)
-
-	e.POST("/v1/intents", s.claim)
-	e.GET("/v1/intents", s.list)
-	e.GET("/v1/intents/:key", s.get)
-	e.GET("/v1/intents/:key/audit", s.audit)
-	e.POST("/v1/intents/:key/complete", s.complete)
-	e.POST("/v1/intents/:key/renew", s.renew)
-	e.POST("/v1/intents/:key/commit", s.commit)
-	e.POST("/v1/intents/:key/resolve", s.resolve)
-	e.POST("/v1/intents/:key/approve", s.decide(true))
-	e.POST("/v1/intents/:key/reject", s.decide(false))
-	e.GET("/v1/policies", s.listPolicies)
-	e.GET("/v1/policies/:name", s.getPolicy)
-	e.PUT("/v1/policies/:name", s.putPolicy)
-	e.DELETE("/v1/policies/:name", s.deletePolicy)
-	e.GET("/v1/settings", s.getSettings)
-	e.PUT("/v1/settings", s.putSettings)
-	e.GET("/v1/audit", s.auditLog)
-	e.GET("/v1/keys", s.jwks)
-	e.POST("/v1/keys/rotate", s.rotateKey)
-	e.POST("/v1/tokens/verify", s.verifyToken)
-	e.GET("/v1/cluster", s.clusterStatus)
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
-	s.adminRoutes(e)
-	for _, r := range e.Routes() {
-		routes[r.Method+" "+r.Path] = true
-	}
+	s.register(e)
 	return e
 }
 
-// observe returns the middleware that records metrics, turns panics into
-// 500 problems and errors into answers, so the metrics see the final
-// status. Every label comes from a fixed set, whatever the client sends:
-// route is the template of a registered route (routes holds them as
-// "METHOD /template", filled in before the first request) or
-// "unmatched", method is one of httpMethods or "other", code is the status.
-func (s *Server) observe(routes map[string]bool) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			start := time.Now()
-			err := s.safely(next, c)
-			if err != nil {
-				s.handleError(err, c)
-			}
-			method := methodLabel(c.Request().Method)
-			route := c.Path()
-			if !routes[method+" "+route] {
-				route = "unmatched"
-			}
-			code := codeLabel(c.Response().Status)
-			s.metrics.requests.WithLabelValues(route, method, code).Inc()
-			s.metrics.duration.WithLabelValues(route, method, code).Observe(time.Since(start).Seconds())
-			return nil
+// observe is the middleware that records metrics, turns panics into 500
+// problems and errors into answers, so the metrics see the final status.
+// Every label comes from a fixed set, whatever the client sends: route is
+// the template of a route of the table (routes.go) or "unmatched", method
+// is one of httpMethods or "other", code is the status.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := s.safely(next, c)
+		if err != nil {
+			s.handleError(err, c)
 		}
+		method := methodLabel(c.Request().Method)
+		route := c.Path()
+		if !s.routed(method, route) {
+			route = "unmatched"
+		}
+		code := codeLabel(c.Response().Status)
+		s.metrics.requests.WithLabelValues(route, method, code).Inc()
+		s.metrics.duration.WithLabelValues(route, method, code).Observe(time.Since(start).Seconds())
+		return nil
 	}
 }
 
@@ -296,8 +256,9 @@ func (s *Server) safely(h echo.HandlerFunc, c echo.Context) (err error) {
 	return h(c)
 }
 
-// handleError answers an error that reached the top of a request: echo's
-// own (unknown route, wrong method) or an unexpected one.
+// handleError answers an error that reached the top of a request: auth's
+// refusal of its credentials (401, 403), echo's own (unknown route, wrong
+// method) or an unexpected one.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
@@ -305,6 +266,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 	var he *echo.HTTPError
 	var p *problem
 	switch {
+	case refusedByAuth(err):
+		p = authProblem(err, callOf(c))
 	case errors.As(err, &he) && he.Code == http.StatusNotFound:
 		p = newProblem(CodeNoRoute, fmt.Sprintf("no endpoint %s %s", c.Request().Method, c.Request().URL.Path))
 	case errors.As(err, &he) && he.Code == http.StatusMethodNotAllowed:
@@ -322,14 +285,6 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 }
 
-// writeProblem sends p as application/problem+json.
-func (s *Server) writeProblem(c echo.Context, p *problem) error {
-	if p.retryAfter > 0 {
-		c.Response().Header().Set("Retry-After", p.retryAfterHeader())
-	}
-	return writeBody(c, p.Status, ContentTypeProblem, p)
-}
-
 // writeJSON sends v as application/json.
 func writeJSON(c echo.Context, status int, v any) error {
 	return writeBody(c, status, echo.MIMEApplicationJSON, v)
@@ -342,13 +297,22 @@ func writeBody(c echo.Context, status int, contentType string, v any) error {
 		b := a.appendJSON(make([]byte, 0, 1536))
 		return c.Blob(status, contentType, append(b, '\n'))
 	}
+	b, err := encodeJSON(v)
+	if err != nil {
+		return err
+	}
+	return c.Blob(status, contentType, b)
+}
+
+// encodeJSON encodes v as one line of JSON without HTML escaping.
+func encodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("encode %T: %w", v, err)
+		return nil, fmt.Errorf("encode %T: %w", v, err)
 	}
-	return c.Blob(status, contentType, buf.Bytes())
+	return buf.Bytes(), nil
 }
 
 // fail answers an error from the ledger service: it forwards to the leader
@@ -378,8 +342,14 @@ func forwarded(r *http.Request) bool {
 	return len(r.Header.Values(HeaderForwardedBy)) > 0
 }
 
-// readBody buffers the request body, bounded by the configured maximum, so
-// it can be decoded and, if need be, forwarded.
+// bodyLimit bounds a request body for the service's limits: room for a
+// maximal payload or result with its escaping, and the other fields.
+func bodyLimit(l ledger.Limits) int64 {
+	return int64(2*max(l.MaxPayloadBytes, l.MaxResultBytes) + 16<<10)
+}
+
+// readBody buffers the request body, bounded by bodyLimit, so it can be
+// decoded and, if need be, forwarded.
 func (s *Server) readBody(c echo.Context) ([]byte, *problem) {
 	r := c.Request()
 	if r.ContentLength > s.maxBody {
@@ -423,59 +393,4 @@ func (s *Server) answer(c echo.Context, r *fsm.Result) error {
 		return s.writeProblem(c, refusalProblem(r, s.now()))
 	}
 	return writeJSON(c, codes[code].status, intentResponse{Status: r.Status, Intent: newIntentView(r.Intent)})
-}
-
-// Identity is who a request acts as, from its credentials.
-type Identity struct {
-	// Name identifies the caller; it is the actor of approvals,
-	// rejections, resolves and policy changes. Empty when the request is
-	// unauthenticated (auth off): the body's actor is used.
-	Name string
-	// Namespace is the namespace the caller acts in.
-	Namespace string
-	// Admin may read other namespaces' audit logs.
-	Admin bool
-}
-
-// identifyPrincipal is the Identity of the request's authenticated API
-// key.
-func identifyPrincipal(c echo.Context) (Identity, bool) {
-	p, ok := auth.PrincipalFrom(c)
-	if !ok {
-		return Identity{}, false
-	}
-	return Identity{Name: p.Name, Namespace: p.Namespace, Admin: p.Has(auth.RoleAdmin)}, true
-}
-
-// namespaceOf is the namespace a request acts in.
-func (s *Server) namespaceOf(c echo.Context) string {
-	if s.identify != nil {
-		if id, ok := s.identify(c); ok && id.Namespace != "" {
-			return id.Namespace
-		}
-	}
-	return ledger.DefaultNamespace
-}
-
-// actorOf is the actor a request acts as: the authenticated caller, else
-// the actor the body names.
-func (s *Server) actorOf(c echo.Context, bodyActor string) string {
-	if s.identify != nil {
-		if id, ok := s.identify(c); ok && id.Name != "" {
-			return id.Name
-		}
-	}
-	return bodyActor
-}
-
-// isAdmin reports whether the request may act across namespaces. It fails
-// closed: with auth on, a request without an identity is not an admin.
-// Only development mode (auth off: no keys and no Identify) makes every
-// caller an admin, as Config.Auth documents.
-func (s *Server) isAdmin(c echo.Context) bool {
-	if s.identify == nil {
-		return s.keys == nil // New sets identify whenever auth is on
-	}
-	id, ok := s.identify(c)
-	return ok && id.Admin
 }

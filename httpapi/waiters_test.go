@@ -7,10 +7,12 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/namespace"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
 )
@@ -173,7 +175,7 @@ func TestLongPollsOnAFollowerUseTheRightRegistry(t *testing.T) {
 	}
 
 	// The follower's replica gets "s": the stale poll answers from it.
-	fmem.Seed(&fsm.Claim{Namespace: ledger.DefaultNamespace, Key: "s", Tool: "t", Owner: "o", Payload: []byte(`{}`),
+	fmem.Seed(&fsm.Claim{Namespace: namespace.Default, Key: "s", Tool: "t", Owner: "o", Payload: []byte(`{}`),
 		Fingerprint: fingerprintHex(t, "t", `{}`), LeaseMS: 30_000})
 	if in := intentAnswer(t, replyOf(t, stale)); in.Key != "s" {
 		t.Errorf("stale poll answered %+v", in)
@@ -227,4 +229,32 @@ func BenchmarkIdleLongPolls(b *testing.B) {
 			_ = conn.Close()
 		}
 	}
+}
+
+func TestWaitTimesOutWithTheIntentAsItIs(t *testing.T) {
+	e := newEnv(t)
+	g := e.claimOK(t, "k", "o")
+	start := time.Now()
+	in := intentAnswer(t, e.do(t, http.MethodGet, fmt.Sprintf("%s?wait=200ms&after_version=%d", keyPath("k"), g.Intent.Version), nil))
+	if in.Version != g.Intent.Version || time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("wait answered %+v after %v", in, time.Since(start))
+	}
+	problemOf(t, e.do(t, http.MethodGet, keyPath("absent")+"?wait=50ms", nil), http.StatusNotFound, string(fsm.StatusNotFound))
+	for _, bad := range []string{"?wait=forever", "?wait=2m", "?wait=-1s", "?wait=1s&after_version=x"} {
+		problemOf(t, e.do(t, http.MethodGet, keyPath("k")+bad, nil), http.StatusBadRequest, CodeBadRequest)
+	}
+	// A change wakes every waiter.
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := intentAnswer(t, e.do(t, http.MethodGet, fmt.Sprintf("%s?wait=30s&after_version=%d", keyPath("k"), g.Intent.Version), nil))
+			if in.State != "executed" {
+				t.Errorf("woke with %s", in.State)
+			}
+		}()
+	}
+	answer(t, e.do(t, http.MethodPost, keyPath("k", "complete"), map[string]any{"owner": "o", "fencing_token": g.FencingToken, "outcome": "executed"}), http.StatusOK)
+	wg.Wait()
 }

@@ -13,7 +13,7 @@ import (
 // Limits bound what a request may carry. Zero fields take the defaults.
 type Limits struct {
 	MaxKeyBytes     int
-	MaxNameBytes    int // tool, owner, policy, actor, namespace
+	MaxNameBytes    int // tool, owner, policy, actor
 	MaxReasonBytes  int
 	MaxPayloadBytes int
 	MaxResultBytes  int

@@ -10,33 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/namespace"
 )
-
-// Consistency selects how a read is served.
-type Consistency int
-
-const (
-	// Linearizable reads confirm leadership and wait for the local state
-	// machine to catch up with the commit index noted before confirming.
-	Linearizable Consistency = iota
-	// Stale reads serve the local replica as it is, possibly behind.
-	Stale
-)
-
-// Replicator replicates commands and serves reads of the state machine.
-// The cluster package implements it.
-type Replicator interface {
-	// Propose appends cmd to the replicated log (the leader stamps its
-	// time) and returns the state machine's answer once applied.
-	Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error)
-	// Read runs fn against the state machine at the requested consistency.
-	// fn must not keep the ledger after it returns (intents it returns are
-	// immutable and may be kept).
-	Read(ctx context.Context, c Consistency, fn func(*fsm.Ledger)) error
-}
-
-// DefaultNamespace is used when the caller's credentials name none.
-const DefaultNamespace = "default"
 
 // Service is the ledger's API, independent of transport.
 type Service struct {
@@ -53,11 +28,9 @@ type Service struct {
 	// SeedCheckThenClaimBug).
 	checkThenClaim bool
 
-	// waiters are the long-polls (Wait) by key. The replicator feeds them
-	// its changes when it is a ChangeFeed (unsubscribe, then set, stops
-	// that); otherwise coarse, when set, says that anything changed.
+	// waiters are the long-polls (Wait) by key; the replicator feeds them
+	// its changes until unsubscribe is called.
 	waiters     *waiters
-	coarse      ChangeNotifier
 	unsubscribe func()
 	closeOnce   sync.Once
 }
@@ -70,17 +43,12 @@ type Service struct {
 func (s *Service) SeedCheckThenClaimBug() { s.checkThenClaim = true }
 
 // New returns a Service over r with limits (zero fields take defaults).
-// When r is a ChangeFeed the Service follows its changes until Close.
+// The Service follows r's changes (Replicator.SubscribeChanges) until
+// Close.
 func New(r Replicator, limits Limits) *Service {
 	s := &Service{r: r, limits: limits.withDefaults(), keys: &keyring{log: slog.Default()}}
 	s.waiters = newWaiters(s.limits.MaxWaiters, s.limits.MaxWaitersPerKey)
-	if f, ok := r.(ChangeFeed); ok {
-		if s.unsubscribe = f.SubscribeChanges(s.waiters); s.unsubscribe == nil {
-			s.unsubscribe = func() {}
-		}
-	} else if n, ok := r.(ChangeNotifier); ok {
-		s.coarse = n
-	}
+	s.unsubscribe = r.SubscribeChanges(s.waiters)
 	return s
 }
 
@@ -287,39 +255,6 @@ func (s *Service) Resolve(ctx context.Context, req ResolveRequest) (*fsm.Result,
 		Actor: req.Actor, Reason: req.Reason})
 }
 
-// Decision approves or rejects a pending intent.
-type Decision struct {
-	Namespace string
-	Key       string
-	Actor     string
-	Reason    string
-	Approve   bool
-	// Fingerprint, when set, binds the decision to the payload the
-	// decider saw: it is refused if the intent's fingerprint differs.
-	Fingerprint string
-}
-
-// Decide proposes an approval or a rejection. With auth on the actor is
-// the deciding API key's name, so the state machine refuses an approval
-// by the key that claimed the intent (fsm.StatusSelfApproval) unless the
-// intent's policy sets allow_self_approval.
-func (s *Service) Decide(ctx context.Context, d Decision) (*fsm.Result, error) {
-	ns, err := s.keyAndNamespace(d.Namespace, d.Key)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.actor(d.Actor, d.Reason); err != nil {
-		return nil, err
-	}
-	if d.Fingerprint != "" && !isFingerprint(d.Fingerprint) {
-		return nil, badField(ErrBadRequest, "fingerprint", "must be 64 lowercase hex digits")
-	}
-	if d.Approve {
-		return s.propose(ctx, &fsm.Approve{Namespace: ns, Key: d.Key, Actor: d.Actor, Reason: d.Reason, Fingerprint: d.Fingerprint})
-	}
-	return s.propose(ctx, &fsm.Reject{Namespace: ns, Key: d.Key, Actor: d.Actor, Reason: d.Reason, Fingerprint: d.Fingerprint})
-}
-
 // Get reads one intent; fsm.ErrNotFound when there is none.
 func (s *Service) Get(ctx context.Context, namespace, key string, c Consistency) (*fsm.Intent, error) {
 	ns, err := s.keyAndNamespace(namespace, key)
@@ -387,11 +322,18 @@ func (s *Service) propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, er
 	return r, nil
 }
 
+// namespace is the namespace a call acts in: ns, which must be valid
+// (namespace.Valid), or namespace.Default when ns is empty.
 func (s *Service) namespace(ns string) (string, error) {
-	if ns == "" {
-		return DefaultNamespace, nil
+	switch {
+	case ns == "":
+		return namespace.Default, nil
+	case len(ns) > namespace.MaxBytes:
+		return "", badField(ErrBadRequest, "namespace", "%d bytes is over the limit of %d", len(ns), namespace.MaxBytes)
+	case !namespace.Valid(ns):
+		return "", badField(ErrBadRequest, "namespace", "%q must match [a-z0-9][a-z0-9_-]{0,62}", ns)
 	}
-	return ns, s.limits.name("namespace", ns, true)
+	return ns, nil
 }
 
 func (s *Service) keyAndNamespace(ns, key string) (string, error) {
@@ -438,18 +380,4 @@ func (s *Service) actor(actor, reason string) error {
 		return badField(ErrTooLarge, "reason", "%d bytes is over the limit of %d", len(reason), s.limits.MaxReasonBytes)
 	}
 	return nil
-}
-
-// isFingerprint reports whether s looks like a fingerprint: 64 lowercase
-// hex digits.
-func isFingerprint(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }

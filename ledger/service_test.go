@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/namespace"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
 )
@@ -128,6 +129,8 @@ func TestValidation(t *testing.T) {
 		{"claim: tool not printable", okClaim(func(r *ledger.ClaimRequest) { r.Tool = "x\x1b[31m" }), ledger.ErrBadRequest, "tool"},
 		{"claim: policy not printable", okClaim(func(r *ledger.ClaimRequest) { r.Policy = "p\n" }), ledger.ErrBadRequest, "policy"},
 		{"claim: namespace not printable", okClaim(func(r *ledger.ClaimRequest) { r.Namespace = "n\x00" }), ledger.ErrBadRequest, "namespace"},
+		{"claim: namespace upper case", okClaim(func(r *ledger.ClaimRequest) { r.Namespace = "Payments" }), ledger.ErrBadRequest, "namespace"},
+		{"claim: namespace over 63 bytes", okClaim(func(r *ledger.ClaimRequest) { r.Namespace = strings.Repeat("n", 64) }), ledger.ErrBadRequest, "namespace"},
 		{"claim: payload over 64 KiB", okClaim(func(r *ledger.ClaimRequest) { r.Payload = bigJSON(64<<10 + 1) }), ledger.ErrTooLarge, "payload"},
 		{"claim: canonical payload over 64 KiB", okClaim(func(r *ledger.ClaimRequest) { r.Payload = expanding }), ledger.ErrTooLarge, "payload"},
 		{"claim: payload not JSON", okClaim(func(r *ledger.ClaimRequest) { r.Payload = json.RawMessage(`{"cents":`) }), ledger.ErrBadRequest, "payload"},
@@ -272,7 +275,7 @@ func TestClaimCompleteCommit(t *testing.T) {
 	r := mustClaim(t, s, claimReq(key, owner, `{"cents": 1250.0, "memo":"<refund> & co", "order":"ord_98231"}`), fsm.StatusGranted)
 	in := r.Intent
 	eq(t, "Created", r.Created, true)
-	eq(t, "Namespace", in.Namespace, ledger.DefaultNamespace)
+	eq(t, "Namespace", in.Namespace, namespace.Default)
 	eq(t, "Fingerprint", in.Fingerprint, fp)
 	eq(t, "Payload (canonical)", string(in.Payload), string(canonical))
 	eq(t, "Tool", in.Tool, tool)
@@ -344,7 +347,7 @@ func TestClaimCompleteCommit(t *testing.T) {
 	}
 	eq(t, "State", got.State, fsm.StateCommitted)
 	eq(t, "Payload", string(got.Payload), string(canonical))
-	got, err = s.Get(ctx, ledger.DefaultNamespace, key, ledger.Stale)
+	got, err = s.Get(ctx, namespace.Default, key, ledger.Stale)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +416,7 @@ func TestDecide(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := m.Propose(ctx, &fsm.Claim{Namespace: ledger.DefaultNamespace, Key: k, Tool: tool, Owner: owner,
+		r, err := m.Propose(ctx, &fsm.Claim{Namespace: namespace.Default, Key: k, Tool: tool, Owner: owner,
 			Payload: canonical, Fingerprint: fp, LeaseMS: 1000, DedupeWindowMS: 1000, RequireApproval: true})
 		if err != nil || r.Status != fsm.StatusPendingApproval {
 			t.Fatalf("pending claim: %v %+v", err, r)

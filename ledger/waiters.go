@@ -8,39 +8,6 @@ import (
 	"github.com/intentledger/intentd/fsm"
 )
 
-// ChangeFeed is implemented by a Replicator that can tell which intents each
-// apply of its state machine changed, so that a long-poll (Service.Wait)
-// wakes only when its own key changes. cluster.Node implements it. A
-// Service subscribes when it is created and unsubscribes in Close.
-type ChangeFeed interface {
-	// SubscribeChanges makes the replicator report every later change of
-	// its state machine to sink, until unsubscribe is called.
-	SubscribeChanges(sink ChangeSink) (unsubscribe func())
-}
-
-// ChangeSink is told what a replicator's state machine changed. It is called
-// after the change is visible to reads, in apply order, on the replicator's
-// apply path: it must return quickly, must not block and must not call back
-// into the replicator.
-type ChangeSink interface {
-	// KeysChanged reports the intents an apply may have changed (a
-	// superset: see fsm.Touched). keys is only valid during the call.
-	KeysChanged(keys []fsm.Ref)
-	// AllChanged reports that any intent may have changed: the state was
-	// replaced (a snapshot was restored) or an entry did not say what it
-	// touched.
-	AllChanged()
-}
-
-// ChangeNotifier is implemented by a Replicator that can only tell that its
-// state machine applied something, not what. Wait then reads again after
-// every apply; implement ChangeFeed instead so that it reads again only when
-// its key changes. A Replicator that implements neither is polled.
-type ChangeNotifier interface {
-	// Changed returns a channel closed at the next apply.
-	Changed() <-chan struct{}
-}
-
 // waitKey is what a long-poll waits on.
 type waitKey struct{ ns, key string }
 
@@ -178,20 +145,3 @@ func (r *waiters) close() {
 
 // len is the number of registered long-polls.
 func (r *waiters) len() int { return int(r.total.Load()) }
-
-// Close makes every long-poll (Wait) answer at once with what it has read,
-// and later ones answer without waiting, so that a node shutting down need
-// not wait out a poll of up to MaxWait. It also stops following the
-// replicator's changes. Call it when the node starts shutting down, before
-// draining HTTP requests. It may be called more than once.
-func (s *Service) Close() {
-	s.waiters.close()
-	s.closeOnce.Do(func() {
-		if s.unsubscribe != nil {
-			s.unsubscribe()
-		}
-	})
-}
-
-// Waiting returns the number of long-polls waiting on this node.
-func (s *Service) Waiting() int { return s.waiters.len() }

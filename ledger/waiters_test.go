@@ -11,15 +11,16 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/namespace"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
 )
 
-// feedReplicator is the in-memory ledger as a ledger.ChangeFeed: after each
-// proposal it reports the keys the command may have changed (fsm.Touched),
-// as the cluster's state machine does. It counts the reads done and lets a
-// test wait for them. Through Memory it is also a ChangeNotifier (every apply), which
-// the Service must not prefer.
+// feedReplicator is the in-memory ledger with a change feed of its own:
+// after each proposal it reports the keys the command may have changed
+// (fsm.Touched), as the cluster's state machine does, and it can stand for
+// a snapshot restore (AllChanged) and count its subscribers. It counts the
+// reads done and lets a test wait for them.
 type feedReplicator struct {
 	*ledgertest.Memory
 
@@ -165,8 +166,8 @@ func TestWaitWakesForASweepAndARestore(t *testing.T) {
 	done := startWait(context.Background(), s, "a", g.Intent.Version, 30*time.Second)
 	f.Await(t, 1)
 	f.Advance(2 * time.Second)
-	if _, err := f.Propose(context.Background(), &fsm.Expire{Keys: []fsm.Ref{{Namespace: ledger.DefaultNamespace, Key: "c"},
-		{Namespace: ledger.DefaultNamespace, Key: "a"}}}); err != nil {
+	if _, err := f.Propose(context.Background(), &fsm.Expire{Keys: []fsm.Ref{{Namespace: namespace.Default, Key: "c"},
+		{Namespace: namespace.Default, Key: "a"}}}); err != nil {
 		t.Fatal(err)
 	}
 	a := receive(t, done)
@@ -180,7 +181,7 @@ func TestWaitWakesForASweepAndARestore(t *testing.T) {
 	// A restore replaces the state without naming keys: every waiter wakes.
 	done = startWait(context.Background(), s, "r", 0, 30*time.Second)
 	f.Await(t, 3)
-	f.restore(&fsm.Claim{Namespace: ledger.DefaultNamespace, Key: "r", Tool: tool, Owner: owner,
+	f.restore(&fsm.Claim{Namespace: namespace.Default, Key: "r", Tool: tool, Owner: owner,
 		Payload: []byte(`{}`), Fingerprint: fingerprintOf(t, `{}`), LeaseMS: 1000})
 	a = receive(t, done)
 	if a.err != nil || a.in == nil || a.in.Key != "r" {

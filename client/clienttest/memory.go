@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
@@ -157,9 +158,9 @@ func Op(r *http.Request) string {
 // selfLeader is the status of a one-node cluster led by the node itself.
 type selfLeader struct{ addr string }
 
-func (s selfLeader) Status() ledger.ClusterStatus {
-	return ledger.ClusterStatus{
+func (s selfLeader) Status() cluster.Status {
+	return cluster.Status{
 		NodeID: "mem", State: "leader", LeaderID: "mem", LeaderHTTP: s.addr, Term: 1, Ready: true,
-		Nodes: []ledger.NodeStatus{{ID: "mem", RaftAddr: "in-memory", HTTPAddr: s.addr, Suffrage: "voter", Gossip: "alive", Leader: true}},
+		Nodes: []cluster.MemberStatus{{ID: "mem", RaftAddr: "in-memory", HTTPAddr: s.addr, Suffrage: "voter", Gossip: "alive", Leader: true}},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/internal/namespace"
 )
 
 // cmdAPIKey is "apikey new": it makes a key offline.
@@ -20,7 +21,7 @@ func cmdAPIKey(_ context.Context, c *cli, args []string) error {
 	}
 	fs := c.flags("apikey new")
 	name := fs.String("name", "", "the key's name, for logs and audit")
-	ns := fs.String("namespace", auth.DefaultNamespace, "the namespace the key acts in")
+	ns := fs.String("namespace", namespace.Default, "the namespace the key acts in")
 	rolesArg := fs.String("roles", "", "comma separated roles: agent, tool, approver, reader, admin")
 	env := fs.Bool("env", false, "print the INTENTD_API_KEYS entry instead of the keys file entry")
 	if _, err := c.parse(fs, rest); err != nil {
@@ -29,7 +30,7 @@ func cmdAPIKey(_ context.Context, c *cli, args []string) error {
 	if err := required("name", *name); err != nil {
 		return err
 	}
-	if !auth.ValidNamespace(*ns) {
+	if !namespace.Valid(*ns) {
 		return usagef("--namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", *ns)
 	}
 	var roles []auth.Role

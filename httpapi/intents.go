@@ -4,63 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/ledger"
 )
-
-// keyParam returns the intent key of the path. Routing runs on the escaped
-// path when the request has one (URL.RawPath), so a key may hold '/'; the
-// parameter is then unescaped here, exactly once. Without RawPath the
-// parameter comes from the already unescaped URL.Path.
-func keyParam(c echo.Context) (string, *problem) {
-	raw := c.Param("key")
-	if c.Request().URL.RawPath == "" {
-		return raw, nil
-	}
-	key, err := url.PathUnescape(raw)
-	if err != nil {
-		return "", newProblem(CodeBadRequest, fmt.Sprintf("key: bad escape in the path: %v", err))
-	}
-	return key, nil
-}
-
-// consistencyOf reads ?consistency= (linearizable by default).
-func consistencyOf(c echo.Context) (ledger.Consistency, *problem) {
-	switch v := c.QueryParam("consistency"); v {
-	case "", "linearizable":
-		return ledger.Linearizable, nil
-	case "stale":
-		return ledger.Stale, nil
-	default:
-		return 0, newProblem(CodeBadRequest, fmt.Sprintf("consistency: must be \"linearizable\" or \"stale\", not %q", v))
-	}
-}
-
-// callerOf is the API key a claim or report acts for: its name, which the
-// grant is bound to, and whether its roles let it settle grants other
-// keys hold (reconciler, admin). With auth off there is no key: the zero
-// Caller, and grants bound to none. A forwarded request is answered by
-// the leader, which authenticates the caller's own header again, so the
-// caller is the same on every node.
-func (s *Server) callerOf(c echo.Context) ledger.Caller {
-	if s.identify == nil {
-		return ledger.Caller{}
-	}
-	var caller ledger.Caller
-	if id, ok := s.identify(c); ok {
-		caller = ledger.Caller{Principal: id.Name, Override: id.Admin}
-	}
-	if p, ok := auth.PrincipalFrom(c); ok && p.Has(auth.RoleReconciler) {
-		caller.Override = true
-	}
-	return caller
-}
 
 // claim serves POST /v1/intents.
 func (s *Server) claim(c echo.Context) error {
@@ -198,31 +148,6 @@ func (s *Server) resolve(c echo.Context) error {
 	return s.answer(c, r)
 }
 
-// decide serves POST /v1/intents/{key}/approve and /reject. With auth on
-// the actor is the key's name, so the key that claimed an intent is
-// refused its own approval (403 self_approval) unless the policy allows it.
-func (s *Server) decide(approve bool) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		key, p := keyParam(c)
-		if p != nil {
-			return s.writeProblem(c, p)
-		}
-		var req decisionBody
-		body, p := s.decode(c, &req)
-		if p != nil {
-			return s.writeProblem(c, p)
-		}
-		r, err := s.svc.Decide(c.Request().Context(), ledger.Decision{
-			Namespace: s.namespaceOf(c), Key: key, Actor: s.actorOf(c, req.Actor), Reason: req.Reason, Approve: approve,
-			Fingerprint: req.Fingerprint,
-		})
-		if err != nil {
-			return s.fail(c, err, body)
-		}
-		return s.answer(c, r)
-	}
-}
-
 // get serves GET /v1/intents/{key}.
 func (s *Server) get(c echo.Context) error {
 	in, answered, err := s.readIntent(c)
@@ -295,31 +220,4 @@ func (s *Server) list(c echo.Context) error {
 		resp.Intents = append(resp.Intents, newIntentView(in))
 	}
 	return writeJSON(c, http.StatusOK, resp)
-}
-
-// clusterStatus serves GET /v1/cluster: this node's view, never forwarded.
-func (s *Server) clusterStatus(c echo.Context) error {
-	if s.cluster == nil {
-		return s.writeProblem(c, newProblem(CodeUnavailable, "this node has no cluster status"))
-	}
-	return writeJSON(c, http.StatusOK, s.cluster.Status())
-}
-
-// healthz serves GET /healthz: the process is serving.
-func (s *Server) healthz(c echo.Context) error {
-	return writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// readyz serves GET /readyz: the node has a leader and is caught up.
-func (s *Server) readyz(c echo.Context) error {
-	if s.cluster == nil {
-		return s.writeProblem(c, newProblem(CodeNotReady, "this node has no cluster status"))
-	}
-	st := s.cluster.Status()
-	if !st.Ready {
-		return s.writeProblem(c, newProblem(CodeNotReady, fmt.Sprintf(
-			"node %q is %s; leader %q; applied index %d of commit index %d",
-			st.NodeID, st.State, st.LeaderID, st.AppliedIndex, st.CommitIndex)))
-	}
-	return writeJSON(c, http.StatusOK, map[string]string{"status": "ready", "node_id": st.NodeID, "leader_id": st.LeaderID})
 }

@@ -1,7 +1,8 @@
-package ledger
+package cluster
 
-// ClusterStatus describes the cluster as one node sees it.
-type ClusterStatus struct {
+// Status describes the cluster as one node sees it (Node.Status); GET
+// /v1/cluster serves it as JSON.
+type Status struct {
 	NodeID       string `json:"node_id"`
 	State        string `json:"state"` // leader, follower, candidate, shutdown
 	LeaderID     string `json:"leader_id"`
@@ -13,12 +14,12 @@ type ClusterStatus struct {
 	Ready        bool   `json:"ready"`
 	// LogEncoding is the command encoding this node writes as leader: the
 	// newest one every server of the configuration announces it decodes.
-	LogEncoding int          `json:"log_encoding,omitempty"`
-	Nodes       []NodeStatus `json:"nodes"`
+	LogEncoding int            `json:"log_encoding,omitempty"`
+	Nodes       []MemberStatus `json:"nodes"`
 }
 
-// NodeStatus is one member: in the Raft configuration, in gossip, or both.
-type NodeStatus struct {
+// MemberStatus is one member: in the Raft configuration, in gossip, or both.
+type MemberStatus struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr,omitempty"`

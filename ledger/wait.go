@@ -1,0 +1,87 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/intentledger/intentd/fsm"
+)
+
+// MaxWait bounds a long-poll.
+const MaxWait = 60 * time.Second
+
+// Wait reads the intent like Get, but when its version is not above
+// afterVersion (or it does not exist yet) it waits up to wait for a change
+// before answering with what it then finds: a long-poll for an approval or
+// a result. The error is fsm.ErrNotFound when there is still no intent.
+//
+// A long-poll that has to wait is woken only when its key changes (or the
+// state is restored from a snapshot), and reads again then. It holds one of
+// Limits.MaxWaiters slots on the node and of Limits.MaxWaitersPerKey on its
+// key while it waits; past either it is refused with ErrTooManyWaiters, but
+// only after one read, so a poll already answered, or one this node must
+// forward to the leader (a NotLeaderError), never is. After Close it answers
+// at once with what it has.
+func (s *Service) Wait(ctx context.Context, namespace, key string, afterVersion uint64, wait time.Duration, c Consistency) (*fsm.Intent, error) {
+	if wait < 0 || wait > MaxWait {
+		return nil, badField(ErrUnprocessable, "wait", "must be between 0 and %v", MaxWait)
+	}
+	ns, err := s.keyAndNamespace(namespace, key)
+	if err != nil {
+		return nil, err
+	}
+	// Register before the first read, and arm again before each later one:
+	// a change applied after a read then always wakes this poll. A poll
+	// that does not wait takes no slot.
+	var w *waiter
+	var changed <-chan struct{}
+	var full error
+	if wait > 0 {
+		w, changed, full = s.waiters.add(ns, key)
+		if w != nil {
+			defer s.waiters.remove(w)
+		}
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		in, err := s.Get(ctx, ns, key, c)
+		if err != nil && !errors.Is(err, fsm.ErrNotFound) {
+			return nil, err
+		}
+		if in != nil && in.Version > afterVersion {
+			return in, nil
+		}
+		if full != nil {
+			return nil, full
+		}
+		select {
+		case <-changed:
+			changed = s.waiters.arm(w)
+		case <-s.waiters.done:
+			return in, err
+		case <-timer.C:
+			return in, err
+		case <-ctx.Done():
+			return in, err
+		}
+	}
+}
+
+// Close makes every long-poll (Wait) answer at once with what it has read,
+// and later ones answer without waiting, so that a node shutting down need
+// not wait out a poll of up to MaxWait. It also stops following the
+// replicator's changes. Call it when the node starts shutting down, before
+// draining HTTP requests. It may be called more than once.
+func (s *Service) Close() {
+	s.waiters.close()
+	s.closeOnce.Do(func() {
+		if s.unsubscribe != nil {
+			s.unsubscribe()
+		}
+	})
+}
+
+// Waiting returns the number of long-polls waiting on this node.
+func (s *Service) Waiting() int { return s.waiters.len() }
