@@ -26,6 +26,7 @@ test: test-go canary compose-test jepsen-short
 
 test-go: deps verify
 	$(GO) test $(TEST_FLAGS) $(PKGS)
+	$(GO) test -tags faults $(TEST_FLAGS) -run Parse ./internal/faults/ ./cmd/intentd/
 
 ## canary: the agent-side gate: 200 episodes x 5 failure classes x 3 seeds, each seed twice (CANARY_ARGS adds flags)
 CANARY_ARGS ?=
@@ -80,8 +81,10 @@ verify: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+## vet: the product build and the fault suite's build (-tags faults: seeded bugs compiled in)
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags faults $(PKGS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/faults"
 	"github.com/intentledger/intentd/internal/namespace"
 )
 
@@ -24,9 +25,9 @@ type Service struct {
 	signers sync.Map
 	// keys is how seeds are sealed and opened (SetKEK); never nil.
 	keys *keyring
-	// checkThenClaim is a seeded bug for the fault suite (see
-	// SeedCheckThenClaimBug).
-	checkThenClaim bool
+	// faults are the fault suite's seeded bugs (SetFaults); none in the
+	// product build.
+	faults faults.Set
 
 	// waiters are the long-polls (Wait) by key; the replicator feeds them
 	// its changes until unsubscribe is called.
@@ -35,12 +36,10 @@ type Service struct {
 	closeOnce   sync.Once
 }
 
-// SeedCheckThenClaimBug makes Claim decide from a local read made before
-// proposing instead of from the state machine's answer: two racing claims
-// that both saw the key absent are both told "granted". It exists only so
-// the fault suite can prove it catches a double grant; never call it
-// outside tests.
-func (s *Service) SeedCheckThenClaimBug() { s.checkThenClaim = true }
+// SetFaults seeds the fault suite's bugs the service carries
+// (faults.CheckThenClaim); a no-op in the product build. Call it before
+// the service serves.
+func (s *Service) SetFaults(f faults.Set) { s.faults = f }
 
 // New returns a Service over r with limits (zero fields take defaults).
 // The Service follows r's changes (Replicator.SubscribeChanges) until
@@ -133,7 +132,8 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 		}
 	}
 	var sawAbsent bool
-	if s.checkThenClaim {
+	if s.faults.Has(faults.CheckThenClaim) {
+		// Seeded bug: decide from a local read made before proposing.
 		_ = s.r.Read(ctx, Stale, func(l *fsm.Ledger) { sawAbsent = l.Get(ns, req.Key) == nil })
 	}
 	r, err := s.propose(ctx, &fsm.Claim{
@@ -142,7 +142,9 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 		DedupeWindowMS: s.limits.DedupeWindow.Milliseconds(), Principal: req.Principal,
 	})
 	if err == nil && sawAbsent && r.Status == fsm.StatusInFlight {
-		// Seeded bug: trust the earlier check over the state machine.
+		// Seeded bug: trust the earlier check over the state machine, so
+		// two racing claims that both saw the key absent are both told
+		// "granted".
 		return &fsm.Result{Status: fsm.StatusGranted, Created: true, Intent: r.Intent, Index: r.Index}, nil
 	}
 	return r, err

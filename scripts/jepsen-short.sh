@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 RESULTS=${JEPSEN_RESULTS:-results/short-$(date +%Y%m%d-%H%M%S)}
 SEED=${JEPSEN_SEED:-42}
 mkdir -p "$RESULTS"
-go build -o "$RESULTS/intentd" ./cmd/intentd || exit 1
+go build -tags faults -o "$RESULTS/intentd" ./cmd/intentd || exit 1
 go build -o "$RESULTS/jepsen" ./cmd/jepsen || exit 1
 
 status=0

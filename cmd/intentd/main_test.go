@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/internal/faults"
 	"github.com/intentledger/intentd/internal/node"
 )
 
@@ -49,8 +51,14 @@ func TestParseConfigFlagsEnvAndDefaults(t *testing.T) {
 		c.Limits.MaxPayloadBytes != 16<<20 || c.Limits.MaxResultBytes != 16<<20 {
 		t.Fatalf("limits at the ledger's cap: %+v %v", c.Limits, err)
 	}
-	if c, err := parseConfig([]string{"--test-hooks", "--test-bug", "stale-reads"}, getenv, io.Discard); err != nil || c.TestBug != "stale-reads" {
-		t.Fatalf("seeded bug with hooks: %+v %v", c, err)
+	// A seeded bug needs the fault suite's build (-tags faults); the
+	// product build refuses every one.
+	c, err = parseConfig([]string{"--test-hooks", "--test-bug", "stale-reads"}, getenv, io.Discard)
+	if faults.Built && (err != nil || c.TestBug != "stale-reads") {
+		t.Fatalf("seeded bug with hooks in the fault build: %+v %v", c, err)
+	}
+	if !faults.Built && !errors.Is(err, faults.ErrNotBuilt) {
+		t.Fatalf("seeded bug in the product build: %v, want faults.ErrNotBuilt", err)
 	}
 	for _, args := range [][]string{{"--nope"}, {"--id", ""}, {"extra"}, {"--data-dir", ""},
 		{"--test-bug", "stale-reads"}, {"--test-hooks", "--test-bug", "no-such-bug"},

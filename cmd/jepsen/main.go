@@ -75,7 +75,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.claimants, "claimants", 3, "clients racing for each key")
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the fault schedule and the workload (0: pick one and print it)")
 	fs.StringVar(&o.results, "results", "", "results directory (default results/<time>-seed<seed>)")
-	fs.StringVar(&o.binary, "binary", "", "intentd binary (default: go build ./cmd/intentd into the results dir)")
+	fs.StringVar(&o.binary, "binary", "", "intentd binary (default: go build -tags faults ./cmd/intentd into the results dir; --bug needs that build)")
 	wl := fs.String("workload", "w1,w2,w3", "workloads: w1 contended claims (always), w2 final reads after healing, w3 reads through restarting nodes (adds the restart-read nemesis)")
 	fs.StringVar(&o.bug, "bug", "", "positive control: seed this bug in the nodes and pass only if it is caught")
 	fs.BoolVar(&o.tls, "tls", false, "run the nodes with TLS (a fresh development PKI): HTTPS, Raft over mutual TLS with node identities (raft-poke needs it)")
@@ -154,9 +154,10 @@ func buildIntentd(ctx context.Context, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/intentd")
+	// The fault build: --bug's positive controls need the seeded bugs.
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "faults", "-o", bin, "./cmd/intentd")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/intentd: %w\n%s", err, out)
+		return "", fmt.Errorf("go build -tags faults ./cmd/intentd: %w\n%s", err, out)
 	}
 	return bin, nil
 }

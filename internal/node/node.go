@@ -26,6 +26,7 @@ import (
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/httpapi"
+	"github.com/intentledger/intentd/internal/faults"
 	"github.com/intentledger/intentd/internal/tlsutil"
 	"github.com/intentledger/intentd/ledger"
 )
@@ -64,7 +65,8 @@ type Config struct {
 	// PprofAddr, when set, serves /debug/pprof/ on its own listener.
 	PprofAddr string
 	// TestHooks serves the fault suite's debug endpoints; TestBug seeds one
-	// of TestBugs. Neither is for production.
+	// of faults.All (only in a binary built with -tags faults). Neither is
+	// for production.
 	TestHooks bool
 	TestBug   string
 	Logger    *slog.Logger
@@ -150,6 +152,10 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.cfg.Validate(); err != nil {
 		return err
 	}
+	bugs, err := faults.Parse(n.cfg.TestBug)
+	if err != nil {
+		return fmt.Errorf("--test-bug: %w", err)
+	}
 	sec, err := n.cfg.Security.load(n.cfg.ID)
 	if err != nil {
 		return err
@@ -179,9 +185,9 @@ func (n *Node) Start(ctx context.Context) error {
 		RaftTLS: sec.peer, PeerIdentity: sec.identity, GossipKey: sec.gossipKey,
 		Clock: func() time.Time { return time.Now().Add(time.Duration(n.clockOffset.Load())) },
 		Bugs: cluster.Bugs{
-			StaleReads:              n.cfg.TestBug == bugStaleReads,
-			LeadershipLostIsFailure: n.cfg.TestBug == bugLeadershipLost,
-			TrustAnnouncedIDs:       n.cfg.TestBug == bugTrustGossipIDs,
+			StaleReads:              bugs.Has(faults.StaleReads),
+			LeadershipLostIsFailure: bugs.Has(faults.LeadershipLostIsFailure),
+			TrustAnnouncedIDs:       bugs.Has(faults.TrustGossipIDs),
 		},
 	}
 	if n.cfg.Tune != nil {
@@ -203,9 +209,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Name: "intentd_long_polls_waiting",
 		Help: "Long-polls (GET /v1/intents/{key}?wait=) waiting on this node; capped by --max-waiters.",
 	}, func() float64 { return float64(svc.Waiting()) }))
-	if n.cfg.TestBug == bugCheckThenClaim {
-		svc.SeedCheckThenClaimBug()
-	}
+	svc.SetFaults(bugs)
 	if n.cfg.TestBug != "" {
 		n.log.Warn("SEEDED BUG ACTIVE: this node is deliberately incorrect (fault-suite positive control)", "bug", n.cfg.TestBug)
 	}

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"runtime/pprof"
-	"slices"
-	"strings"
 	"time"
+
+	"github.com/intentledger/intentd/internal/faults"
 )
 
 // Validate checks that the configuration fits together. Start calls it,
@@ -25,8 +25,8 @@ func (c *Config) Validate() error {
 		if !c.TestHooks {
 			return errors.New("--test-bug needs --test-hooks")
 		}
-		if !slices.Contains(TestBugs, c.TestBug) {
-			return fmt.Errorf("--test-bug %q: want one of %s", c.TestBug, strings.Join(TestBugs, ", "))
+		if _, err := faults.Parse(c.TestBug); err != nil {
+			return fmt.Errorf("--test-bug: %w", err)
 		}
 	}
 	if err := c.Limits.Validate(); err != nil {

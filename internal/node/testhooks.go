@@ -9,17 +9,6 @@ import (
 	"github.com/intentledger/intentd/httpapi"
 )
 
-// Seeded bugs for the fault suite's positive controls (--test-bug).
-const (
-	bugStaleReads     = "stale-reads"
-	bugLeadershipLost = "leadership-lost-is-failure"
-	bugCheckThenClaim = "check-then-claim"
-	bugTrustGossipIDs = "trust-gossip-ids"
-)
-
-// TestBugs lists the seeded bugs --test-bug accepts.
-var TestBugs = []string{bugStaleReads, bugLeadershipLost, bugCheckThenClaim, bugTrustGossipIDs}
-
 // withTestHooks adds the fault suite's endpoints in front of the API:
 //
 //	GET /debug/digest         {"digest": hex SHA-256 of the state machine, "applied_index": N}

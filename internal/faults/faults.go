@@ -1,0 +1,65 @@
+// Package faults holds the deliberate defects (seeded bugs) that the fault
+// suite's positive controls must catch: a control runs the suite against
+// a node with one bug and passes only if a checker finds it, which shows
+// the checkers can see that class of failure at all.
+//
+// The bugs are compiled in only with the build tag faults, which the fault
+// suite's builds use (make jepsen, scripts/jepsen-*.sh, cmd/jepsen). In the
+// product build a Set is empty, Has is a constant false the compiler drops
+// together with the branch it guards, and Parse refuses every bug, so an
+// intentd built for production refuses --test-bug. This is the role etcd's
+// gofail failpoints play, without a code generator.
+package faults
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Bug names a seeded bug.
+type Bug string
+
+// The seeded bugs.
+const (
+	// StaleReads serves linearizable reads from the local replica on any
+	// node, leader or not, without confirming leadership.
+	StaleReads Bug = "stale-reads"
+	// LeadershipLostIsFailure reports a write whose leader lost leadership
+	// after appending it (outcome unknown) as a definite failure.
+	LeadershipLostIsFailure Bug = "leadership-lost-is-failure"
+	// CheckThenClaim decides a claim from a local read made before
+	// proposing it, so two racing claims may both be told "granted".
+	CheckThenClaim Bug = "check-then-claim"
+	// TrustGossipIDs admits every gossip member and records it under the
+	// node ID it announces, as the cluster did before IDs were bound to
+	// gossip names.
+	TrustGossipIDs Bug = "trust-gossip-ids"
+)
+
+// All lists every seeded bug.
+func All() []Bug { return []Bug{StaleReads, LeadershipLostIsFailure, CheckThenClaim, TrustGossipIDs} }
+
+// Names returns the bugs' names, comma separated, for help texts.
+func Names() string {
+	names := make([]string, 0, len(All()))
+	for _, b := range All() {
+		names = append(names, string(b))
+	}
+	return strings.Join(names, ", ")
+}
+
+// ErrNotBuilt is Parse's error for a bug in the product build.
+var ErrNotBuilt = errors.New("this binary is built without the fault suite's seeded bugs; build it with go build -tags faults")
+
+// ErrUnknown is Parse's error for a name that is no seeded bug.
+var ErrUnknown = errors.New("no such seeded bug")
+
+func lookup(name string) (Bug, error) {
+	for _, b := range All() {
+		if string(b) == name {
+			return b, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %q (want one of %s)", ErrUnknown, name, Names())
+}
