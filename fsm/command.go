@@ -27,6 +27,12 @@ const (
 	TypeReject   CommandType = 7
 	TypeExpire   CommandType = 8
 	TypePurge    CommandType = 9
+
+	TypePutPolicy     CommandType = 10
+	TypeDeletePolicy  CommandType = 11
+	TypeAddSigningKey CommandType = 12
+	TypeUseToken      CommandType = 13
+	TypeSetSettings   CommandType = 14
 )
 
 // Errors returned by Decode.

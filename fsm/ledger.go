@@ -25,9 +25,10 @@ type Ledger struct {
 	now     int64  // latest command time applied (never decreases)
 	index   uint64 // latest log index applied
 
-	// The gate's state. policies, ordered and keys are replaced, never
-	// changed in place, so a Clone shares them; chains is copied by Clone
-	// (each chain over a copy-on-write tree) and changed in place.
+	// Policies, signing keys, settings and audit logs. policies, ordered
+	// and keys are replaced, never changed in place, so a Clone shares
+	// them; chains is copied by Clone (each chain over a copy-on-write
+	// tree) and changed in place.
 	policies map[string]*Policy // by name; the default only once set
 	ordered  []*Policy          // non-default policies in matching order
 	keys     []SigningKey       // oldest first

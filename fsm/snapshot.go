@@ -47,7 +47,7 @@ type snapshotHeader struct {
 	Index   uint64 `json:"index"`
 	Now     int64  `json:"now"`
 	Count   int    `json:"count"`
-	// The gate's state: policies by name, signing keys oldest first (each
+	// Policies by name, signing keys oldest first (each
 	// with its "seed", or its "sealed" seed and no "seed": the form the log
 	// carried, so a snapshot holds no plaintext seed of a sealed key, and a
 	// snapshot of an earlier version, whose keys all have a seed, restores
