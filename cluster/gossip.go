@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+
+	"github.com/intentledger/intentd/fsm"
 )
 
 // memberMeta is what each node tells the others through gossip.
@@ -30,9 +32,10 @@ type memberMeta struct {
 	// can tell a departure (remove the voter) from a failure (keep it).
 	// memberlist's leave event itself does not say which it was.
 	Leaving bool `json:"leaving,omitempty"`
-	// Encoding is the newest log entry encoding the node decodes
-	// (fsm.MaxEncoding); nodes before the binary encoding omit it. The
-	// leader writes no entry some server could not decode.
+	// Encoding is the log entry encoding version the node decodes
+	// (fsm.EncodingVersion). Nothing acts on it yet: it is announced so
+	// that a version that writes a new encoding can wait until every
+	// server reads it, which needs every server to have said so first.
 	Encoding byte `json:"encoding,omitempty"`
 }
 
@@ -80,8 +83,8 @@ var ErrBadMember = errors.New("cluster: gossip member refused")
 // only if its meta parses and names the node it is. memberlist itself
 // refuses a second member under a name it knows alive (NotifyConflict), so
 // with the ID bound to the name no member can take over another's ID, and
-// the forwarding, voter and encoding decisions keyed by ID stay with the
-// node that owns it.
+// the forwarding and voter decisions keyed by ID stay with the node that
+// owns it.
 func (g *gossip) NotifyAlive(n *memberlist.Node) error {
 	if g.trustIDs {
 		return nil
@@ -191,7 +194,7 @@ func (n *Node) startGossip(hasState bool) error {
 	n.gossip = &gossip{
 		log:      n.log,
 		trustIDs: n.cfg.Bugs.TrustAnnouncedIDs,
-		self:     memberMeta{ID: n.cfg.ID, Raft: n.RaftAddr(), HTTP: n.cfg.HTTPAddr, Encoding: n.cfg.maxEncoding()},
+		self:     memberMeta{ID: n.cfg.ID, Raft: n.RaftAddr(), HTTP: n.cfg.HTTPAddr, Encoding: fsm.EncodingVersion},
 		members:  make(map[string]member),
 		changed:  make(chan struct{}, 1),
 	}

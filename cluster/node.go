@@ -18,8 +18,6 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
-
-	"github.com/intentledger/intentd/fsm"
 )
 
 // Config configures a Node. Zero values take the defaults noted.
@@ -86,18 +84,6 @@ type Config struct {
 	// GossipKey, when set, encrypts and authenticates gossip with this
 	// AES key (16, 24 or 32 bytes); members without it cannot join.
 	GossipKey []byte
-	// MaxLogEncoding caps the log entry encoding this node announces it
-	// decodes (0: fsm.MaxEncoding). Tests set fsm.EncodingJSON to stand
-	// for a node of a version before the binary encoding.
-	MaxLogEncoding byte
-}
-
-// maxEncoding is the newest log entry encoding the node announces.
-func (c *Config) maxEncoding() byte {
-	if c.MaxLogEncoding > 0 && c.MaxLogEncoding < fsm.MaxEncoding {
-		return c.MaxLogEncoding
-	}
-	return fsm.MaxEncoding
 }
 
 // Bugs are deliberate defects the fault suite must catch (its positive
@@ -201,11 +187,6 @@ type Node struct {
 	notifyCh  chan bool
 	readyTerm atomic.Uint64 // term whose leader barrier completed
 	lastStamp atomic.Int64  // last time stamped on a proposal
-	// encoding is the log entry encoding Propose writes, the newest every
-	// server in the configuration decodes (updateEncoding), packed with
-	// the term it was chosen in (term<<8 | encoding): it holds only in
-	// that term (logEncoding).
-	encoding atomic.Uint64
 	// unverified counts members not added because their Raft address did
 	// not prove their node identity.
 	unverified atomic.Uint64

@@ -37,18 +37,7 @@ func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error
 			break
 		}
 	}
-	enc, chosen := n.termEncoding()
-	if !chosen {
-		// Until this term's leader has applied its barrier and chosen the
-		// encoding every server decodes, it would write the oldest one,
-		// which drops who made a claim (fsm.EncodingBinary2): refused, not
-		// appended; the caller retries in a moment.
-		return nil, fmt.Errorf("%w: the leader of term %d has not chosen its log encoding yet", ledger.ErrNoLeader, n.raft.CurrentTerm())
-	}
-	data, err := fsm.EncodeAs(enc, now, cmd)
-	if errors.Is(err, fsm.ErrNeedsNewerEncoding) {
-		return nil, fmt.Errorf("%w: %w (log encoding %d): upgrade every node first", ledger.ErrUnprocessable, err, enc)
-	}
+	data, err := fsm.Encode(now, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}

@@ -205,8 +205,10 @@ func due(t *btree.BTreeG[deadline], before int64, max int) []Ref {
 
 // Apply applies one log entry at index. A malformed entry of a known type
 // is refused deterministically (every replica refuses it); an unknown
-// command type that is not marked ignorable panics, because a replica that
-// skipped it would silently diverge from the others.
+// command type that is not marked ignorable, or an entry of an encoding
+// version other than EncodingVersion, panics, because a replica that
+// skipped it would silently diverge from the others. An unknown type marked
+// ignorable is recorded as ignored.
 func (l *Ledger) Apply(index uint64, data []byte) *Result {
 	cmd, err := Decode(data)
 	switch {

@@ -53,8 +53,7 @@ type Policy struct {
 	// approver's actor is its key's name, and a key that is both agent
 	// and approver would otherwise approve its own claims. It is read
 	// from the policy as it stands when an approval is applied, so
-	// turning it off holds intents already pending too. Log entries in
-	// an encoding before EncodingBinary2 cannot carry it (EncodeAs).
+	// turning it off holds intents already pending too.
 	AllowSelfApproval bool `json:"allow_self_approval,omitempty"`
 	// Blocked refuses every claim the policy selects.
 	Blocked bool `json:"blocked,omitempty"`

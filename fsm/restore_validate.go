@@ -350,8 +350,7 @@ func checkTerms(t grantTerms) error {
 }
 
 // recordValues checks a record against the invariants of the transitions
-// (transitions.go, token.go): the ones every version of the ledger kept,
-// so a snapshot an older node wrote still restores.
+// (transitions.go, token.go).
 func (b restoreBounds) recordValues(r *record) error {
 	t, x, st := r.terms.Value(), r.extra(), r.state.State()
 
@@ -385,11 +384,6 @@ func (b restoreBounds) recordValues(r *record) error {
 	}
 	if err := within("updated_at", r.updatedAt, r.createdAt, b.now); err != nil {
 		return err
-	}
-	if r.grantedAt != 0 { // 0: granted by a version that did not record it
-		if err := within("granted_at", r.grantedAt, r.createdAt, r.updatedAt); err != nil {
-			return err
-		}
 	}
 
 	if err := b.terms.check(r.terms); err != nil {
@@ -454,17 +448,17 @@ func (b restoreBounds) grantValues(r *record, st State, leaseMS int64) error {
 	if r.owner == "" || leaseMS <= 0 {
 		return fmt.Errorf("granted with owner %q and lease_ms %d; a grant needs an owner and a lease", r.owner, leaseMS)
 	}
+	// The grant stamped its time, at or after the intent's creation.
+	if err := within("granted_at", r.grantedAt, r.createdAt, r.updatedAt); err != nil {
+		return err
+	}
 	// The lease was set at the grant or a later renewal: its deadline is
 	// lease_ms after a time between the grant and the clock.
 	lease, _ := msToNS(leaseMS) // windowFits checked it
 	start := r.leaseDeadline - lease
-	lo := r.createdAt
-	if r.grantedAt != 0 {
-		lo = r.grantedAt
-	}
-	if r.leaseDeadline < math.MinInt64+lease || start < lo || start > b.now {
+	if r.leaseDeadline < math.MinInt64+lease || start < r.grantedAt || start > b.now {
 		return fmt.Errorf("lease deadline %d is not lease_ms %d after a time within %d..%d (the grant and the clock)",
-			r.leaseDeadline, leaseMS, lo, b.now)
+			r.leaseDeadline, leaseMS, r.grantedAt, b.now)
 	}
 	switch st {
 	case StateDeclared, StateInDoubt:

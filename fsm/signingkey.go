@@ -21,17 +21,16 @@ func (*AddSigningKey) Type() CommandType { return TypeAddSigningKey }
 // id. Keys are replicated so every node signs and verifies alike, and they
 // sit in the log and snapshots. A key holds exactly one of two forms:
 //   - Seed, the ed25519.SeedSize-byte seed in the clear (every key a node
-//     without a key-encryption key adds, and every key of earlier
-//     versions): protect the data directory accordingly;
+//     without a key-encryption key adds): protect the data directory
+//     accordingly;
 //   - Sealed, the seed sealed with the cluster's key-encryption key (KEK)
 //     under the key's id (SealedSeedSize bytes, see package token): the
 //     log and snapshots hold no usable seed.
 //
 // The state machine never decrypts: it checks the form (Validate) and
 // keeps the bytes; nodes open a sealed seed with their KEK when they sign
-// or verify. Both fields are omitted when empty, so a plaintext key
-// encodes exactly as before Sealed existed, and a node of an earlier
-// version refuses a sealed-only key as malformed (no 32-byte seed).
+// or verify. Both fields are omitted from the JSON (the AddSigningKey
+// entry, the snapshot header) when empty.
 type SigningKey struct {
 	ID        string `json:"id"`
 	Seed      []byte `json:"seed,omitempty"`

@@ -5,17 +5,17 @@ package fsm
 // binding to the current grant, the payload, the expiry and single use.
 type UseToken struct {
 	Header
-	Namespace    string `json:"ns"`
-	Key          string `json:"key"`
-	Owner        string `json:"owner"`
-	FencingToken uint64 `json:"fence"`
+	Namespace    string
+	Key          string
+	Owner        string
+	FencingToken uint64
 	// Fingerprint is the one the token binds; Presented the fingerprint
 	// of the payload the tool is about to send (empty: not checked).
-	Fingerprint string `json:"fp"`
-	Presented   string `json:"presented,omitempty"`
+	Fingerprint string
+	Presented   string
 	// Expires is the token's expiry in Unix seconds.
-	Expires int64  `json:"exp"`
-	Actor   string `json:"actor,omitempty"`
+	Expires int64
+	Actor   string
 }
 
 // Type implements Command.

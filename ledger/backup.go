@@ -31,8 +31,8 @@ type Snapshot interface {
 	Index() uint64
 	// Intents is the number of intents in it.
 	Intents() int
-	// Write writes the snapshot's deterministic encoding (fsm's JSON lines
-	// with a SHA-256 trailer) to w.
+	// Write writes the snapshot's deterministic encoding
+	// (fsm.Ledger.WriteSnapshot, with a SHA-256 trailer) to w.
 	Write(w io.Writer) (SnapshotInfo, error)
 }
 
