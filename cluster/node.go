@@ -24,10 +24,14 @@ import (
 type Config struct {
 	// ID names the node in Raft and gossip; it must be unique and stable.
 	ID string
-	// DataDir holds the Raft log and stable store (wal/, or raft.db
-	// in a data dir made by an earlier version; see openLogStore) and
-	// snapshots/.
+	// DataDir holds the Raft log and stable store (wal/ or raft.db, see
+	// LogStore) and snapshots/.
 	DataDir string
+	// LogStore selects the Raft log and stable store: LogStoreWAL ("wal",
+	// the default) or LogStoreBoltDB ("boltdb"). A data dir keeps the kind
+	// it was made with: New refuses one that holds the other kind
+	// (ErrLogStore). See DESIGN.md, "Log store".
+	LogStore string
 	// RaftAddr is the Raft TCP bind address (host:port; port 0 picks one).
 	RaftAddr string
 	// RaftAdvertise is the Raft address other nodes dial (default: the
@@ -120,6 +124,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("cluster: data dir is required")
+	}
+	if c.LogStore == "" {
+		c.LogStore = LogStoreWAL
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -217,7 +224,7 @@ func New(cfg Config) (*Node, error) {
 		}
 	}()
 
-	store, storeKind, err := openLogStore(cfg.DataDir, newHCLog(n.log, "wal"))
+	store, err := openLogStore(cfg.DataDir, cfg.LogStore, newHCLog(n.log, "logstore"))
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +279,7 @@ func New(cfg Config) (*Node, error) {
 	go n.observeLeadership()
 	go n.joinAndBootstrap(hasState)
 	ok = true
-	n.log.Info("node started", "log_store", storeKind, "raft", n.RaftAddr(), "gossip", n.GossipAddr(), "http", cfg.HTTPAddr,
+	n.log.Info("node started", "log_store", cfg.LogStore, "raft", n.RaftAddr(), "gossip", n.GossipAddr(), "http", cfg.HTTPAddr,
 		"existing_state", hasState, "bootstrap_expect", cfg.BootstrapExpect)
 	return n, nil
 }
