@@ -220,9 +220,7 @@ func (n *Node) startGossip(hasState bool) error {
 	mc.Alive = n.gossip
 	mc.Conflict = n.gossip
 	mc.Logger = newStdLogger(n.log, "memberlist")
-	if n.cfg.GossipTuning != nil {
-		n.cfg.GossipTuning(mc)
-	}
+	n.cfg.Gossip.apply(mc)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return fmt.Errorf("cluster: start gossip: %w", err)

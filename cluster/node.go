@@ -71,8 +71,10 @@ type Config struct {
 	// ApplyTimeout bounds how long a proposal may wait to be enqueued
 	// (default 5s).
 	ApplyTimeout time.Duration
-	// GossipTuning adjusts memberlist's local-network defaults (optional).
-	GossipTuning func(*memberlist.Config)
+	// Gossip adjusts gossip's timings; zero values keep memberlist's
+	// local-network defaults. FastTimings sets them with Raft's for
+	// clusters on one machine.
+	Gossip GossipTimings
 	// Bugs seeds known bugs for the fault suite's positive controls. Never
 	// set outside tests.
 	Bugs Bugs

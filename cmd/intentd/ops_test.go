@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-
 	"github.com/intentledger/intentd/client"
 	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/internal/tlsutil"
@@ -38,8 +36,8 @@ func (tn *testNodes) startCfg(id string, expect int, addrs [3]string, tune func(
 		LeaderLeaseTimeout: 500 * time.Millisecond}
 	cfg.Tune = func(c *cluster.Config) {
 		c.ReconcileInterval = 200 * time.Millisecond
-		c.GossipTuning = func(mc *memberlist.Config) {
-			mc.ProbeInterval, mc.ProbeTimeout, mc.GossipInterval = 200*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
+		c.Gossip = cluster.GossipTimings{
+			ProbeInterval: 200 * time.Millisecond, ProbeTimeout: 100 * time.Millisecond, GossipInterval: 50 * time.Millisecond,
 		}
 	}
 	if tune != nil {

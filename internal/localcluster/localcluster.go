@@ -16,8 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-
 	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/ledger"
@@ -112,8 +110,8 @@ func (c *Cluster) start(id string, expect int, join ...string) (*Node, error) {
 			LeaderLeaseTimeout: 500 * time.Millisecond,
 		},
 		ReconcileInterval: 200 * time.Millisecond,
-		GossipTuning: func(mc *memberlist.Config) {
-			mc.ProbeInterval, mc.ProbeTimeout, mc.GossipInterval = 200*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
+		Gossip: cluster.GossipTimings{
+			ProbeInterval: 200 * time.Millisecond, ProbeTimeout: 100 * time.Millisecond, GossipInterval: 50 * time.Millisecond,
 		},
 	})
 	if err != nil {
