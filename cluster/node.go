@@ -1,8 +1,11 @@
-// Package cluster runs one intent ledger node: hashicorp/raft with
-// raft-boltdb stores, file snapshots and a TCP transport, and memberlist
-// gossip for discovery. The leader turns gossip membership into Raft
-// voters and proposes the time-driven sweeps. It implements
-// ledger.Replicator. See DESIGN.md for why it works the way it does.
+// Package cluster runs one intent ledger node: hashicorp/raft with its log
+// and stable store in raft-wal (or raft-boltdb, see Config.LogStore), file
+// snapshots, and its own stream layer under raft's network transport (TCP,
+// optionally mutual TLS; transport.go), and memberlist gossip for
+// discovery. The leader turns gossip membership into Raft voters and
+// proposes the time-driven sweeps. It implements ledger.Replicator. No
+// raft or memberlist type appears in its API. See DESIGN.md for why it
+// works the way it does.
 package cluster
 
 import (
