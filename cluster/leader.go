@@ -130,9 +130,10 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 
 // reconcile makes the Raft configuration follow gossip, as Consul's leader
 // does: alive members missing from the configuration are added as voters;
-// members that left gracefully are removed. A member is added only once
-// its Raft address proved the node identity it claims (verifyServer; a
-// refusal is remembered in unverified and retried after verifyBackoff). A
+// members that left gracefully are removed. With TLS a member is added
+// only once its Raft address proved the node identity it claims
+// (verifyServer; a refusal is remembered in unverified and retried after
+// verifyBackoff). A
 // member that merely failed (dead, not left) stays: it may come back with
 // its data, and removing it would shrink the quorum under a partition.
 func (n *Node) reconcile(ctx context.Context, unverified map[string]time.Time) {
