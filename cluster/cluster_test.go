@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/ledger"
 )
@@ -62,20 +60,10 @@ func (tc *testCluster) startAt(id, raftAddr, gossipAddr string, expect int, join
 		BootstrapExpect: expect,
 		LeaveOnShutdown: true,
 		Logger:          testLogger(tc.t),
-		Raft: RaftTuning{
-			HeartbeatTimeout:   500 * time.Millisecond,
-			ElectionTimeout:    500 * time.Millisecond,
-			LeaderLeaseTimeout: 500 * time.Millisecond,
-		},
-		SweepInterval:     50 * time.Millisecond,
-		ReconcileInterval: 200 * time.Millisecond,
-		GossipTuning: func(c *memberlist.Config) {
-			c.ProbeInterval = 200 * time.Millisecond
-			c.ProbeTimeout = 100 * time.Millisecond
-			c.GossipInterval = 50 * time.Millisecond
-			c.PushPullInterval = time.Second
-		},
+		SweepInterval:   50 * time.Millisecond,
+		Gossip:          GossipTimings{PushPullInterval: time.Second},
 	}
+	FastTimings().Apply(&cfg)
 	if tc.tune != nil {
 		tc.tune(&cfg)
 	}

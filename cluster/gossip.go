@@ -15,6 +15,9 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/faults"
 )
 
 // memberMeta is what each node tells the others through gossip.
@@ -30,9 +33,10 @@ type memberMeta struct {
 	// can tell a departure (remove the voter) from a failure (keep it).
 	// memberlist's leave event itself does not say which it was.
 	Leaving bool `json:"leaving,omitempty"`
-	// Encoding is the newest log entry encoding the node decodes
-	// (fsm.MaxEncoding); nodes before the binary encoding omit it. The
-	// leader writes no entry some server could not decode.
+	// Encoding is the log entry encoding version the node decodes
+	// (fsm.EncodingVersion). Nothing acts on it yet: it is announced so
+	// that a version that writes a new encoding can wait until every
+	// server reads it, which needs every server to have said so first.
 	Encoding byte `json:"encoding,omitempty"`
 }
 
@@ -50,7 +54,7 @@ type gossip struct {
 	bootstrapped atomic.Bool
 	leaving      atomic.Bool
 	conflicts    atomic.Uint64 // members refused for a name already held
-	// trustIDs is the seeded bug Bugs.TrustAnnouncedIDs.
+	// trustIDs is the seeded bug faults.TrustGossipIDs.
 	trustIDs bool
 	mu       sync.Mutex
 	members  map[string]member // by node ID
@@ -80,8 +84,8 @@ var ErrBadMember = errors.New("cluster: gossip member refused")
 // only if its meta parses and names the node it is. memberlist itself
 // refuses a second member under a name it knows alive (NotifyConflict), so
 // with the ID bound to the name no member can take over another's ID, and
-// the forwarding, voter and encoding decisions keyed by ID stay with the
-// node that owns it.
+// the forwarding and voter decisions keyed by ID stay with the node that
+// owns it.
 func (g *gossip) NotifyAlive(n *memberlist.Node) error {
 	if g.trustIDs {
 		return nil
@@ -190,8 +194,8 @@ func (n *Node) startGossip(hasState bool) error {
 	}
 	n.gossip = &gossip{
 		log:      n.log,
-		trustIDs: n.cfg.Bugs.TrustAnnouncedIDs,
-		self:     memberMeta{ID: n.cfg.ID, Raft: n.RaftAddr(), HTTP: n.cfg.HTTPAddr, Encoding: n.cfg.maxEncoding()},
+		trustIDs: n.cfg.Faults.Has(faults.TrustGossipIDs),
+		self:     memberMeta{ID: n.cfg.ID, Raft: n.RaftAddr(), HTTP: n.cfg.HTTPAddr, Encoding: fsm.EncodingVersion},
 		members:  make(map[string]member),
 		changed:  make(chan struct{}, 1),
 	}
@@ -217,9 +221,7 @@ func (n *Node) startGossip(hasState bool) error {
 	mc.Alive = n.gossip
 	mc.Conflict = n.gossip
 	mc.Logger = newStdLogger(n.log, "memberlist")
-	if n.cfg.GossipTuning != nil {
-		n.cfg.GossipTuning(mc)
-	}
+	n.cfg.Gossip.apply(mc)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return fmt.Errorf("cluster: start gossip: %w", err)

@@ -12,13 +12,6 @@ import (
 	"github.com/intentledger/intentd/ledger"
 )
 
-// refusals are the members reconcile did not add, so it warns once and
-// does not probe a refused address on every round.
-type refusals struct {
-	older      map[string]byte      // decodes an older encoding: the version warned about
-	unverified map[string]time.Time // Raft address failed the node identity check: when
-}
-
 // verifyBackoff is how long reconcile waits before it checks a member that
 // failed the node identity check again.
 const verifyBackoff = 30 * time.Second
@@ -98,27 +91,26 @@ func (n *Node) lead(ctx context.Context) {
 	if n.raft.CurrentTerm() != term || n.raft.State() != raft.Leader {
 		return
 	}
-	// Choose this term's encoding before the term is ready: Propose
-	// refuses until both hold (termEncoding), so no entry of this term is
-	// written in an encoding chosen for another configuration.
-	n.chooseEncoding(term)
 	n.readyTerm.Store(term)
 	n.log.Info("leader ready", "term", term, "applied", n.raft.AppliedIndex())
-	refused := &refusals{older: map[string]byte{}, unverified: map[string]time.Time{}}
+	// unverified remembers the members whose Raft address failed the node
+	// identity check, and when, so reconcile warns once and does not probe
+	// a refused address on every round.
+	unverified := map[string]time.Time{}
 
 	reconcile := time.NewTicker(n.cfg.ReconcileInterval)
 	defer reconcile.Stop()
 	sweep := time.NewTicker(n.cfg.SweepInterval)
 	defer sweep.Stop()
-	n.reconcile(ctx, refused)
+	n.reconcile(ctx, unverified)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-n.gossip.changed:
-			n.reconcile(ctx, refused)
+			n.reconcile(ctx, unverified)
 		case <-reconcile.C:
-			n.reconcile(ctx, refused)
+			n.reconcile(ctx, unverified)
 		case <-sweep.C:
 			n.sweep(ctx)
 		}
@@ -140,14 +132,11 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // does: alive members missing from the configuration are added as voters;
 // members that left gracefully are removed. With TLS a member is added
 // only once its Raft address proved the node identity it claims
-// (verifyServer). A member that merely failed
-// (dead, not left) stays: it may come back with its data, and removing it
-// would shrink the quorum under a partition. A member that decodes less
-// than this node writes is not added: it could not install this leader's
-// snapshots nor replay the binary entries it may have written, and as a
-// voter it would crash-loop. refused remembers the ones already warned
-// about.
-func (n *Node) reconcile(ctx context.Context, refused *refusals) {
+// (verifyServer; a refusal is remembered in unverified and retried after
+// verifyBackoff). A
+// member that merely failed (dead, not left) stays: it may come back with
+// its data, and removing it would shrink the quorum under a partition.
+func (n *Node) reconcile(ctx context.Context, unverified map[string]time.Time) {
 	n.gossip.recordSelf(n.gossipAddr)
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -160,24 +149,18 @@ func (n *Node) reconcile(ctx context.Context, refused *refusals) {
 	for _, m := range n.gossip.snapshot() {
 		s, inConf := servers[m.meta.ID]
 		switch {
-		case m.state == memberlist.StateAlive && !inConf && m.meta.Encoding < n.cfg.maxEncoding():
-			if enc, warned := refused.older[m.meta.ID]; !warned || enc != m.meta.Encoding {
-				refused.older[m.meta.ID] = m.meta.Encoding
-				n.log.Warn("not adding a server of an older version: it cannot read this leader's snapshots or log; upgrade it",
-					"id", m.meta.ID, "decodes", m.meta.Encoding, "needs", n.cfg.maxEncoding())
-			}
 		case m.state == memberlist.StateAlive && (!inConf || string(s.Address) != m.meta.Raft || s.Suffrage != raft.Voter):
-			if at, ok := refused.unverified[m.meta.ID]; ok && time.Since(at) < verifyBackoff {
+			if at, ok := unverified[m.meta.ID]; ok && time.Since(at) < verifyBackoff {
 				continue
 			}
 			if err := n.stream.verifyServer(m.meta.Raft, m.meta.ID); err != nil {
-				refused.unverified[m.meta.ID] = time.Now()
+				unverified[m.meta.ID] = time.Now()
 				n.unverified.Add(1)
 				n.log.Warn("not adding a gossip member as a voter: its Raft address does not prove its node identity",
 					"id", m.meta.ID, "raft", m.meta.Raft, "err", err, "retry_in", verifyBackoff)
 				continue
 			}
-			delete(refused.unverified, m.meta.ID)
+			delete(unverified, m.meta.ID)
 			n.log.Info("adding voter from gossip", "id", m.meta.ID, "raft", m.meta.Raft)
 			if err := waitFuture(ctx, n.raft.AddVoter(raft.ServerID(m.meta.ID), raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout)); err != nil {
 				n.log.Warn("add voter failed", "id", m.meta.ID, "err", err)
@@ -189,58 +172,6 @@ func (n *Node) reconcile(ctx context.Context, refused *refusals) {
 			}
 		}
 	}
-	n.updateEncoding()
-}
-
-// updateEncoding sets the encoding Propose writes to the newest one that
-// every server in the Raft configuration announces it decodes. A server
-// not heard of in gossip, or of a version that announces nothing, holds
-// the cluster to JSON: in a rolling upgrade the binary encoding starts
-// only once the last server runs a version that reads it, so no follower
-// meets an entry it cannot apply. (A node of an older version that joins
-// afterwards cannot replay the binary entries already written: upgrades
-// go one way.)
-func (n *Node) updateEncoding() {
-	n.chooseEncoding(n.readyTerm.Load()) // 0 once leadership is lost: nothing holds
-}
-
-// chooseEncoding sets the encoding of term (see updateEncoding).
-func (n *Node) chooseEncoding(term uint64) {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil || term == 0 {
-		return
-	}
-	enc := n.cfg.maxEncoding()
-	for _, s := range f.Configuration().Servers {
-		m, ok := n.gossip.lookup(string(s.ID))
-		if !ok || m.meta.Encoding < fsm.EncodingJSON {
-			enc = fsm.EncodingJSON
-			break
-		}
-		enc = min(enc, m.meta.Encoding)
-	}
-	if old := n.encoding.Swap(term<<8 | uint64(enc)); old != term<<8|uint64(enc) {
-		n.log.Info("log entry encoding", "encoding", enc, "term", term)
-	}
-}
-
-// termEncoding is the encoding Propose writes: the one chosen in the
-// current term, and whether one was (a proposal racing a change of term,
-// or one before the new term's barrier, finds none and is refused, so it
-// never uses a choice made for another configuration).
-func (n *Node) termEncoding() (byte, bool) {
-	v := n.encoding.Load()
-	if v == 0 || v>>8 != n.raft.CurrentTerm() {
-		return fsm.EncodingJSON, false
-	}
-	return byte(v), true
-}
-
-// logEncoding is the encoding the current term writes, JSON (which every
-// version decodes) until one is chosen.
-func (n *Node) logEncoding() byte {
-	enc, _ := n.termEncoding()
-	return enc
 }
 
 // sweep proposes Expire for leases that passed and Purge for finished

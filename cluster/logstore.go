@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -26,41 +27,62 @@ type logStore interface {
 	io.Closer
 }
 
-// Log store kinds, as reported in the node's start log.
+// Log stores Config.LogStore selects.
 const (
-	storeWAL  = "raft-wal"
-	storeBolt = "raft-boltdb"
+	// LogStoreWAL is raft-wal in DataDir/wal/: one append and one fsync
+	// per batch of entries. The default.
+	LogStoreWAL = "wal"
+	// LogStoreBoltDB is raft-boltdb in DataDir/raft.db: a B+tree
+	// copy-on-write commit with two fdatasyncs per batch.
+	LogStoreBoltDB = "boltdb"
 )
 
-// openLogStore opens the node's Raft log and stable store. A new data dir
-// gets raft-wal in wal/: one append and one fsync per StoreLogs, where
-// raft-boltdb pays a B+tree copy-on-write commit with two fdatasyncs. A
-// data dir that already holds raft.db (written by an earlier version)
-// keeps raft-boltdb, so an existing node restarts on its own log; to move
-// a node to raft-wal, replace it with a new node (fresh data dir). Both
-// fsync before StoreLogs returns: durability is the same.
-func openLogStore(dataDir string, logger hclog.Logger) (logStore, string, error) {
+// ErrLogStore is a log store New cannot open: an unknown kind, or a data
+// dir that holds the other kind (a node keeps the log store its data dir
+// was made with).
+var ErrLogStore = errors.New("cluster: log store")
+
+// openLogStore opens the Raft log and stable store of the given kind
+// (LogStoreWAL or LogStoreBoltDB) in dataDir, and nothing else: a data
+// dir that holds the other kind is refused, since opening the configured
+// kind beside it would start a second, empty log, and the node would
+// rejoin as if it had lost its disk. Both fsync before StoreLogs returns:
+// durability is the same.
+func openLogStore(dataDir, kind string, logger hclog.Logger) (logStore, error) {
 	boltPath := filepath.Join(dataDir, "raft.db")
 	walDir := filepath.Join(dataDir, "wal")
-	_, boltErr := os.Stat(boltPath)
-	_, walErr := os.Stat(walDir)
-	if boltErr == nil && errors.Is(walErr, os.ErrNotExist) {
-		s, err := raftboltdb.New(raftboltdb.Options{Path: boltPath})
-		if err != nil {
-			return nil, "", fmt.Errorf("cluster: open raft.db: %w", err)
-		}
-		return s, storeBolt, nil
+	var mine, other, otherKind string
+	switch kind {
+	case LogStoreWAL:
+		mine, other, otherKind = walDir, boltPath, LogStoreBoltDB
+	case LogStoreBoltDB:
+		mine, other, otherKind = boltPath, walDir, LogStoreWAL
+	default:
+		return nil, fmt.Errorf("%w %q: want %q or %q", ErrLogStore, kind, LogStoreWAL, LogStoreBoltDB)
 	}
-	if err := os.MkdirAll(walDir, 0o750); err != nil {
-		return nil, "", fmt.Errorf("cluster: wal dir: %w", err)
+	if _, err := os.Stat(other); err == nil {
+		return nil, fmt.Errorf("%w %q: the data dir %s holds a %q log store (%s); start with log store %q, "+
+			"or give the node a fresh data dir", ErrLogStore, kind, dataDir, otherKind, other, otherKind)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %w", ErrLogStore, err)
+	}
+	if kind == LogStoreBoltDB {
+		s, err := raftboltdb.New(raftboltdb.Options{Path: mine})
+		if err != nil {
+			return nil, fmt.Errorf("cluster: open %s: %w", mine, err)
+		}
+		return s, nil
+	}
+	if err := os.MkdirAll(mine, 0o750); err != nil {
+		return nil, fmt.Errorf("cluster: wal dir: %w", err)
 	}
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(walDir, wal.WithLogger(logger), wal.WithMetaStore(meta))
+	w, err := wal.Open(mine, wal.WithLogger(logger), wal.WithMetaStore(meta))
 	if err != nil {
 		_ = meta.Close()
-		return nil, "", fmt.Errorf("cluster: open wal: %w", err)
+		return nil, fmt.Errorf("cluster: open wal: %w", err)
 	}
-	return &walStore{WAL: w, meta: meta}, storeWAL, nil
+	return &walStore{WAL: w, meta: meta}, nil
 }
 
 // walStore closes raft-wal's meta database along with the WAL: v0.4.0's

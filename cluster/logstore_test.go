@@ -1,67 +1,128 @@
 package cluster
 
 import (
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
-func TestOpenLogStoreNewDirUsesWALAndKeepsItsState(t *testing.T) {
-	dir := t.TempDir()
-	s, kind, err := openLogStore(dir, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if kind != storeWAL {
-		t.Fatalf("a new data dir got %s, want %s", kind, storeWAL)
-	}
-	if err := s.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Data: []byte("a")}, {Index: 2, Term: 1, Data: []byte("b")}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetUint64([]byte("CurrentTerm"), 7); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, kind, err = openLogStore(dir, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var l raft.Log
-	if err := s.GetLog(2, &l); err != nil || string(l.Data) != "b" || kind != storeWAL {
-		t.Fatalf("reopened %s: entry 2 = %q, %v", kind, l.Data, err)
-	}
-	if term, err := s.GetUint64([]byte("CurrentTerm")); err != nil || term != 7 {
-		t.Fatalf("reopened: term %d, %v", term, err)
+// Each log store keeps its entries and stable state across a reopen.
+func TestOpenLogStoreKeepsItsState(t *testing.T) {
+	for _, kind := range []string{LogStoreWAL, LogStoreBoltDB} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := openLogStore(dir, kind, hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Data: []byte("a")}, {Index: 2, Term: 1, Data: []byte("b")}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetUint64([]byte("CurrentTerm"), 7); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s, err = openLogStore(dir, kind, hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var l raft.Log
+			if err := s.GetLog(2, &l); err != nil || string(l.Data) != "b" {
+				t.Fatalf("reopened: entry 2 = %q, %v", l.Data, err)
+			}
+			if term, err := s.GetUint64([]byte("CurrentTerm")); err != nil || term != 7 {
+				t.Fatalf("reopened: term %d, %v", term, err)
+			}
+			other := map[string]string{LogStoreWAL: "raft.db", LogStoreBoltDB: "wal"}[kind]
+			if _, err := os.Stat(filepath.Join(dir, other)); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("a %s store made %s too (%v)", kind, other, err)
+			}
+		})
 	}
 }
 
-func TestOpenLogStoreExistingBoltDirStaysOnBolt(t *testing.T) {
-	dir := t.TempDir()
-	old, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
-	if err != nil {
+// A data dir holds one log store for life: opening the other kind on it
+// is refused (it would start an empty second log), and leaves the data
+// dir as it was.
+func TestOpenLogStoreRefusesTheOtherKind(t *testing.T) {
+	for _, tc := range []struct{ made, asked, other string }{
+		{LogStoreBoltDB, LogStoreWAL, "wal"},
+		{LogStoreWAL, LogStoreBoltDB, "raft.db"},
+	} {
+		t.Run(tc.made+" opened as "+tc.asked, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := openLogStore(dir, tc.made, hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Data: []byte("old")}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if s, err := openLogStore(dir, tc.asked, hclog.NewNullLogger()); !errors.Is(err, ErrLogStore) ||
+				!strings.Contains(err.Error(), `holds a "`+tc.made+`" log store`) {
+				if s != nil {
+					_ = s.Close()
+				}
+				t.Fatalf("open %s on a %s data dir: %v, want ErrLogStore naming %s", tc.asked, tc.made, err, tc.made)
+			}
+			if _, err := os.Stat(filepath.Join(dir, tc.other)); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("the refused open made %s (%v)", tc.other, err)
+			}
+			s, err = openLogStore(dir, tc.made, hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var l raft.Log
+			if err := s.GetLog(1, &l); err != nil || string(l.Data) != "old" {
+				t.Fatalf("the %s store after the refusal: entry 1 = %q, %v", tc.made, l.Data, err)
+			}
+		})
+	}
+	if _, err := openLogStore(t.TempDir(), "bolt", hclog.NewNullLogger()); !errors.Is(err, ErrLogStore) {
+		t.Fatalf("an unknown kind: %v, want ErrLogStore", err)
+	}
+}
+
+// A node runs on raft-boltdb when configured, restarts on its own log,
+// and refuses to start on that data dir as a raft-wal node.
+func TestNodeOnBoltDB(t *testing.T) {
+	tc := newTestCluster(t, func(c *Config) { c.LogStore = LogStoreBoltDB })
+	n := tc.start("n1", 1)
+	ctx := ctxT(t)
+	tc.propose(ctx, claim("k", "o"))
+	want, index := n.Digest()
+	raftAddr, gossipAddr := n.RaftAddr(), n.GossipAddr()
+	if err := n.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := old.StoreLog(&raft.Log{Index: 1, Term: 1, Data: []byte("old")}); err != nil {
-		t.Fatal(err)
+	delete(tc.nodes, "n1")
+	cfg := Config{ID: "n1", DataDir: filepath.Join(tc.dir, "n1"), RaftAddr: raftAddr, GossipAddr: gossipAddr,
+		Logger: testLogger(t)}
+	if bad, err := New(cfg); !errors.Is(err, ErrLogStore) {
+		if bad != nil {
+			_ = bad.Kill()
+		}
+		t.Fatalf("a raft-wal node on a raft-boltdb data dir: %v, want ErrLogStore", err)
 	}
-	if err := old.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, kind, err := openLogStore(dir, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var l raft.Log
-	if kind != storeBolt || s.GetLog(1, &l) != nil || string(l.Data) != "old" {
-		t.Fatalf("a data dir with raft.db got %s (entry %q): an existing node must keep its log", kind, l.Data)
-	}
+	n = tc.startAt("n1", raftAddr, gossipAddr, 1)
+	waitFor(t, 30*time.Second, "the restarted node to apply its log", func() bool {
+		got, idx := n.Digest()
+		return idx >= index && got == want
+	})
 }
 
 // A follower whose log conflicts with a new leader's truncates its tail
@@ -73,7 +134,7 @@ func TestOpenLogStoreExistingBoltDirStaysOnBolt(t *testing.T) {
 // node never came back.
 func TestWALSurvivesATailTruncationAndARestart(t *testing.T) {
 	dir := t.TempDir()
-	s, _, err := openLogStore(dir, hclog.NewNullLogger())
+	s, err := openLogStore(dir, LogStoreWAL, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +154,7 @@ func TestWALSurvivesATailTruncationAndARestart(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, _, err = openLogStore(dir, hclog.NewNullLogger())
+	s, err = openLogStore(dir, LogStoreWAL, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatalf("reopening after a tail truncation: %v", err)
 	}

@@ -1,8 +1,11 @@
-// Package cluster runs one intent ledger node: hashicorp/raft with
-// raft-boltdb stores, file snapshots and a TCP transport, and memberlist
-// gossip for discovery. The leader turns gossip membership into Raft
-// voters and proposes the time-driven sweeps. It implements
-// ledger.Replicator. See DESIGN.md for why it works the way it does.
+// Package cluster runs one intent ledger node: hashicorp/raft with its log
+// and stable store in raft-wal (or raft-boltdb, see Config.LogStore), file
+// snapshots, and its own stream layer under raft's network transport (TCP,
+// optionally mutual TLS; transport.go), and memberlist gossip for
+// discovery. The leader turns gossip membership into Raft voters and
+// proposes the time-driven sweeps. It implements ledger.Replicator. No
+// raft or memberlist type appears in its API. See DESIGN.md for why it
+// works the way it does.
 package cluster
 
 import (
@@ -18,18 +21,21 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
-
-	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/faults"
 )
 
 // Config configures a Node. Zero values take the defaults noted.
 type Config struct {
 	// ID names the node in Raft and gossip; it must be unique and stable.
 	ID string
-	// DataDir holds the Raft log and stable store (wal/, or raft.db
-	// in a data dir made by an earlier version; see openLogStore) and
-	// snapshots/.
+	// DataDir holds the Raft log and stable store (wal/ or raft.db, see
+	// LogStore) and snapshots/.
 	DataDir string
+	// LogStore selects the Raft log and stable store: LogStoreWAL ("wal",
+	// the default) or LogStoreBoltDB ("boltdb"). A data dir keeps the kind
+	// it was made with: New refuses one that holds the other kind
+	// (ErrLogStore). See DESIGN.md, "Log store".
+	LogStore string
 	// RaftAddr is the Raft TCP bind address (host:port; port 0 picks one).
 	RaftAddr string
 	// RaftAdvertise is the Raft address other nodes dial (default: the
@@ -69,11 +75,14 @@ type Config struct {
 	// ApplyTimeout bounds how long a proposal may wait to be enqueued
 	// (default 5s).
 	ApplyTimeout time.Duration
-	// GossipTuning adjusts memberlist's local-network defaults (optional).
-	GossipTuning func(*memberlist.Config)
-	// Bugs seeds known bugs for the fault suite's positive controls. Never
-	// set outside tests.
-	Bugs Bugs
+	// Gossip adjusts gossip's timings; zero values keep memberlist's
+	// local-network defaults. FastTimings sets them with Raft's for
+	// clusters on one machine.
+	Gossip GossipTimings
+	// Faults are the fault suite's seeded bugs this node carries
+	// (faults.StaleReads, LeadershipLostIsFailure, TrustGossipIDs): always
+	// none in the product build.
+	Faults faults.Set
 	// RaftTLS, when set, runs Raft over mutual TLS (see transport.go); it
 	// must require and verify client certificates. nil is plaintext.
 	RaftTLS *tls.Config
@@ -86,33 +95,6 @@ type Config struct {
 	// GossipKey, when set, encrypts and authenticates gossip with this
 	// AES key (16, 24 or 32 bytes); members without it cannot join.
 	GossipKey []byte
-	// MaxLogEncoding caps the log entry encoding this node announces it
-	// decodes (0: fsm.MaxEncoding). Tests set fsm.EncodingJSON to stand
-	// for a node of a version before the binary encoding.
-	MaxLogEncoding byte
-}
-
-// maxEncoding is the newest log entry encoding the node announces.
-func (c *Config) maxEncoding() byte {
-	if c.MaxLogEncoding > 0 && c.MaxLogEncoding < fsm.MaxEncoding {
-		return c.MaxLogEncoding
-	}
-	return fsm.MaxEncoding
-}
-
-// Bugs are deliberate defects the fault suite must catch (its positive
-// controls). A suite that never caught a bug is not trusted.
-type Bugs struct {
-	// StaleReads serves linearizable reads from the local replica on any
-	// node, without confirming leadership or forwarding.
-	StaleReads bool
-	// LeadershipLostIsFailure reports ErrLeadershipLost as a definite
-	// failure although the entry may still commit.
-	LeadershipLostIsFailure bool
-	// TrustAnnouncedIDs admits every gossip member and records it under
-	// the node ID its meta announces, whatever its name (the trust
-	// boundary before node IDs were bound to gossip names).
-	TrustAnnouncedIDs bool
 }
 
 // RaftTuning holds the Raft settings the ledger exposes.
@@ -134,6 +116,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("cluster: data dir is required")
+	}
+	if c.LogStore == "" {
+		c.LogStore = LogStoreWAL
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -201,11 +186,6 @@ type Node struct {
 	notifyCh  chan bool
 	readyTerm atomic.Uint64 // term whose leader barrier completed
 	lastStamp atomic.Int64  // last time stamped on a proposal
-	// encoding is the log entry encoding Propose writes, the newest every
-	// server in the configuration decodes (updateEncoding), packed with
-	// the term it was chosen in (term<<8 | encoding): it holds only in
-	// that term (logEncoding).
-	encoding atomic.Uint64
 	// unverified counts members not added because their Raft address did
 	// not prove their node identity.
 	unverified atomic.Uint64
@@ -236,7 +216,7 @@ func New(cfg Config) (*Node, error) {
 		}
 	}()
 
-	store, storeKind, err := openLogStore(cfg.DataDir, newHCLog(n.log, "wal"))
+	store, err := openLogStore(cfg.DataDir, cfg.LogStore, newHCLog(n.log, "logstore"))
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +271,7 @@ func New(cfg Config) (*Node, error) {
 	go n.observeLeadership()
 	go n.joinAndBootstrap(hasState)
 	ok = true
-	n.log.Info("node started", "log_store", storeKind, "raft", n.RaftAddr(), "gossip", n.GossipAddr(), "http", cfg.HTTPAddr,
+	n.log.Info("node started", "log_store", cfg.LogStore, "raft", n.RaftAddr(), "gossip", n.GossipAddr(), "http", cfg.HTTPAddr,
 		"existing_state", hasState, "bootstrap_expect", cfg.BootstrapExpect)
 	return n, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/faults"
 	"github.com/intentledger/intentd/ledger"
 )
 
@@ -37,18 +38,7 @@ func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error
 			break
 		}
 	}
-	enc, chosen := n.termEncoding()
-	if !chosen {
-		// Until this term's leader has applied its barrier and chosen the
-		// encoding every server decodes, it would write the oldest one,
-		// which drops who made a claim (fsm.EncodingBinary2): refused, not
-		// appended; the caller retries in a moment.
-		return nil, fmt.Errorf("%w: the leader of term %d has not chosen its log encoding yet", ledger.ErrNoLeader, n.raft.CurrentTerm())
-	}
-	data, err := fsm.EncodeAs(enc, now, cmd)
-	if errors.Is(err, fsm.ErrNeedsNewerEncoding) {
-		return nil, fmt.Errorf("%w: %w (log encoding %d): upgrade every node first", ledger.ErrUnprocessable, err, enc)
-	}
+	data, err := fsm.Encode(now, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -80,7 +70,7 @@ func (n *Node) mapApplyError(err error) error {
 		return fmt.Errorf("%w: %w", ledger.ErrNoLeader, err)
 	case errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return fmt.Errorf("%w: %w", ledger.ErrNoLeader, err)
-	case n.cfg.Bugs.LeadershipLostIsFailure && errors.Is(err, raft.ErrLeadershipLost):
+	case n.cfg.Faults.Has(faults.LeadershipLostIsFailure) && errors.Is(err, raft.ErrLeadershipLost):
 		return fmt.Errorf("%w: %w", ledger.ErrNoLeader, err) // seeded bug: unknown reported as definite
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrAbortedByRestore):
 		// Appended locally, maybe replicated: a new leader may commit it.
@@ -121,7 +111,7 @@ func (n *Node) SubscribeChanges(sink ledger.ChangeSink) (unsubscribe func()) {
 // change and waits until the state machine has applied the noted index; a
 // new leader serves none before its term's barrier has applied.
 func (n *Node) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
-	if c == ledger.Stale || n.cfg.Bugs.StaleReads {
+	if c == ledger.Stale || n.cfg.Faults.Has(faults.StaleReads) {
 		n.sm.read(fn)
 		return nil
 	}

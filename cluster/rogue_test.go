@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/ledger"
 )
 
@@ -79,7 +80,7 @@ func TestRogueGossipMembersCannotTakeAnID(t *testing.T) {
 
 	// One announces the leader's ID under a name of its own; one takes the
 	// leader's name outright (memberlist refuses it while the leader lives).
-	impostorMeta := memberMeta{ID: leader.ID(), Raft: raftTrap.Addr().String(), HTTP: trapAddr, Bootstrapped: true, Encoding: leader.cfg.maxEncoding()}
+	impostorMeta := memberMeta{ID: leader.ID(), Raft: raftTrap.Addr().String(), HTTP: trapAddr, Bootstrapped: true, Encoding: fsm.EncodingVersion}
 	startRogue(t, "rogue-1", impostorMeta, nodes[1].GossipAddr())
 	startRogue(t, leader.ID(), impostorMeta, nodes[2].GossipAddr())
 
@@ -145,7 +146,7 @@ func TestTLSLeaderAddsNoVoterWithoutANodeIdentity(t *testing.T) {
 	}()
 	for _, id := range []string{"n5", "n6", "n7"} {
 		startRogue(t, id, memberMeta{ID: id, Raft: raftTrap.Addr().String(), HTTP: "127.0.0.1:1", Bootstrapped: true,
-			Encoding: leader.cfg.maxEncoding()}, nodes[0].GossipAddr())
+			Encoding: fsm.EncodingVersion}, nodes[0].GossipAddr())
 	}
 	waitFor(t, 20*time.Second, "the leader to see the rogues in gossip", func() bool {
 		seen := 0

@@ -44,9 +44,6 @@ func (n *Node) Status() Status {
 		st.AppliedIndex = st.CommitIndex
 	}
 	st.LeaderID, st.LeaderHTTP = n.Leader()
-	if st.State == "leader" {
-		st.LogEncoding = int(n.logEncoding())
-	}
 	leaderReady := st.LeaderID != "" && (st.State != "leader" || n.readyTerm.Load() == st.Term)
 	st.Ready = !n.stopping.Load() && leaderReady && st.AppliedIndex+caughtUpSlack >= st.CommitIndex
 

@@ -12,10 +12,8 @@ type Status struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	LastIndex    uint64 `json:"last_index"`
 	Ready        bool   `json:"ready"`
-	// LogEncoding is the command encoding this node writes as leader: the
-	// newest one every server of the configuration announces it decodes.
-	LogEncoding int            `json:"log_encoding,omitempty"`
-	Nodes       []MemberStatus `json:"nodes"`
+	// Nodes are the members this node knows of, sorted by ID.
+	Nodes []MemberStatus `json:"nodes"`
 }
 
 // MemberStatus is one member: in the Raft configuration, in gossip, or both.
@@ -26,7 +24,7 @@ type MemberStatus struct {
 	Suffrage string `json:"suffrage,omitempty"` // voter, nonvoter, or "" if not in the configuration
 	Gossip   string `json:"gossip"`             // alive, suspect, dead, left, unknown
 	Leader   bool   `json:"leader"`
-	// Decodes is the newest command encoding the member announces it
-	// decodes (0: not announced, an older version or not in gossip).
+	// Decodes is the log entry encoding version the member announces it
+	// decodes (fsm.EncodingVersion; 0: not in gossip).
 	Decodes int `json:"decodes,omitempty"`
 }

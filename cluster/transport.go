@@ -23,12 +23,13 @@ const (
 )
 
 // streamLayer is raft's StreamLayer over TCP, optionally wrapped in mutual
-// TLS. With TLS every inbound connection must present a certificate signed
-// by the cluster CA (the server config requires and verifies client
-// certificates) and every outbound connection verifies the peer's
-// certificate against the CA and the host name it dialled: a plaintext
-// peer, or one with a certificate from another CA, cannot exchange a single
-// Raft RPC with the cluster.
+// TLS. With TLS every inbound connection must present a node certificate
+// (the server config requires and verifies client certificates, and
+// identity names the node it proves) of a node allowed to speak Raft to
+// this one (allow), and every outbound connection verifies that the peer
+// is a node of the cluster (Dial): a plaintext peer, one with a
+// certificate from another CA, or a client certificate cannot exchange a
+// single Raft RPC with the cluster.
 type streamLayer struct {
 	ln        net.Listener
 	advertise net.Addr

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 
 	"github.com/google/btree"
 )
@@ -13,6 +12,10 @@ import (
 // DefaultAuditRetention is how many events of each namespace's audit log
 // are kept until an operator sets another retention.
 const DefaultAuditRetention = 100_000
+
+// SystemNamespace holds the audit events of cluster-wide changes
+// (policies, settings, signing keys). API namespaces cannot start with "_".
+const SystemNamespace = "_system"
 
 // ChainEvent is one event of a namespace's hash-chained audit log.
 //
@@ -138,32 +141,3 @@ func (l *Ledger) AuditEvents(ns string, since uint64, limit int) (page []*ChainE
 	})
 	return page, next
 }
-
-// Settings are cluster-wide knobs that must be the same on every replica,
-// so they are replicated like everything else.
-type Settings struct {
-	// AuditRetention is how many events each namespace's audit log keeps
-	// (0: DefaultAuditRetention).
-	AuditRetention int `json:"audit_retention,omitempty"`
-}
-
-// MaxAuditRetention bounds Settings.AuditRetention.
-const MaxAuditRetention = 10_000_000
-
-func (s Settings) auditRetention() int {
-	if s.AuditRetention <= 0 {
-		return DefaultAuditRetention
-	}
-	return s.AuditRetention
-}
-
-// Validate checks settings an operator submits.
-func (s Settings) Validate() error {
-	if s.AuditRetention < 0 || s.AuditRetention > MaxAuditRetention {
-		return fmt.Errorf("%w: audit_retention %d is outside 0..%d", ErrMalformed, s.AuditRetention, MaxAuditRetention)
-	}
-	return nil
-}
-
-// Settings returns the settings in force.
-func (l *Ledger) Settings() Settings { return l.settings }

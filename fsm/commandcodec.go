@@ -9,42 +9,37 @@ import (
 	"unicode/utf8"
 )
 
-// The binary command encoding (EncodingBinary). Every replica decodes
-// every entry, so the encoding of the commands that are proposed per
-// request (claims and the reports and sweeps that follow them) is on the
-// critical path of the whole cluster: JSON cost 5.5 µs to decode a claim
-// on each replica; this encoding costs a fraction of it and is a third
-// shorter in the log. Rare commands (policies, keys, settings) stay JSON.
+// The log entry encoding, version 1: a type byte, the version byte
+// EncodingVersion, and the command's body.
 //
-// A body is the command's fields in declaration order: strings and byte
-// strings as a uvarint length and the bytes, signed numbers as zigzag
+// The commands proposed per request (claims and the reports, decisions
+// and sweeps that follow them, token use) have a binary body: every
+// replica decodes every entry, so their decoding is on the critical path
+// of the whole cluster, and JSON cost 5.5 µs per claim on each replica
+// where this costs under 1 µs and is a third shorter in the log. The rare
+// commands (policies, signing keys, settings) have a JSON body, read by
+// encoding/json into the command's struct: their json field names are
+// part of the format, and since encoding/json skips a field it does not
+// know, a field cannot be added to them either (a replica that skipped it
+// would apply another command than its peers).
+//
+// A binary body is the command's fields in declaration order: strings and
+// byte strings as a uvarint length and the bytes, signed numbers as zigzag
 // varints, unsigned ones as uvarints, booleans as one byte 0 or 1. A
 // fingerprint is a byte 1 and its 32 bytes when it is 64 lowercase hex
 // digits (what Fingerprint makes), else a byte 0 and the string. Nothing
-// may follow the last field. The layouts are part of the log format:
-// never change one; add a type or an encoding version instead.
-//
-// EncodingBinary2 is EncodingBinary with the caller appended: a claim's
-// principal (a string) after its last field, and a complete's, renew's
-// or commit's principal and override (a string and a boolean) after
-// theirs. The other types have the same body in both. An EncodingBinary
-// entry decodes with an empty principal and no override: a claim bound to
-// no key, a report that names none.
+// may follow the last field: a decoder refuses trailing bytes, so a layout
+// cannot grow a field. Never change one; a change is a new type or a new
+// version.
 
-// Command encodings: the second byte of every log entry.
-const (
-	// EncodingJSON is a JSON body: every command type has one.
-	EncodingJSON byte = 1
-	// EncodingBinary is the binary body of binaryCodec's types.
-	EncodingBinary byte = 2
-	// EncodingBinary2 is EncodingBinary with the caller of a claim,
-	// complete, renew or commit (the API key's principal, and whether it
-	// may settle other keys' grants).
-	EncodingBinary2 byte = 3
-	// MaxEncoding is the newest encoding this version decodes; a node
-	// announces it so the leader writes nothing a voter cannot read.
-	MaxEncoding = EncodingBinary2
-)
+// EncodingVersion is the second byte of every log entry: the version of
+// the encoding of its body, the only one this version writes and reads.
+// Decode refuses an entry of another version (ErrBadVersion) and Apply
+// stops the replica on it, as on an unknown type: a replica that skipped
+// it would diverge. Nodes announce it in gossip (cluster), so a future
+// version can wait until every server reads its entries before it writes
+// them.
+const EncodingVersion byte = 1
 
 var (
 	// errTrailingCommand is a binary body with bytes after its last field.
@@ -76,9 +71,9 @@ func hasBinary(t CommandType) bool {
 	return false
 }
 
-// text is a string that must be UTF-8: a JSON body cannot carry anything
-// else (invalid bytes decode as U+FFFD), so neither may a binary one, and
-// the two encodings of a command stay interchangeable.
+// text is a string that must be UTF-8: what it becomes (an owner, a key,
+// an actor) is shown as JSON (the API, the audit log), which cannot carry
+// anything else, so an entry that holds other bytes is malformed.
 func (d *reader) text() string {
 	b := d.bytes()
 	if !utf8.Valid(b) {
@@ -145,7 +140,7 @@ func (d *reader) refs() []Ref {
 }
 
 // rawJSON returns the next byte string as a raw JSON value (nil if
-// empty). Like a JSON body, a binary one carries only valid JSON there.
+// empty): a payload or result is JSON or the entry is malformed.
 func (d *reader) rawJSON() []byte {
 	b := d.bytes()
 	if len(b) == 0 {
@@ -158,9 +153,8 @@ func (d *reader) rawJSON() []byte {
 	return bytes.Clone(b)
 }
 
-// appendBinary appends cmd's binary body in encoding enc (EncodingBinary
-// or EncodingBinary2).
-func appendBinary(b []byte, enc byte, cmd Command) []byte {
+// appendBinary appends cmd's binary body.
+func appendBinary(b []byte, cmd Command) []byte {
 	b = appendVarint(b, cmd.header().At)
 	switch c := cmd.(type) {
 	case *Claim:
@@ -175,9 +169,7 @@ func appendBinary(b []byte, enc byte, cmd Command) []byte {
 		b = appendVarint(b, c.DefaultLeaseMS)
 		b = appendVarint(b, c.DedupeWindowMS)
 		b = appendBool(b, c.RequireApproval)
-		if enc >= EncodingBinary2 {
-			b = appendString(b, c.Principal)
-		}
+		b = appendString(b, c.Principal)
 	case *Complete:
 		b = appendString(b, c.Namespace)
 		b = appendString(b, c.Key)
@@ -185,19 +177,19 @@ func appendBinary(b []byte, enc byte, cmd Command) []byte {
 		b = appendUvarint(b, c.FencingToken)
 		b = appendString(b, string(c.Outcome))
 		b = appendBytes(b, c.Result)
-		b = appendCaller(b, enc, c.Principal, c.Override)
+		b = appendCaller(b, c.Principal, c.Override)
 	case *Renew:
 		b = appendString(b, c.Namespace)
 		b = appendString(b, c.Key)
 		b = appendString(b, c.Owner)
 		b = appendUvarint(b, c.FencingToken)
 		b = appendVarint(b, c.LeaseMS)
-		b = appendCaller(b, enc, c.Principal, c.Override)
+		b = appendCaller(b, c.Principal, c.Override)
 	case *Commit:
 		b = appendString(b, c.Namespace)
 		b = appendString(b, c.Key)
 		b = appendString(b, c.Owner)
-		b = appendCaller(b, enc, c.Principal, c.Override)
+		b = appendCaller(b, c.Principal, c.Override)
 	case *Resolve:
 		b = appendString(b, c.Namespace)
 		b = appendString(b, c.Key)
@@ -228,20 +220,13 @@ func appendBinary(b []byte, enc byte, cmd Command) []byte {
 	return b
 }
 
-// appendCaller appends a report's caller in EncodingBinary2 (nothing in
-// EncodingBinary, which has no place for it).
-func appendCaller(b []byte, enc byte, principal string, override bool) []byte {
-	if enc < EncodingBinary2 {
-		return b
-	}
+// appendCaller appends a report's caller: its principal and override.
+func appendCaller(b []byte, principal string, override bool) []byte {
 	return appendBool(appendString(b, principal), override)
 }
 
 // caller reads what appendCaller wrote.
-func (d *reader) caller(enc byte) (principal string, override bool) {
-	if enc < EncodingBinary2 {
-		return "", false
-	}
+func (d *reader) caller() (principal string, override bool) {
 	return d.text(), d.bool()
 }
 
@@ -267,9 +252,8 @@ func (d *reader) decision() (ns, key, actor, reason, fp string) {
 	return ns, key, actor, reason, d.fingerprint()
 }
 
-// decodeBinary fills cmd from a binary body in encoding enc
-// (EncodingBinary or EncodingBinary2).
-func decodeBinary(body []byte, enc byte, cmd Command) error {
+// decodeBinary fills cmd from its binary body.
+func decodeBinary(body []byte, cmd Command) error {
 	d := reader{b: body}
 	cmd.header().At = d.varint()
 	switch c := cmd.(type) {
@@ -280,23 +264,21 @@ func decodeBinary(body []byte, enc byte, cmd Command) error {
 		c.Policy = d.text()
 		c.LeaseMS, c.DefaultLeaseMS, c.DedupeWindowMS = d.varint(), d.varint(), d.varint()
 		c.RequireApproval = d.bool()
-		if enc >= EncodingBinary2 {
-			c.Principal = d.text()
-		}
+		c.Principal = d.text()
 	case *Complete:
 		c.Namespace, c.Key, c.Owner = d.text(), d.text(), d.text()
 		c.FencingToken = d.uvarint()
 		c.Outcome = Outcome(d.text())
 		c.Result = d.rawJSON()
-		c.Principal, c.Override = d.caller(enc)
+		c.Principal, c.Override = d.caller()
 	case *Renew:
 		c.Namespace, c.Key, c.Owner = d.text(), d.text(), d.text()
 		c.FencingToken = d.uvarint()
 		c.LeaseMS = d.varint()
-		c.Principal, c.Override = d.caller(enc)
+		c.Principal, c.Override = d.caller()
 	case *Commit:
 		c.Namespace, c.Key, c.Owner = d.text(), d.text(), d.text()
-		c.Principal, c.Override = d.caller(enc)
+		c.Principal, c.Override = d.caller()
 	case *Resolve:
 		c.Namespace, c.Key = d.text(), d.text()
 		c.Outcome = Outcome(d.text())

@@ -49,9 +49,11 @@ func Fingerprint(tool string, payload []byte) (canonical json.RawMessage, finger
 }
 
 // ErrInexactNumber rejects an integer that canonical JSON cannot hold
-// exactly: RFC 8785 treats numbers as IEEE 754 doubles, so such an integer
-// would lose digits and two different IDs could share a fingerprint (a
-// retry with another ID would then not be divergent).
+// exactly: RFC 8785 treats numbers as IEEE 754 doubles and writes the
+// shortest digits that read back as the same double, so such an integer
+// would lose digits, or come out as another integer (20000000000000008, a
+// double, is written 20000000000000010), and two different IDs could share
+// a fingerprint (a retry with another ID would then not be divergent).
 var ErrInexactNumber = errors.New("integer is not exactly representable in canonical JSON (beyond ±2^53); send it as a string")
 
 // plainDocument writes the canonical form of {"tool": tool, "payload":
@@ -71,6 +73,17 @@ func plainDocument(tool string, canonical []byte) ([]byte, bool) {
 	doc = append(doc, `,"tool":"`...)
 	doc = append(doc, tool...)
 	return append(doc, `"}`...), true
+}
+
+// writtenAsItself reports whether the canonical form of the integer
+// literal n (of value i) reads back as exactly i.
+func writtenAsItself(n json.Number, i *big.Int) bool {
+	c, err := jcs.Transform([]byte(n))
+	if err != nil {
+		return false
+	}
+	r, ok := new(big.Rat).SetString(string(c))
+	return ok && r.IsInt() && r.Num().Cmp(i) == 0
 }
 
 // exactIntegerDigits is the most digits an integer can have and still be
@@ -111,7 +124,7 @@ func checkExactNumbers(payload []byte) error {
 		if !ok {
 			continue
 		}
-		if _, acc := new(big.Float).SetInt(i).Float64(); acc != big.Exact {
+		if _, acc := new(big.Float).SetInt(i).Float64(); acc != big.Exact || !writtenAsItself(n, i) {
 			return fmt.Errorf("%w: %s", ErrInexactNumber, n)
 		}
 	}

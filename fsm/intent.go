@@ -120,8 +120,8 @@ type Intent struct {
 	// whose claim created the intent. Only it, or a key whose roles allow
 	// settling others' grants, may complete, renew or commit the grant,
 	// and it may not approve its own claim unless the policy allows it.
-	// Empty: bound to no key (development mode, or claimed through an
-	// encoding before EncodingBinary2); owner and fencing token decide.
+	// Empty: bound to no key (development mode); owner and fencing token
+	// decide.
 	Principal string `json:"principal,omitempty"`
 	CreatedAt int64  `json:"created_at"`
 	// UpdatedAt is the time of the last state change; the dedupe window

@@ -25,9 +25,10 @@ type Ledger struct {
 	now     int64  // latest command time applied (never decreases)
 	index   uint64 // latest log index applied
 
-	// The gate's state. policies, ordered and keys are replaced, never
-	// changed in place, so a Clone shares them; chains is copied by Clone
-	// (each chain over a copy-on-write tree) and changed in place.
+	// Policies, signing keys, settings and audit logs. policies, ordered
+	// and keys are replaced, never changed in place, so a Clone shares
+	// them; chains is copied by Clone (each chain over a copy-on-write
+	// tree) and changed in place.
 	policies map[string]*Policy // by name; the default only once set
 	ordered  []*Policy          // non-default policies in matching order
 	keys     []SigningKey       // oldest first
@@ -204,8 +205,10 @@ func due(t *btree.BTreeG[deadline], before int64, max int) []Ref {
 
 // Apply applies one log entry at index. A malformed entry of a known type
 // is refused deterministically (every replica refuses it); an unknown
-// command type that is not marked ignorable panics, because a replica that
-// skipped it would silently diverge from the others.
+// command type that is not marked ignorable, or an entry of an encoding
+// version other than EncodingVersion, panics, because a replica that
+// skipped it would silently diverge from the others. An unknown type marked
+// ignorable is recorded as ignored.
 func (l *Ledger) Apply(index uint64, data []byte) *Result {
 	cmd, err := Decode(data)
 	switch {

@@ -53,8 +53,7 @@ type Policy struct {
 	// approver's actor is its key's name, and a key that is both agent
 	// and approver would otherwise approve its own claims. It is read
 	// from the policy as it stands when an approval is applied, so
-	// turning it off holds intents already pending too. Log entries in
-	// an encoding before EncodingBinary2 cannot carry it (EncodeAs).
+	// turning it off holds intents already pending too.
 	AllowSelfApproval bool `json:"allow_self_approval,omitempty"`
 	// Blocked refuses every claim the policy selects.
 	Blocked bool `json:"blocked,omitempty"`
@@ -251,4 +250,65 @@ func (l *Ledger) effective(p *Policy, get func(*Policy) int64, fallback int64) i
 		return v
 	}
 	return fallback
+}
+
+// PutPolicy creates or replaces a policy. ExpectVersion, when not zero,
+// makes it a compare-and-set on the stored version.
+type PutPolicy struct {
+	Header
+	Policy        Policy `json:"policy"`
+	ExpectVersion uint64 `json:"expect_version,omitempty"`
+	Actor         string `json:"actor,omitempty"`
+}
+
+// DeletePolicy removes a policy; the default policy cannot be removed.
+type DeletePolicy struct {
+	Header
+	Name  string `json:"name"`
+	Actor string `json:"actor,omitempty"`
+}
+
+// Type implements Command.
+func (*PutPolicy) Type() CommandType { return TypePutPolicy }
+
+// Type implements Command.
+func (*DeletePolicy) Type() CommandType { return TypeDeletePolicy }
+
+func (a *applier) putPolicy(c *PutPolicy) *Result {
+	p := c.Policy
+	if err := p.Validate(); err != nil {
+		return &Result{Status: StatusMalformed, Detail: err.Error()}
+	}
+	cur := a.l.policies[p.Name]
+	if c.ExpectVersion != 0 && (cur == nil || cur.Version != c.ExpectVersion) {
+		have := uint64(0)
+		if cur != nil {
+			have = cur.Version
+		}
+		return &Result{Status: StatusVersionMismatch, Detail: fmt.Sprintf("policy %q is at version %d, not %d", p.Name, have, c.ExpectVersion)}
+	}
+	if cur == nil && p.Name != DefaultPolicyName && len(a.l.policies) >= MaxPolicies {
+		return &Result{Status: StatusMalformed, Detail: fmt.Sprintf("at most %d policies", MaxPolicies)}
+	}
+	p.Version = a.index
+	p.Tools = append([]string(nil), p.Tools...)
+	p.Approvers = append([]string(nil), p.Approvers...)
+	a.l.setPolicy(p.Name, &p)
+	a.l.appendChain(SystemNamespace, "", AuditEvent{Index: a.index, At: a.now, Op: "policy.put", Status: StatusOK, Actor: c.Actor,
+		Reason: fmt.Sprintf("policy %s version %d", p.Name, p.Version)})
+	return &Result{Status: StatusOK, Policy: &p}
+}
+
+func (a *applier) deletePolicy(c *DeletePolicy) *Result {
+	if c.Name == DefaultPolicyName {
+		return &Result{Status: StatusMalformed, Detail: "the default policy cannot be deleted"}
+	}
+	cur := a.l.policies[c.Name]
+	if cur == nil {
+		return &Result{Status: StatusUnknownPolicy, Detail: fmt.Sprintf("no policy %q", c.Name)}
+	}
+	a.l.setPolicy(c.Name, nil)
+	a.l.appendChain(SystemNamespace, "", AuditEvent{Index: a.index, At: a.now, Op: "policy.delete", Status: StatusOK, Actor: c.Actor,
+		Reason: fmt.Sprintf("policy %s version %d", c.Name, cur.Version)})
+	return &Result{Status: StatusOK, Policy: cur}
 }

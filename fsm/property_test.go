@@ -119,9 +119,9 @@ func (m *propModel) command(t *rapid.T, at int64) (fsm.Command, []byte) {
 		return &fsm.Purge{Keys: m.refs(t, m.l.DuePurges(at, 5))}, nil
 	default:
 		if rapid.Bool().Draw(t, "ignorable") {
-			return nil, []byte{byte(fsm.IgnorableFlag | 0x10), fsm.EncodingJSON, '{', '}'}
+			return nil, []byte{byte(fsm.IgnorableFlag | 0x10), fsm.EncodingVersion, '{', '}'}
 		}
-		return nil, []byte{byte(fsm.TypeComplete), fsm.EncodingJSON, '{'}
+		return nil, []byte{byte(fsm.TypeComplete), fsm.EncodingVersion, '{'}
 	}
 }
 

@@ -170,8 +170,7 @@ func normalize(w *Intent) {
 }
 
 // compact returns the record of w, which it normalizes first. It fails
-// only for a state it does not know (a snapshot it is restoring may carry
-// one); the state machine itself never makes such an intent.
+// only for a state it does not know, which the transitions never make.
 func compact(w *Intent) (*record, error) {
 	normalize(w)
 	st, ok := codeOfState(w.State)

@@ -178,8 +178,8 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		// What Restore accepts, the JSON views (v2 snapshots, the API) can
-		// write.
+		// What Restore accepts, the JSON views (the API, the JSON dump)
+		// can write.
 		if _, err := json.Marshal(r.intent()); err != nil {
 			t.Fatalf("accepted %x, which does not marshal as JSON: %v", data, err)
 		}
@@ -192,10 +192,10 @@ func FuzzDecodeRecord(f *testing.F) {
 }
 
 // TestRecordFramesThePrincipalOnlyWhenSet: a record bound to no key is
-// framed as before principals existed (no flag, no field), one bound to a
-// key sets framePrincipal, which older versions refuse as an unknown flag,
-// and a frame that sets it for an empty principal (a second encoding of
-// the same record) is refused.
+// framed without the principal (no flag, no field), one bound to a key
+// sets framePrincipal, a frame that sets it for an empty principal (a
+// second encoding of the same record) is refused, and so is a flag the
+// decoder does not know.
 func TestRecordFramesThePrincipalOnlyWhenSet(t *testing.T) {
 	in := &Intent{Namespace: "ns", Key: "k", Tool: "t", Fingerprint: hex.EncodeToString(make([]byte, 32)),
 		Owner: "A", State: StateDeclared, Version: 3, CreatedAt: 1}

@@ -7,8 +7,7 @@ import (
 	"unique"
 )
 
-// The binary encoding of one record in a version 3 snapshot. Fields in
-// order (strings and byte strings are a uvarint length and the bytes;
+// The binary encoding of one record in a snapshot. Fields in order (strings and byte strings are a uvarint length and the bytes;
 // signed numbers zigzag varints; unsigned uvarints):
 //
 //	namespace, key, owner, payload, result, trail
@@ -24,12 +23,12 @@ import (
 //
 // The encoding is deterministic: equal records give equal bytes.
 //
-// The principal (the API key a grant is bound to) came after the first
-// version 3 snapshots. A record without one is written exactly as before,
-// so those snapshots restore unchanged; a record with one sets
-// framePrincipal in the flags byte, which a node of an older version
-// refuses as an unknown flag: it cannot restore the record, and must not
-// restore it unbound.
+// The principal (the API key a grant is bound to) is framed only when it
+// is set: a record bound to no key (development mode) spends no byte on
+// it. framePrincipal in the flags byte says one follows the fingerprint;
+// a decoder refuses any flag it does not know, so a record that needs a
+// new field is refused by a version that cannot read it, never restored
+// without it.
 
 // framePrincipal is a flag of the frame only (records never hold it): a
 // principal follows the fingerprint. It is set exactly when the
@@ -180,8 +179,8 @@ func decodeRecord(data []byte) (*record, error) {
 }
 
 // storedJSON reads a payload or result as the ledger stores one: compact
-// JSON, as apply leaves it (compactJSON, which a version 2 restore uses
-// too), nil if empty. It aliases the input.
+// JSON, as apply leaves it (compactJSON), nil if empty. It aliases the
+// input.
 func (d *reader) storedJSON() []byte {
 	b, err := compactJSON(d.bytes())
 	if err != nil {

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,42 +50,6 @@ const MaxSnapshotTime int64 = 7_258_118_400 * 1e9
 // snapshot may carry: the most that can be added to MaxSnapshotTime before
 // Unix nanoseconds overflow an int64 (about 62 years).
 const MaxWindowMS = (math.MaxInt64 - MaxSnapshotTime) / 1_000_000
-
-// The sealed form of a signing seed (package token seals and opens it;
-// the state machine only checks its shape): a version byte, a 12-byte
-// nonce, the 32 encrypted seed bytes and a 16-byte AES-GCM tag.
-const (
-	// SealedSeedVersion is the first byte of a sealed seed.
-	SealedSeedVersion byte = 1
-	// SealedSeedSize is the size of a sealed seed.
-	SealedSeedSize = 1 + 12 + ed25519.SeedSize + 16
-)
-
-// Validate checks a signing key as the live key rotation requires it: an
-// id of 1..64 [A-Za-z0-9_-] and exactly one of an Ed25519 seed of
-// ed25519.SeedSize bytes or a sealed seed of SealedSeedSize bytes that
-// starts with SealedSeedVersion. Whether a sealed seed opens is not the
-// state machine's to know: it has no key-encryption key.
-func (k SigningKey) Validate() error {
-	if !keyIDRE.MatchString(k.ID) {
-		return fmt.Errorf("%w: signing key id %q is not 1..64 [A-Za-z0-9_-]", ErrMalformed, k.ID)
-	}
-	if len(k.Sealed) == 0 {
-		if len(k.Seed) != ed25519.SeedSize {
-			return fmt.Errorf("%w: signing key %s has a seed of %d bytes, not %d", ErrMalformed, k.ID, len(k.Seed), ed25519.SeedSize)
-		}
-		return nil
-	}
-	switch {
-	case len(k.Seed) != 0:
-		return fmt.Errorf("%w: signing key %s has both a seed and a sealed seed", ErrMalformed, k.ID)
-	case len(k.Sealed) != SealedSeedSize:
-		return fmt.Errorf("%w: signing key %s has a sealed seed of %d bytes, not %d", ErrMalformed, k.ID, len(k.Sealed), SealedSeedSize)
-	case k.Sealed[0] != SealedSeedVersion:
-		return fmt.Errorf("%w: signing key %s has a sealed seed of version %d, not %d", ErrMalformed, k.ID, k.Sealed[0], SealedSeedVersion)
-	}
-	return nil
-}
 
 // restoreBounds are what every value of a snapshot is checked against:
 // its applied index and its clock, both checked first.
@@ -387,8 +350,7 @@ func checkTerms(t grantTerms) error {
 }
 
 // recordValues checks a record against the invariants of the transitions
-// (transitions.go, gate.go): the ones every version of the ledger kept,
-// so a snapshot an older node wrote still restores.
+// (transitions.go, token.go).
 func (b restoreBounds) recordValues(r *record) error {
 	t, x, st := r.terms.Value(), r.extra(), r.state.State()
 
@@ -422,11 +384,6 @@ func (b restoreBounds) recordValues(r *record) error {
 	}
 	if err := within("updated_at", r.updatedAt, r.createdAt, b.now); err != nil {
 		return err
-	}
-	if r.grantedAt != 0 { // 0: granted by a version that did not record it
-		if err := within("granted_at", r.grantedAt, r.createdAt, r.updatedAt); err != nil {
-			return err
-		}
 	}
 
 	if err := b.terms.check(r.terms); err != nil {
@@ -491,17 +448,17 @@ func (b restoreBounds) grantValues(r *record, st State, leaseMS int64) error {
 	if r.owner == "" || leaseMS <= 0 {
 		return fmt.Errorf("granted with owner %q and lease_ms %d; a grant needs an owner and a lease", r.owner, leaseMS)
 	}
+	// The grant stamped its time, at or after the intent's creation.
+	if err := within("granted_at", r.grantedAt, r.createdAt, r.updatedAt); err != nil {
+		return err
+	}
 	// The lease was set at the grant or a later renewal: its deadline is
 	// lease_ms after a time between the grant and the clock.
 	lease, _ := msToNS(leaseMS) // windowFits checked it
 	start := r.leaseDeadline - lease
-	lo := r.createdAt
-	if r.grantedAt != 0 {
-		lo = r.grantedAt
-	}
-	if r.leaseDeadline < math.MinInt64+lease || start < lo || start > b.now {
+	if r.leaseDeadline < math.MinInt64+lease || start < r.grantedAt || start > b.now {
 		return fmt.Errorf("lease deadline %d is not lease_ms %d after a time within %d..%d (the grant and the clock)",
-			r.leaseDeadline, leaseMS, lo, b.now)
+			r.leaseDeadline, leaseMS, r.grantedAt, b.now)
 	}
 	switch st {
 	case StateDeclared, StateInDoubt:

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"unique"
@@ -107,8 +108,8 @@ func richLedger(t testing.TB) *Ledger {
 	return l
 }
 
-// snapshotParts is a version 3 snapshot taken apart, for a test to alter
-// and put together again with a correct trailer: what anyone can do.
+// snapshotParts is a snapshot taken apart, for a test to alter and put
+// together again with a correct trailer: what anyone can do.
 type snapshotParts struct {
 	hdr     snapshotHeader
 	records []*record
@@ -350,6 +351,12 @@ func TestRestoreRefusesInvalidValues(t *testing.T) {
 			r := p.record(t, "executed")
 			r.updatedAt = r.createdAt - 1
 		}, nil, "updated_at"},
+		{"granted without a grant time", func(t *testing.T, p *snapshotParts) { p.record(t, "executed").grantedAt = 0 }, nil,
+			"granted_at 0 is outside"},
+		{"granted before it was created", func(t *testing.T, p *snapshotParts) {
+			r := p.record(t, "executed")
+			r.grantedAt = r.createdAt - 1
+		}, nil, "granted_at"},
 		{"granted_at after the last change", func(t *testing.T, p *snapshotParts) {
 			r := p.record(t, "executed")
 			r.grantedAt = r.updatedAt + 1
@@ -481,32 +488,22 @@ func TestRestoreRefusesInvalidValues(t *testing.T) {
 	}
 }
 
-// TestRestoreKeepsWhatLedgersHold: the rich ledger, in either snapshot
-// version, restores to the same digest, and a ledger whose values sit at
-// the limits restores too.
+// TestRestoreKeepsWhatLedgersHold: the rich ledger restores to the same
+// digest, and a ledger whose values sit at the limits restores too.
 func TestRestoreKeepsWhatLedgersHold(t *testing.T) {
 	l := richLedger(t)
-	for _, write := range []func(*Ledger, *bytes.Buffer) error{
-		func(l *Ledger, b *bytes.Buffer) error { return l.WriteSnapshot(b) },
-		func(l *Ledger, b *bytes.Buffer) error { return l.WriteSnapshotJSON(b) },
-	} {
-		var snap bytes.Buffer
-		if err := write(l, &snap); err != nil {
-			t.Fatal(err)
-		}
-		back, err := Restore(&snap)
-		if err != nil {
-			t.Fatalf("Restore: %v", err)
-		}
-		if back.Digest() != l.Digest() {
-			t.Fatal("the restored ledger differs")
-		}
-	}
-
 	var snap bytes.Buffer
 	if err := l.WriteSnapshot(&snap); err != nil {
 		t.Fatal(err)
 	}
+	back, err := Restore(bytes.NewReader(snap.Bytes()))
+	if err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	if back.Digest() != l.Digest() {
+		t.Fatal("the restored ledger differs")
+	}
+
 	p := takeApart(t, snap.Bytes())
 	p.hdr.Index, p.hdr.Now = MaxSnapshotIndex, MaxSnapshotTime
 	if _, err := Restore(bytes.NewReader(p.bytes(t))); err != nil {
@@ -514,39 +511,49 @@ func TestRestoreKeepsWhatLedgersHold(t *testing.T) {
 	}
 }
 
-// TestRestoreRefusesInvalidValuesInVersion2: the JSON intent lines of a
-// version 2 snapshot are checked as the frames of version 3 are.
-func TestRestoreRefusesInvalidValuesInVersion2(t *testing.T) {
-	l := richLedger(t)
+// TestRestoreRefusesBadFrames: record frames and audit log events must
+// come as WriteSnapshot writes them: as many as the header counts, in
+// strictly increasing (namespace, key) and (namespace, seq) order. A
+// record or an event repeated anywhere would replace its twin and lose
+// another.
+func TestRestoreRefusesBadFrames(t *testing.T) {
 	var snap bytes.Buffer
-	if err := l.WriteSnapshotJSON(&snap); err != nil {
+	if err := richLedger(t).WriteSnapshot(&snap); err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSuffix(snap.String(), "\n"), "\n")
-	lines = lines[:len(lines)-1] // the trailer, written again below
-	changed := false
-	for i, line := range lines[1 : 1+l.Len()] {
-		var in Intent
-		if err := json.Unmarshal([]byte(line), &in); err != nil {
-			t.Fatal(err)
-		}
-		if in.Key == "declared" {
-			in.FencingToken, in.Version = l.AppliedIndex()+1, l.AppliedIndex()+1
-			b, err := json.Marshal(&in)
-			if err != nil {
-				t.Fatal(err)
+	cases := []struct {
+		name   string
+		change func(p *snapshotParts)
+		text   string
+	}{
+		{"two records swapped", func(p *snapshotParts) { p.records[1], p.records[2] = p.records[2], p.records[1] }, "intent 2 out of order"},
+		{"namespaces out of order", func(p *snapshotParts) {
+			last := p.records[len(p.records)-1] // other/k
+			p.records = append([]*record{last}, p.records[:len(p.records)-1]...)
+		}, "intent 1 out of order"},
+		{"a record twice", func(p *snapshotParts) {
+			p.records = slices.Insert(p.records, 3, p.records[2])
+			p.hdr.Count++
+		}, "intent 3 out of order"},
+		{"count above the frames", func(p *snapshotParts) { p.hdr.Count++ }, "intent"},
+		{"count below the frames", func(p *snapshotParts) { p.hdr.Count-- }, "audit event 0"},
+		{"an audit event repeated after another namespace's", func(p *snapshotParts) {
+			n := len(p.events)
+			if p.events[n-1].Namespace != "other" || p.events[n-2].Namespace != "ns" || p.events[n-3].Namespace != "ns" {
+				t.Fatalf("unexpected layout: %q %q %q", p.events[n-3].Namespace, p.events[n-2].Namespace, p.events[n-1].Namespace)
 			}
-			lines[1+i], changed = string(b), true
-		}
+			p.events[n-2], p.events[n-1] = p.events[n-1], p.events[n-3]
+		}, "out of order"},
 	}
-	if !changed {
-		t.Fatal("no intent ns/declared")
-	}
-	body := strings.Join(lines, "\n") + "\n"
-	sum := sha256.Sum256([]byte(body))
-	bad := body + `{"sha256":"` + hex.EncodeToString(sum[:]) + `"}` + "\n"
-	if _, err := Restore(strings.NewReader(bad)); !errors.Is(err, ErrInvalidSnapshot) || !strings.Contains(err.Error(), "ns\"/\"declared") {
-		t.Fatalf("Restore: %v, want ErrInvalidSnapshot naming ns/declared", err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := takeApart(t, snap.Bytes())
+			tc.change(p)
+			l, err := Restore(bytes.NewReader(p.bytes(t)))
+			if !errors.Is(err, ErrBadSnapshot) || l != nil || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("Restore: %v, want ErrBadSnapshot saying %q", err, tc.text)
+			}
+		})
 	}
 }
 

@@ -16,12 +16,14 @@ import (
 // SnapshotFormat names the snapshot encoding in its header line.
 const SnapshotFormat = "intentd-ledger"
 
-// SnapshotVersion is the version of the snapshot encoding WriteSnapshot
-// writes. Restore also reads version 2 (intents as JSON lines).
-const SnapshotVersion = 3
+// SnapshotVersion is the version of the snapshot encoding, the only one
+// WriteSnapshot writes and Restore reads: a snapshot of another version
+// is refused.
+const SnapshotVersion = 1
 
-// snapshotVersionJSON is the last version with intents as JSON lines.
-const snapshotVersionJSON = 2
+// DumpFormat names the JSON dump WriteSnapshotJSON writes in its header
+// line: a view of the ledger for people and jq, which Restore refuses.
+const DumpFormat = "intentd-ledger-dump"
 
 // MaxBlobBytes caps a payload or a result: a policy's max_payload_bytes,
 // and the service's own limits, may not be larger.
@@ -47,12 +49,11 @@ type snapshotHeader struct {
 	Index   uint64 `json:"index"`
 	Now     int64  `json:"now"`
 	Count   int    `json:"count"`
-	// The gate's state: policies by name, signing keys oldest first (each
-	// with its "seed", or its "sealed" seed and no "seed": the form the log
-	// carried, so a snapshot holds no plaintext seed of a sealed key, and a
-	// snapshot of an earlier version, whose keys all have a seed, restores
-	// as it is), settings, and the heads of the audit logs whose Events
-	// event lines follow the intents, namespace by namespace in order.
+	// Policies by name, signing keys oldest first (each with its "seed",
+	// or its "sealed" seed and no "seed": the form the log carried, so a
+	// snapshot holds no plaintext seed of a sealed key), settings, and the
+	// heads of the audit logs whose Events event lines follow the intents,
+	// namespace by namespace in order.
 	Policies []*Policy    `json:"policies,omitempty"`
 	Keys     []SigningKey `json:"keys,omitempty"`
 	Settings Settings     `json:"settings"`
@@ -79,31 +80,35 @@ type snapshotTrailer struct {
 	SHA256 string `json:"sha256"`
 }
 
-// WriteSnapshot writes the ledger in its deterministic encoding (version
-// 3): a JSON header line; one frame per intent in (namespace, key) order,
-// each a 4-byte big-endian length and the record's binary encoding
-// (recordcodec.go); one JSON line per audit log event; and a trailer line
-// with the SHA-256 of everything before it. Equal ledgers give
-// byte-identical snapshots. Call it on a Clone to keep applying meanwhile.
+// WriteSnapshot writes the ledger in its deterministic encoding
+// (SnapshotVersion): a JSON header line; one frame per intent in
+// (namespace, key) order, each a 4-byte big-endian length and the
+// record's binary encoding (recordcodec.go); one JSON line per audit log
+// event; and a trailer line with the SHA-256 of everything before it.
+// Equal ledgers give byte-identical snapshots. Call it on a Clone to keep
+// applying meanwhile.
 func (l *Ledger) WriteSnapshot(w io.Writer) error {
-	return l.writeSnapshot(w, SnapshotVersion)
+	return l.writeSnapshot(w, SnapshotFormat, l.writeRecords)
 }
 
-// WriteSnapshotJSON writes the ledger in the version 2 encoding, with one
-// JSON line per intent instead of a binary frame: what Restore of this
-// and of older versions reads, and what jq reads (intentctl snapshot
-// dump). It is deterministic too, and costs several times the time and
-// space of WriteSnapshot.
+// WriteSnapshotJSON writes a JSON dump of the ledger for people and jq
+// (intentctl snapshot dump): the layout of a snapshot, with the header
+// naming DumpFormat and one JSON line per intent (the Intent view, as the
+// API shows it) instead of a binary frame. It is deterministic too, and
+// costs several times the time and space of WriteSnapshot. It is a view,
+// not a second snapshot format: Restore refuses it.
 func (l *Ledger) WriteSnapshotJSON(w io.Writer) error {
-	return l.writeSnapshot(w, snapshotVersionJSON)
+	return l.writeSnapshot(w, DumpFormat, l.writeIntentLines)
 }
 
-func (l *Ledger) writeSnapshot(w io.Writer, version int) error {
+// writeSnapshot writes the header (naming format), the intents with
+// writeIntents, the audit log events and the trailer.
+func (l *Ledger) writeSnapshot(w io.Writer, format string, writeIntents func(*bufio.Writer) error) error {
 	h := sha256.New()
 	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	hdr := snapshotHeader{Format: SnapshotFormat, Version: version, Index: l.index, Now: l.now,
+	hdr := snapshotHeader{Format: format, Version: SnapshotVersion, Index: l.index, Now: l.now,
 		Count: l.intents.Len(), Keys: l.keys, Settings: l.settings}
 	pnames := make([]string, 0, len(l.policies))
 	for name := range l.policies {
@@ -121,11 +126,7 @@ func (l *Ledger) writeSnapshot(w io.Writer, version int) error {
 	if err := enc.Encode(hdr); err != nil {
 		return fmt.Errorf("snapshot header: %w", err)
 	}
-	write := l.writeRecords
-	if version == snapshotVersionJSON {
-		write = l.writeIntentLines
-	}
-	if err := write(bw); err != nil { // concurrently, same bytes
+	if err := writeIntents(bw); err != nil { // concurrently, same bytes
 		return fmt.Errorf("snapshot intent: %w", err)
 	}
 	var err error
@@ -159,8 +160,9 @@ func (l *Ledger) Digest() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Restore reads a snapshot written by WriteSnapshot (or WriteSnapshotJSON)
-// and returns the ledger. It verifies the header, the count and the
+// Restore reads a snapshot written by WriteSnapshot and returns the
+// ledger. It refuses any other format or version, a JSON dump among them.
+// It verifies the header, the count and the
 // checksum, and that keys arrive in strictly increasing order; and, since
 // anyone can compute a checksum, every value as well: a snapshot holding
 // a value no sequence of commands could have produced (an index past
@@ -179,8 +181,13 @@ func Restore(r io.Reader) (*Ledger, error) {
 	if err := json.Unmarshal(line, &hdr); err != nil {
 		return nil, fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
 	}
-	if hdr.Format != SnapshotFormat || (hdr.Version != SnapshotVersion && hdr.Version != snapshotVersionJSON) {
-		return nil, fmt.Errorf("%w: format %q version %d", ErrBadSnapshot, hdr.Format, hdr.Version)
+	switch {
+	case hdr.Format == DumpFormat:
+		return nil, fmt.Errorf("%w: a JSON dump (format %q) is a view for reading, not a snapshot to restore",
+			ErrBadSnapshot, hdr.Format)
+	case hdr.Format != SnapshotFormat || hdr.Version != SnapshotVersion:
+		return nil, fmt.Errorf("%w: format %q version %d; this version reads format %q version %d",
+			ErrBadSnapshot, hdr.Format, hdr.Version, SnapshotFormat, SnapshotVersion)
 	}
 	if hdr.Count < 0 || hdr.Events < 0 {
 		return nil, fmt.Errorf("%w: count %d, events %d", ErrBadSnapshot, hdr.Count, hdr.Events)
@@ -216,12 +223,7 @@ func Restore(r io.Reader) (*Ledger, error) {
 		prev = r
 		return nil
 	}
-	if hdr.Version == snapshotVersionJSON {
-		err = readIntentLinesChecked(br, h, hdr.Count, bounds.checkRecord, put)
-	} else {
-		err = readRecords(br, h, hdr.Count, bounds.checkRecord, put)
-	}
-	if err != nil {
+	if err := readRecords(br, h, hdr.Count, bounds.checkRecord, put); err != nil {
 		return nil, err
 	}
 	chains := newChainChecker(bounds, hdr.Chains)

@@ -16,8 +16,8 @@ func bigJSON(n int) []byte {
 }
 
 // TestSnapshotHoldsTheLargestRecord: an intent with the largest payload
-// and result the ledger accepts is written into a version 3 snapshot that
-// restores to the same state.
+// and result the ledger accepts is written into a snapshot that restores
+// to the same state.
 func TestSnapshotHoldsTheLargestRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 32 MiB records")

@@ -97,7 +97,7 @@ var encodeBufs = sync.Pool{New: func() any {
 }}
 
 // writeRecords writes one frame per record in key order: a 4-byte
-// big-endian length and the record's encoding (version 3).
+// big-endian length and the record's encoding.
 func (l *Ledger) writeRecords(w *bufio.Writer) error {
 	return l.writeChunks(w, func(buf *bytes.Buffer, r *record) error {
 		b := buf.AvailableBuffer()
@@ -114,8 +114,8 @@ func (l *Ledger) writeRecords(w *bufio.Writer) error {
 	})
 }
 
-// writeIntentLines writes one JSON line per intent in key order (version
-// 2), without HTML escaping.
+// writeIntentLines writes one JSON line per intent in key order, without
+// HTML escaping: the intents of a JSON dump (WriteSnapshotJSON).
 func (l *Ledger) writeIntentLines(w *bufio.Writer) error {
 	return l.writeChunks(w, func(buf *bytes.Buffer, r *record) error {
 		enc := json.NewEncoder(buf)
@@ -169,7 +169,7 @@ func (l *Ledger) writeChunks(w *bufio.Writer, encode func(*bytes.Buffer, *record
 }
 
 // decodeJob is one chunk of a snapshot's intents or audit log events:
-// their encodings (record frames or JSON lines) and, once decoded, their
+// their encodings (record frames or event lines) and, once decoded, their
 // values.
 type decodeJob[T any] struct {
 	first  int // position of the first element in the snapshot
@@ -229,8 +229,8 @@ func readChunks[T any](what string, count int, read func(i int) ([]byte, error),
 		})
 }
 
-// frameReader reads record frames (version 3) from br, one per call,
-// feeding every byte to h.
+// frameReader reads record frames from br, one per call, feeding every
+// byte to h.
 func frameReader(br *bufio.Reader, h hash.Hash) func(int) ([]byte, error) {
 	var size [4]byte
 	return func(int) ([]byte, error) {
@@ -266,8 +266,8 @@ func checked(decode func([]byte) (*record, error), check func(*record) error) fu
 	}
 }
 
-// readRecords reads count record frames (version 3), checks each record
-// with check and hands them to put in order.
+// readRecords reads count record frames, checks each record with check
+// and hands them to put in order.
 func readRecords(br *bufio.Reader, h hash.Hash, count int, check func(*record) error, put func(i int, r *record) error) error {
 	return readChunks("intent", count, frameReader(br, h), checked(decodeRecord, check), put)
 }
@@ -289,42 +289,6 @@ func readFrame(br *bufio.Reader, n int) ([]byte, error) {
 		return nil, err
 	}
 	return frame.Bytes(), nil
-}
-
-// readIntentLines reads count JSON intent lines (version 2) and hands
-// their records to put in order, checking their form but not their values.
-func readIntentLines(br *bufio.Reader, h hash.Hash, count int, put func(i int, r *record) error) error {
-	return readIntentLinesChecked(br, h, count, nil, put)
-}
-
-// readIntentLinesChecked is readIntentLines that also checks each record
-// with check, when it is not nil.
-func readIntentLinesChecked(br *bufio.Reader, h hash.Hash, count int, check func(*record) error, put func(i int, r *record) error) error {
-	read := func(int) ([]byte, error) { return readLine(br, h) }
-	decode := decodeIntentLine
-	if check != nil {
-		decode = checked(decode, check)
-	}
-	return readChunks("intent", count, read, decode, put)
-}
-
-// decodeIntentLine decodes one JSON intent line (version 2) into the
-// record apply would have stored.
-func decodeIntentLine(line []byte) (*record, error) {
-	in := new(Intent)
-	if err := json.Unmarshal(line, in); err != nil {
-		return nil, err
-	}
-	// Stored payloads and results are compact, as apply leaves them;
-	// a dump edited by hand (or by jq) may not be.
-	var err error
-	if in.Payload, err = compactJSON(in.Payload); err != nil {
-		return nil, err
-	}
-	if in.Result, err = compactJSON(in.Result); err != nil {
-		return nil, err
-	}
-	return compact(in) // refuses a state it does not know
 }
 
 // chainEventLine is an audit log event line decoded, its hash verified,

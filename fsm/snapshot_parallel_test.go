@@ -3,7 +3,6 @@ package fsm
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -79,8 +78,8 @@ func TestWriteRecordsMatchesSequentialEncoding(t *testing.T) {
 	}
 }
 
-// frames returns the offsets of the record frames in a version 3
-// snapshot of n intents (the header is the first line).
+// frames returns the offsets of the record frames in a snapshot of n
+// intents (the header is the first line).
 func frames(t *testing.T, snap []byte, n int) []int {
 	t.Helper()
 	off := bytes.IndexByte(snap, '\n') + 1
@@ -159,30 +158,19 @@ func TestLargeRecordsCutChunksEarly(t *testing.T) {
 }
 
 // TestRestoreCompactsPayloads: a payload and result that carry whitespace
-// (a dump piped through jq, a crafted frame) restore compact, as apply
-// stores them, from either snapshot version.
+// (a crafted frame) restore compact, as apply stores them.
 func TestRestoreCompactsPayloads(t *testing.T) {
-	line := `{"namespace":"ns","key":"k","tool":"t","owner":"o","state":"executed",` +
-		`"fingerprint":"` + strings.Repeat("0", 64) + `","payload":{ "a" : [1, 2] },"result":[ "ok" ]}` + "\n"
-	var got *record
-	err := readIntentLines(bufio.NewReader(strings.NewReader(line)), sha256.New(), 1,
-		func(_ int, r *record) error { got = r; return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got.payload) != `{"a":[1,2]}` || got.result != `["ok"]` {
-		t.Fatalf("version 2: payload %s, result %s: want them compact", got.payload, got.result)
-	}
 	loose, err := compact(&Intent{Namespace: "ns", Key: "k", State: StateExecuted, Fingerprint: strings.Repeat("0", 64),
 		Payload: []byte(`{ "a" : [1, 2] }`), Result: []byte(`[ "ok" ]`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err = decodeRecord(appendRecord(nil, loose)); err != nil {
+	got, err := decodeRecord(appendRecord(nil, loose))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if string(got.payload) != `{"a":[1,2]}` || got.result != `["ok"]` {
-		t.Fatalf("version 3: payload %s, result %s: want them compact", got.payload, got.result)
+		t.Fatalf("payload %s, result %s: want them compact", got.payload, got.result)
 	}
 }
 

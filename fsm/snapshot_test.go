@@ -80,22 +80,25 @@ func TestSnapshotDeterministic(t *testing.T) {
 	sum := sha256.Sum256(sa)
 	eq(t, "Digest", a.Digest(), hex.EncodeToString(sum[:]))
 
-	// Version 3 starts with a JSON header line naming its version.
-	var v3 struct {
-		Version int `json:"version"`
-		Count   int `json:"count"`
+	// A snapshot starts with a JSON header line naming its format and
+	// version.
+	var v1 struct {
+		Format  string `json:"format"`
+		Version int    `json:"version"`
+		Count   int    `json:"count"`
 	}
-	if err := json.Unmarshal(sa[:bytes.IndexByte(sa, '\n')], &v3); err != nil {
+	if err := json.Unmarshal(sa[:bytes.IndexByte(sa, '\n')], &v1); err != nil {
 		t.Fatal(err)
 	}
-	eq(t, "version", v3.Version, fsm.SnapshotVersion)
-	eq(t, "count", v3.Count, a.Len())
+	eq(t, "format", v1.Format, fsm.SnapshotFormat)
+	eq(t, "version", v1.Version, fsm.SnapshotVersion)
+	eq(t, "count", v1.Count, a.Len())
 
-	// The version 2 layout (WriteSnapshotJSON): header, one line per intent
-	// in (namespace, key) order, one per audit log event, trailer.
-	sj := jsonSnapshotOf(t, a)
-	if !bytes.Equal(sj, jsonSnapshotOf(t, b)) {
-		t.Fatalf("two ledgers from the same log give different JSON snapshots")
+	// The JSON dump (WriteSnapshotJSON): header, one line per intent in
+	// (namespace, key) order, one per audit log event, trailer.
+	sj := dumpOf(t, a)
+	if !bytes.Equal(sj, dumpOf(t, b)) {
+		t.Fatalf("two ledgers from the same log give different JSON dumps")
 	}
 	lines := strings.Split(strings.TrimSuffix(string(sj), "\n"), "\n")
 	var hdr struct {
@@ -109,8 +112,8 @@ func TestSnapshotDeterministic(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[0]), &hdr); err != nil {
 		t.Fatal(err)
 	}
-	eq(t, "format", hdr.Format, fsm.SnapshotFormat)
-	eq(t, "version", hdr.Version, jsonVersion)
+	eq(t, "format", hdr.Format, fsm.DumpFormat)
+	eq(t, "version", hdr.Version, fsm.SnapshotVersion)
 	eq(t, "index", hdr.Index, uint64(len(log)))
 	eq(t, "now", hdr.Now, a.Now())
 	eq(t, "count", hdr.Count, a.Len())
@@ -183,15 +186,21 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	eq(t, "Digest", restored.Digest(), l.Digest())
 }
 
-// Log entries need not be compact (another encoder, an older version):
-// the records a restored replica holds must still equal the ones of a
-// replica that applied the log.
+// Raw values in log entries need not be compact (Encode keeps them as the
+// proposer wrote them): the records a restored replica holds must still
+// equal the ones of a replica that applied the log.
 func TestRestoredRecordsEqualAppliedOnes(t *testing.T) {
-	entries := [][]byte{
-		append([]byte{byte(fsm.TypeClaim), fsm.EncodingJSON},
-			`{"at":1,"ns":"ns","key":"w","tool":"t","owner":"A","payload":{ "a" : [1, 2], "h":"<&>" },"fp":"x","lease_ms":1000,"dedupe_ms":1000}`...),
-		append([]byte{byte(fsm.TypeComplete), fsm.EncodingJSON},
-			"{\"at\":2,\"ns\":\"ns\",\"key\":\"w\",\"owner\":\"A\",\"fence\":1,\"outcome\":\"executed\",\"result\":{\n \"r\" : 1 }}"...),
+	var entries [][]byte
+	for i, cmd := range []fsm.Command{
+		&fsm.Claim{Namespace: "ns", Key: "w", Tool: "t", Owner: "A", Payload: raw(`{ "a" : [1, 2], "h":"<&>" }`), Fingerprint: "x",
+			LeaseMS: 1000, DedupeWindowMS: 1000},
+		&fsm.Complete{Namespace: "ns", Key: "w", Owner: "A", FencingToken: 1, Outcome: fsm.OutcomeExecuted, Result: raw("{\n \"r\" : 1 }")},
+	} {
+		data, err := fsm.Encode(int64(i+1), cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, data)
 	}
 	l := fsm.New()
 	applyLog(t, l, entries, 1)
@@ -229,10 +238,6 @@ func TestSnapshotEmptyLedger(t *testing.T) {
 	eq(t, "AppliedIndex", l.AppliedIndex(), uint64(0))
 }
 
-// jsonVersion is the snapshot version with intents as JSON lines, which
-// Restore still reads (what a node before version 3 wrote).
-const jsonVersion = 2
-
 // seal appends the checksum trailer to lines (each without its newline).
 func seal(lines ...string) []byte {
 	body := strings.Join(lines, "\n") + "\n"
@@ -244,77 +249,38 @@ func header(format string, version int, count int) string {
 	return fmt.Sprintf(`{"format":%q,"version":%d,"index":7,"now":%d,"count":%d}`, format, version, t0, count)
 }
 
-// intentLine is a version 2 intent line in state, with the fields a
-// ledger holds in that state: a grant's owner, token and lease, or an
-// approval gate, and times no later than the header's clock.
-func intentLine(nsp, key string, state fsm.State) string {
-	gate, updated := `"owner":"o","fencing_token":1,"generation":1,"lease_ms":1000,"lease_deadline":1000000001`, 1
-	switch state {
-	case fsm.StatePendingApproval, fsm.StateApproved, fsm.StateRejected:
-		gate = `"require_approval":true,"approvals_required":1`
-	case fsm.StateInDoubt:
-		updated = 1000000002 // after the lease passed
-	}
-	return fmt.Sprintf(`{"namespace":%q,"key":%q,"tool":"t","fingerprint":"f","state":%q,%s,"dedupe_window_ms":1,"created_at":1,"updated_at":%d,"version":1}`,
-		nsp, key, state, gate, updated)
-}
-
-func TestRestoreHandBuilt(t *testing.T) {
-	good := seal(header(fsm.SnapshotFormat, jsonVersion, 2),
-		intentLine("a", "x", fsm.StateExecuted), intentLine("a", "y", fsm.StateDeclared))
-	l, err := fsm.Restore(bytes.NewReader(good))
-	if err != nil {
-		t.Fatalf("hand-built snapshot rejected: %v", err)
-	}
-	eq(t, "Len", l.Len(), 2)
-	eq(t, "AppliedIndex", l.AppliedIndex(), uint64(7))
-	eq(t, "Now", l.Now(), t0)
-	eq(t, "state", l.Get("a", "y").State, fsm.StateDeclared)
-
-	// A claim creates at most one intent: eight need eight commands.
-	lines := []string{strings.Replace(header(fsm.SnapshotFormat, jsonVersion, len(fsm.States)), `"index":7`, `"index":8`, 1)}
-	for i, s := range fsm.States {
-		lines = append(lines, intentLine("a", fmt.Sprint(i), s))
-	}
-	if l, err = fsm.Restore(bytes.NewReader(seal(lines...))); err != nil {
-		t.Fatalf("hand-built snapshot with every state rejected: %v", err)
-	}
-	for _, s := range fsm.States {
-		eq(t, "count of "+string(s), l.Counts()[s], 1)
-	}
-}
-
+// TestRestoreRejects: what is not a snapshot of this version is refused,
+// with an error wrapping ErrBadSnapshot that says why (record frames that
+// do not fit are TestRestoreRefusesBadFrames).
 func TestRestoreRejects(t *testing.T) {
-	cases := map[string][]byte{
-		"empty":           nil,
-		"header only":     []byte(header(fsm.SnapshotFormat, jsonVersion, 0) + "\n"),
-		"no trailer":      []byte(header(fsm.SnapshotFormat, jsonVersion, 0) + "\n" + `{"sha256":"x"}`),
-		"wrong format":    seal(header("consul-kv", fsm.SnapshotVersion, 0)),
-		"wrong version":   seal(header(fsm.SnapshotFormat, fsm.SnapshotVersion+1, 0)),
-		"version zero":    seal(header(fsm.SnapshotFormat, 0, 0)),
-		"negative count":  seal(header(fsm.SnapshotFormat, jsonVersion, -1)),
-		"header not JSON": seal(`format=intentd-ledger`),
-		"out of order keys": seal(header(fsm.SnapshotFormat, jsonVersion, 2),
-			intentLine("a", "y", fsm.StateExecuted), intentLine("a", "x", fsm.StateExecuted)),
-		"out of order namespaces": seal(header(fsm.SnapshotFormat, jsonVersion, 2),
-			intentLine("b", "a", fsm.StateExecuted), intentLine("a", "z", fsm.StateExecuted)),
-		"duplicate key": seal(header(fsm.SnapshotFormat, jsonVersion, 2),
-			intentLine("a", "x", fsm.StateExecuted), intentLine("a", "x", fsm.StateFailed)),
-		"unknown state": seal(header(fsm.SnapshotFormat, jsonVersion, 1),
-			intentLine("a", "x", "done")),
-		"intent not JSON": seal(header(fsm.SnapshotFormat, jsonVersion, 1), `{"key":`),
-		"count too high":  seal(header(fsm.SnapshotFormat, jsonVersion, 2), intentLine("a", "x", fsm.StateExecuted)),
-		"count too low": seal(header(fsm.SnapshotFormat, jsonVersion, 1),
-			intentLine("a", "x", fsm.StateExecuted), intentLine("a", "y", fsm.StateExecuted)),
-		"bad checksum": []byte(header(fsm.SnapshotFormat, jsonVersion, 0) + "\n" +
-			`{"sha256":"` + strings.Repeat("0", 64) + `"}` + "\n"),
-		"trailer not JSON": []byte(header(fsm.SnapshotFormat, jsonVersion, 0) + "\nsha256\n"),
+	v := fsm.SnapshotVersion
+	l := fsm.New()
+	applyLog(t, l, scenario(t)[:4], 1)
+	cases := map[string]struct {
+		data []byte
+		text string
+	}{
+		"empty":                     {nil, "header"},
+		"header only":               {[]byte(header(fsm.SnapshotFormat, v, 0) + "\n"), "trailer"},
+		"no trailer":                {[]byte(header(fsm.SnapshotFormat, v, 0) + "\n" + `{"sha256":"x"}`), "trailer"},
+		"wrong format":              {seal(header("consul-kv", v, 0)), `format "consul-kv" version 1`},
+		"next version":              {seal(header(fsm.SnapshotFormat, v+1, 0)), "version 2; this version reads"},
+		"version zero":              {seal(header(fsm.SnapshotFormat, 0, 0)), "version 0; this version reads"},
+		"version 3 (before v1)":     {seal(header(fsm.SnapshotFormat, 3, 0)), "version 3; this version reads"},
+		"a JSON dump":               {dumpOf(t, l), "a JSON dump"},
+		"an empty ledger's dump":    {dumpOf(t, fsm.New()), "a JSON dump"},
+		"negative count":            {seal(header(fsm.SnapshotFormat, v, -1)), "count -1"},
+		"header not JSON":           {seal(`format=intentd-ledger`), "header"},
+		"count past the frames":     {seal(header(fsm.SnapshotFormat, v, 1)), "intent 0"},
+		"bad checksum":              {[]byte(header(fsm.SnapshotFormat, v, 0) + "\n" + `{"sha256":"` + strings.Repeat("0", 64) + `"}` + "\n"), "checksum"},
+		"trailer not JSON":          {[]byte(header(fsm.SnapshotFormat, v, 0) + "\nsha256\n"), "trailer"},
+		"more intents than entries": {seal(header(fsm.SnapshotFormat, v, 8)), "commands applied"},
 	}
-	for name, data := range cases {
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			l, err := fsm.Restore(bytes.NewReader(data))
-			if !errors.Is(err, fsm.ErrBadSnapshot) {
-				t.Fatalf("Restore error %v, want ErrBadSnapshot", err)
+			l, err := fsm.Restore(bytes.NewReader(tc.data))
+			if !errors.Is(err, fsm.ErrBadSnapshot) || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("Restore error %v, want ErrBadSnapshot saying %q", err, tc.text)
 			}
 			if l != nil {
 				t.Fatalf("ledger returned with an error")
@@ -401,15 +367,17 @@ func FuzzRestore(f *testing.F) {
 	applyLog(f, l, scenario(f), 1)
 	f.Add(snapshotOf(f, l))
 	f.Add(snapshotOf(f, fsm.New()))
-	f.Add(seal(header(fsm.SnapshotFormat, jsonVersion, 2),
-		intentLine("a", "x", fsm.StateExecuted), intentLine("a", "y", fsm.StateDeclared)))
-	f.Add(seal(header(fsm.SnapshotFormat, jsonVersion, 1), intentLine("a", "x", "nope")))
-	f.Add(seal(header(fsm.SnapshotFormat, jsonVersion, 1<<40)))
-	f.Add([]byte(header(fsm.SnapshotFormat, jsonVersion, 1) + "\n" + intentLine("a", "x", fsm.StateInDoubt) + "\n"))
-	f.Add(seal(strings.Replace(header(fsm.SnapshotFormat, jsonVersion, 0), `"index":7`, `"index":18446744073709551615`, 1)))
-	f.Add(seal(strings.Replace(header(fsm.SnapshotFormat, jsonVersion, 0), `"now":`, `"now":9223372036854775807,"x":`, 1)))
-	f.Add(seal(strings.Replace(header(fsm.SnapshotFormat, jsonVersion, 1), "}", `,"keys":[{"id":"k","seed":"AQID","created_at":0}]}`, 1),
-		intentLine("a", "x", fsm.StateDeclared)))
+	small := fsm.New()
+	applyLog(f, small, scenario(f)[:2], 1)
+	f.Add(snapshotOf(f, small))
+	f.Add(dumpOf(f, small))
+	v := fsm.SnapshotVersion
+	f.Add(seal(header(fsm.SnapshotFormat, v, 1<<40)))
+	f.Add(seal(header(fsm.SnapshotFormat, v+1, 0)))
+	f.Add([]byte(header(fsm.SnapshotFormat, v, 1) + "\n\x00\x00\x00\x01\x00\n"))
+	f.Add(seal(strings.Replace(header(fsm.SnapshotFormat, v, 0), `"index":7`, `"index":18446744073709551615`, 1)))
+	f.Add(seal(strings.Replace(header(fsm.SnapshotFormat, v, 0), `"now":`, `"now":9223372036854775807,"x":`, 1)))
+	f.Add(seal(strings.Replace(header(fsm.SnapshotFormat, v, 0), "}", `,"keys":[{"id":"k","seed":"AQID","created_at":0}]}`, 1)))
 	f.Add([]byte("\n\n\n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -444,36 +412,4 @@ func FuzzRestore(f *testing.F) {
 			}
 		}
 	})
-}
-
-// TestRestoreRefusesAuditEventsOutOfOrder: audit log events must come in
-// (namespace, seq) order, as WriteSnapshot writes them; an event of one
-// namespace repeated after another namespace's would replace its twin,
-// restoring a chain with an event lost.
-func TestRestoreRefusesAuditEventsOutOfOrder(t *testing.T) {
-	l := fsm.New()
-	for i, c := range []*fsm.Claim{claim("k1", "o", `{"a":1}`), claim("k2", "o", `{"a":2}`), claim("k3", "o", `{"a":3}`)} {
-		if i == 2 {
-			c.Namespace = "zz"
-		}
-		c.At = t0 + int64(i)
-		if r := l.ApplyCommand(uint64(i+1), c); r.Status != fsm.StatusGranted {
-			t.Fatalf("claim %d: %s", i, r.Status)
-		}
-	}
-	lines := strings.Split(strings.TrimSuffix(string(jsonSnapshotOf(t, l)), "\n"), "\n")
-	lines = lines[:len(lines)-1] // the trailer; seal writes it again
-	if _, err := fsm.Restore(bytes.NewReader(seal(lines...))); err != nil {
-		t.Fatalf("the resealed snapshot itself: %v", err)
-	}
-	// Events are the last lines: two of the first namespace, then zz's.
-	// Make them first, zz, first again: the count still matches.
-	n := len(lines)
-	if !strings.Contains(lines[n-1], `"zz"`) || strings.Contains(lines[n-2], `"zz"`) || strings.Contains(lines[n-3], `"zz"`) {
-		t.Fatalf("unexpected layout:\n%s", strings.Join(lines, "\n"))
-	}
-	lines[n-2], lines[n-1] = lines[n-1], lines[n-3]
-	if _, err := fsm.Restore(bytes.NewReader(seal(lines...))); !errors.Is(err, fsm.ErrBadSnapshot) {
-		t.Fatalf("an event repeated after another namespace's: %v, want ErrBadSnapshot", err)
-	}
 }

@@ -7,8 +7,9 @@ import (
 
 // The audit trail of a record is stored as one compact byte string: a
 // grant's event takes about 6 bytes instead of a 152-byte AuditEvent. The
-// encoding is part of the snapshot format (version 3): never renumber a
-// code, only append.
+// encoding is part of the snapshot format: never renumber a code. A code
+// appended to a table is one an older version does not know (it refuses
+// the trail), so it needs a new snapshot version.
 //
 // Each event is relative to its record (trailContext), which is fixed
 // when the trail is encoded: the whole trail is encoded again whenever the

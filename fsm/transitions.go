@@ -20,9 +20,8 @@ func principalOK(p string) bool { return len(p) <= MaxPrincipalBytes && utf8.Val
 // mayHold reports whether a caller (its principal, and whether its roles
 // let it settle others' grants) may act on w's grant: the grant is bound
 // to no key, or to the caller's, or the caller may settle any. A caller
-// that names no key (development mode, or an entry in an encoding before
-// EncodingBinary2, which cannot carry one) is checked by owner and
-// fencing token only, as before grants were bound.
+// that names no key (development mode, where the service knows no keys)
+// is checked by owner and fencing token only.
 func mayHold(w *Intent, principal string, override bool) bool {
 	return w.Principal == "" || principal == "" || override || principal == w.Principal
 }

@@ -110,10 +110,10 @@ func snapshotRestore(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-// snapshotDump verifies a snapshot file and writes it again in the JSON
-// lines encoding (version 2): a header line, one JSON object per intent,
-// one per audit log event and the SHA-256 trailer. jq reads it, and so
-// does Restore of every version, older nodes included.
+// snapshotDump verifies a snapshot file and writes it again as a JSON
+// dump (fsm.Ledger.WriteSnapshotJSON): a header line, one JSON object per
+// intent, one per audit log event and the SHA-256 trailer. jq reads it;
+// it is a view, not a snapshot (restore refuses it).
 func snapshotDump(c *cli, args []string) error {
 	fs := c.flags("snapshot dump")
 	out := fs.String("out", "-", "where to write (- for standard output)")

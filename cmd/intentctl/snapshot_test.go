@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http/httptest"
 	"os"
@@ -130,9 +131,8 @@ func TestSnapshotSaveVerifiesAndRestoreRefusesBadFiles(t *testing.T) {
 	}
 }
 
-// snapshot dump writes a saved snapshot as JSON lines (version 2): one
-// intent per line, and a file every version of Restore reads back to the
-// same ledger.
+// snapshot dump writes a saved snapshot as JSON lines: one intent per
+// line, a view for jq that Restore refuses (it is not a snapshot).
 func TestSnapshotDump(t *testing.T) {
 	l := ledgerWithClaims(t, "a", "b")
 	dir := t.TempDir()
@@ -145,7 +145,7 @@ func TestSnapshotDump(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runCLI(t, "snapshot", "dump", file)
-	expect(t, r, exitOK, `"key":"a"`, `"key":"b"`, `"version":2`)
+	expect(t, r, exitOK, `"key":"a"`, `"key":"b"`, `"format":"intentd-ledger-dump"`)
 	out := filepath.Join(dir, "backup.jsonl")
 	r = runCLI(t, "snapshot", "dump", "--out", out, file)
 	expect(t, r, exitOK)
@@ -154,9 +154,8 @@ func TestSnapshotDump(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	back, err := fsm.Restore(f)
-	if err != nil || back.Digest() != l.Digest() {
-		t.Fatalf("the dump restores to another ledger (%v)", err)
+	if _, err := fsm.Restore(f); !errors.Is(err, fsm.ErrBadSnapshot) {
+		t.Fatalf("Restore of the dump: %v, want %v", err, fsm.ErrBadSnapshot)
 	}
 	if r := runCLI(t, "snapshot", "dump", filepath.Join(dir, "nope")); r.code == exitOK {
 		t.Fatalf("dump of a missing file: %s", r)

@@ -94,7 +94,7 @@ Commands:
         ledger that holds intents, destroying them)
   snapshot dump FILE [--out OUT]
         verify FILE and write it as JSON lines (one intent per line, for jq;
-        also restorable, by older nodes too)
+        a view: restore refuses it)
   certs [--dir certs] [--nodes n1,n2,n3] [--hosts h,...]
         write a development CA, node and client certificates
   help

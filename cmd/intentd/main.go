@@ -100,6 +100,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", "", "gossip address other nodes reach (default: the listen address)")
 	fs.StringVar(&join, "join", "", "comma-separated gossip addresses of existing members")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", -1, "nodes to wait for before bootstrapping a new cluster (default: 1 without --join, 0 with it)")
+	fs.StringVar(&c.LogStore, "log-store", c.LogStore, "Raft log store: wal (raft-wal, one fsync per append) or boltdb (raft-boltdb); a data dir keeps the kind it was made with")
 	fs.BoolVar(&c.LeaveOnTerminate, "leave-on-terminate", c.LeaveOnTerminate, "leave gossip on SIGTERM so the leader removes this voter")
 	fs.IntVar(&c.Limits.MaxPayloadBytes, "max-payload-bytes", c.Limits.MaxPayloadBytes, "largest intent payload accepted")
 	fs.IntVar(&c.Limits.MaxResultBytes, "max-result-bytes", c.Limits.MaxResultBytes, "largest result accepted")

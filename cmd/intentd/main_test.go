@@ -51,6 +51,9 @@ func TestParseConfigFlagsEnvAndDefaults(t *testing.T) {
 		c.Limits.MaxPayloadBytes != 16<<20 || c.Limits.MaxResultBytes != 16<<20 {
 		t.Fatalf("limits at the ledger's cap: %+v %v", c.Limits, err)
 	}
+	if c, err := parseConfig([]string{"--log-store", "boltdb"}, getenv, io.Discard); err != nil || c.LogStore != "boltdb" {
+		t.Fatalf("--log-store boltdb: %q %v", c.LogStore, err)
+	}
 	// A seeded bug needs the fault suite's build (-tags faults); the
 	// product build refuses every one.
 	c, err = parseConfig([]string{"--test-hooks", "--test-bug", "stale-reads"}, getenv, io.Discard)
@@ -62,7 +65,7 @@ func TestParseConfigFlagsEnvAndDefaults(t *testing.T) {
 	}
 	for _, args := range [][]string{{"--nope"}, {"--id", ""}, {"extra"}, {"--data-dir", ""},
 		{"--test-bug", "stale-reads"}, {"--test-hooks", "--test-bug", "no-such-bug"},
-		{"--max-payload-bytes", "16777217"}, {"--max-result-bytes", "16777217"}} {
+		{"--max-payload-bytes", "16777217"}, {"--max-result-bytes", "16777217"}, {"--log-store", "sqlite"}} {
 		if _, err := parseConfig(args, getenv, io.Discard); err == nil {
 			t.Fatalf("parseConfig(%q) accepted", args)
 		}

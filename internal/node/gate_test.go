@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/auth"
-	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/internal/nodetest"
 )
 
@@ -193,12 +192,6 @@ func TestGrantBindingHoldsThroughAFollower(t *testing.T) {
 	tn.startCfg("n2", 3, anyAddrs, secured, n1.Cluster().GossipAddr())
 	tn.startCfg("n3", 3, anyAddrs, secured, n1.Cluster().GossipAddr())
 	tn.waitReady()
-	// Grants are bound once the leader writes the encoding that carries
-	// the caller, which it does when every server announces it decodes it.
-	nodetest.WaitFor(t, 30*time.Second, "the leader to write the newest encoding", func() bool {
-		l := tn.leader()
-		return l != nil && l.Cluster().Status().LogEncoding == int(fsm.MaxEncoding)
-	})
 	var followers []string
 	for _, m := range tn.mains {
 		if !m.Cluster().IsLeader() {

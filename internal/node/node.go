@@ -44,11 +44,14 @@ type Config struct {
 	Join             []string
 	BootstrapExpect  int
 	LeaveOnTerminate bool
-	Limits           ledger.Limits
-	Raft             cluster.RaftTuning
-	LogLevel         string
-	LogFormat        string
-	ShutdownTimeout  time.Duration
+	// LogStore is the Raft log store: cluster.LogStoreWAL (the default)
+	// or cluster.LogStoreBoltDB.
+	LogStore        string
+	Limits          ledger.Limits
+	Raft            cluster.RaftTuning
+	LogLevel        string
+	LogFormat       string
+	ShutdownTimeout time.Duration
 	// Security is TLS and gossip encryption (security.go).
 	Security SecurityConfig
 	// KEK is the key-encryption key that seals signing seeds (kek.go).
@@ -70,8 +73,9 @@ type Config struct {
 	TestHooks bool
 	TestBug   string
 	Logger    *slog.Logger
-	// Tune lets tests adjust the cluster configuration (clock, intervals).
-	Tune func(*cluster.Config)
+	// Timings, where not zero, override Raft's, the reconcile loop's and
+	// gossip's intervals (FastTimings sets those of in-process clusters).
+	Timings cluster.Timings
 }
 
 // DefaultConfig is a single-node ledger on loopback.
@@ -87,6 +91,7 @@ func DefaultConfig() Config {
 		RaftAddr:         "127.0.0.1:8200",
 		GossipAddr:       "127.0.0.1:8300",
 		LeaveOnTerminate: true,
+		LogStore:         cluster.LogStoreWAL,
 		Limits:           ledger.DefaultLimits,
 		LogLevel:         "info",
 		LogFormat:        "text",
@@ -181,18 +186,12 @@ func (n *Node) Start(ctx context.Context) error {
 		RaftAddr: n.cfg.RaftAddr, RaftAdvertise: n.cfg.RaftAdvertise,
 		GossipAddr: n.cfg.GossipAddr, GossipAdvertise: n.cfg.GossipAdvertise,
 		HTTPAddr: advertise, Join: n.cfg.Join, BootstrapExpect: n.cfg.BootstrapExpect,
-		LeaveOnShutdown: n.cfg.LeaveOnTerminate, Logger: n.cfg.Logger, Raft: n.cfg.Raft,
+		LeaveOnShutdown: n.cfg.LeaveOnTerminate, LogStore: n.cfg.LogStore, Logger: n.cfg.Logger, Raft: n.cfg.Raft,
 		RaftTLS: sec.peer, PeerIdentity: sec.identity, GossipKey: sec.gossipKey,
-		Clock: func() time.Time { return time.Now().Add(time.Duration(n.clockOffset.Load())) },
-		Bugs: cluster.Bugs{
-			StaleReads:              bugs.Has(faults.StaleReads),
-			LeadershipLostIsFailure: bugs.Has(faults.LeadershipLostIsFailure),
-			TrustAnnouncedIDs:       bugs.Has(faults.TrustGossipIDs),
-		},
+		Clock:  func() time.Time { return time.Now().Add(time.Duration(n.clockOffset.Load())) },
+		Faults: bugs,
 	}
-	if n.cfg.Tune != nil {
-		n.cfg.Tune(&cc)
-	}
+	n.cfg.Timings.Apply(&cc)
 	cn, err := cluster.New(cc)
 	if err != nil {
 		_ = ln.Close()

@@ -8,6 +8,7 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/internal/faults"
 )
 
@@ -20,6 +21,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("--data-dir must not be empty")
+	}
+	if c.LogStore != cluster.LogStoreWAL && c.LogStore != cluster.LogStoreBoltDB {
+		return fmt.Errorf("--log-store must be %s or %s, not %q", cluster.LogStoreWAL, cluster.LogStoreBoltDB, c.LogStore)
 	}
 	if c.TestBug != "" {
 		if !c.TestHooks {

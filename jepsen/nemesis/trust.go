@@ -171,7 +171,7 @@ func (rogueMeta) MergeRemoteState([]byte, bool)              {}
 // node announces) with the trap addresses, and joins it to the cluster.
 func joinRogue(name, id string, t *Trust, raftAddr, httpAddr string, join []string) (*memberlist.Memberlist, error) {
 	meta, err := json.Marshal(map[string]any{"id": id, "raft": raftAddr, "http": httpAddr, "bootstrapped": true,
-		"encoding": fsm.MaxEncoding})
+		"encoding": fsm.EncodingVersion})
 	if err != nil {
 		return nil, err
 	}
