@@ -8,19 +8,16 @@ import (
 
 // ClusterStatus describes the cluster as one node sees it.
 type ClusterStatus struct {
-	NodeID       string `json:"node_id"`
-	State        string `json:"state"`
-	LeaderID     string `json:"leader_id"`
-	LeaderHTTP   string `json:"leader_http"`
-	Term         uint64 `json:"term"`
-	CommitIndex  uint64 `json:"commit_index"`
-	AppliedIndex uint64 `json:"applied_index"`
-	LastIndex    uint64 `json:"last_index"`
-	Ready        bool   `json:"ready"`
-	// LogEncoding is the log entry encoding the node writes as leader
-	// (1 JSON, 2 binary; 0 on a follower).
-	LogEncoding int          `json:"log_encoding,omitempty"`
-	Nodes       []NodeStatus `json:"nodes"`
+	NodeID       string       `json:"node_id"`
+	State        string       `json:"state"`
+	LeaderID     string       `json:"leader_id"`
+	LeaderHTTP   string       `json:"leader_http"`
+	Term         uint64       `json:"term"`
+	CommitIndex  uint64       `json:"commit_index"`
+	AppliedIndex uint64       `json:"applied_index"`
+	LastIndex    uint64       `json:"last_index"`
+	Ready        bool         `json:"ready"`
+	Nodes        []NodeStatus `json:"nodes"`
 }
 
 // NodeStatus is one member of the cluster.
@@ -31,8 +28,8 @@ type NodeStatus struct {
 	Suffrage string `json:"suffrage,omitempty"`
 	Gossip   string `json:"gossip"`
 	Leader   bool   `json:"leader"`
-	// Decodes is the newest log entry encoding the member announces it
-	// decodes (0: not announced).
+	// Decodes is the log entry format version the member announces it
+	// reads (0: not announced).
 	Decodes int `json:"decodes,omitempty"`
 }
 
