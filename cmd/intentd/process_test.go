@@ -1,18 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,140 +13,61 @@ import (
 
 // These tests run real intentd processes: kill -9 is a real crash.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
+// intentdBinary builds intentd once and runs the test in parallel with the
+// other process tests (each process has its own ports and data directory).
 func intentdBinary(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs real processes: integration tier")
-	}
-	t.Parallel() // each process has its own ports and data directory
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "intentd-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "intentd")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	bin := nodetest.IntentdBinary(t)
+	t.Parallel()
+	return bin
 }
 
-func freePort(t *testing.T) string {
+// fastDev are the flags of every process here: fast elections, no auth.
+var fastDev = []string{"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms", "--auth=off"}
+
+func startProc(t *testing.T, bin, dir, id string, args ...string) *nodetest.Proc {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-type proc struct {
-	id, http, raft, gossip string
-	cmd                    *exec.Cmd
-	log                    *bytes.Buffer
-	done                   chan error
-}
-
-func startProc(t *testing.T, bin, dir, id string, p *proc, args ...string) *proc {
-	t.Helper()
-	if p == nil {
-		p = &proc{id: id, http: freePort(t), raft: freePort(t), gossip: freePort(t)}
-	}
-	p.log = &bytes.Buffer{}
-	all := append([]string{"--id", id, "--data-dir", filepath.Join(dir, id), "--http-addr", p.http,
-		"--raft-addr", p.raft, "--gossip-addr", p.gossip,
-		"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms", "--auth=off"}, args...)
-	p.cmd = exec.Command(bin, all...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p.done = make(chan error, 1)
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("log of %s:\n%s", id, p.log.String())
-		}
-	})
-	return p
-}
-
-func ready(addr string) bool {
-	resp, err := http.Get("http://" + addr + "/readyz")
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == 200
-}
-
-func leaderHTTP(addr string) string {
-	resp, err := http.Get("http://" + addr + "/v1/cluster")
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	var st struct {
-		State      string `json:"state"`
-		LeaderHTTP string `json:"leader_http"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&st)
-	return st.LeaderHTTP
+	return nodetest.StartProc(t, bin, dir, id, append(append([]string{}, fastDev...), args...)...)
 }
 
 func TestProcessSingleNodeDefaultsAndSIGTERM(t *testing.T) {
 	bin := intentdBinary(t)
-	p := startProc(t, bin, t.TempDir(), "solo", nil)
-	nodetest.WaitFor(t, 30*time.Second, "single node ready", func() bool { return ready(p.http) })
-	a := nodetest.ClaimUntilDefinite(t, []string{p.http}, 0, "solo:1", "o")
+	p := startProc(t, bin, t.TempDir(), "solo")
+	nodetest.WaitFor(t, 30*time.Second, "single node ready", func() bool { return nodetest.Ready(p.HTTP) })
+	a := nodetest.ClaimUntilDefinite(t, []string{p.HTTP}, 0, "solo:1", "o")
 	if a.Code != http.StatusCreated {
 		t.Fatalf("claim: %v", a)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-p.done:
-		p.done <- err // for cleanup
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.log)
-		}
-	case <-time.After(30 * time.Second):
+	exited, err := p.Wait(30 * time.Second)
+	if !exited {
 		t.Fatal("no exit after SIGTERM")
+	}
+	if err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Log())
 	}
 }
 
 // startThree starts processes p1..p3 that bootstrap one cluster and waits
 // until all three are ready; procs maps each HTTP address to its process.
-func startThree(t *testing.T, bin, dir string) (p1, p2, p3 *proc, procs map[string]*proc) {
+func startThree(t *testing.T, bin, dir string) (p1, p2, p3 *nodetest.Proc, procs map[string]*nodetest.Proc) {
 	t.Helper()
-	p1 = startProc(t, bin, dir, "p1", nil, "--bootstrap-expect", "3")
-	p2 = startProc(t, bin, dir, "p2", nil, "--bootstrap-expect", "3", "--join", p1.gossip)
-	p3 = startProc(t, bin, dir, "p3", nil, "--bootstrap-expect", "3", "--join", p1.gossip)
-	nodetest.WaitFor(t, 30*time.Second, "three ready nodes", func() bool { return ready(p1.http) && ready(p2.http) && ready(p3.http) })
-	return p1, p2, p3, map[string]*proc{p1.http: p1, p2.http: p2, p3.http: p3}
+	p1 = startProc(t, bin, dir, "p1", "--bootstrap-expect", "3")
+	p2 = startProc(t, bin, dir, "p2", "--bootstrap-expect", "3", "--join", p1.Gossip)
+	p3 = startProc(t, bin, dir, "p3", "--bootstrap-expect", "3", "--join", p1.Gossip)
+	nodetest.WaitFor(t, 30*time.Second, "three ready nodes", func() bool {
+		return nodetest.Ready(p1.HTTP) && nodetest.Ready(p2.HTTP) && nodetest.Ready(p3.HTTP)
+	})
+	return p1, p2, p3, map[string]*nodetest.Proc{p1.HTTP: p1, p2.HTTP: p2, p3.HTTP: p3}
 }
 
 func TestProcessKill9LeaderNothingAcknowledgedLost(t *testing.T) {
 	bin := intentdBinary(t)
 	dir := t.TempDir()
 	p1, p2, p3, procs := startThree(t, bin, dir)
-	addrs := []string{p1.http, p2.http, p3.http}
+	addrs := []string{p1.HTTP, p2.HTTP, p3.HTTP}
 	fences := map[string]any{}
 	for i := 0; i < 20; i++ {
 		key := fmt.Sprintf("proc:%d", i)
@@ -165,22 +77,20 @@ func TestProcessKill9LeaderNothingAcknowledgedLost(t *testing.T) {
 		}
 		fences[key] = a.Body["fencing_token"]
 	}
-	leader := procs[leaderHTTP(p1.http)]
+	leader := procs[nodetest.LeaderHTTP(p1.HTTP, "")]
 	if leader == nil {
 		t.Fatal("no leader known")
 	}
-	if err := leader.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	leader.Kill()
 	var survivors []string
 	for _, a := range addrs {
-		if a != leader.http {
+		if a != leader.HTTP {
 			survivors = append(survivors, a)
 		}
 	}
 	nodetest.WaitFor(t, 30*time.Second, "a new leader", func() bool {
-		l := leaderHTTP(survivors[0])
-		return l != "" && l != leader.http && ready(survivors[0]) && ready(survivors[1])
+		l := nodetest.LeaderHTTP(survivors[0], "")
+		return l != "" && l != leader.HTTP && nodetest.Ready(survivors[0]) && nodetest.Ready(survivors[1])
 	})
 	for i := 0; i < 20; i++ {
 		key := fmt.Sprintf("proc:%d", i)
@@ -193,13 +103,11 @@ func TestProcessKill9LeaderNothingAcknowledgedLost(t *testing.T) {
 		}
 	}
 	// The killed node restarts on its data and catches up.
-	<-leader.done
-	leader.done <- nil
-	startProc(t, bin, dir, leader.id, &proc{id: leader.id, http: leader.http, raft: leader.raft, gossip: leader.gossip},
-		"--join", procs[survivors[0]].gossip)
-	nodetest.WaitFor(t, 30*time.Second, "the restarted node to be ready", func() bool { return ready(leader.http) })
+	leader.Args = append(leader.Args, "--join", procs[survivors[0]].Gossip)
+	leader.Start(t)
+	nodetest.WaitFor(t, 30*time.Second, "the restarted node to be ready", func() bool { return nodetest.Ready(leader.HTTP) })
 	nodetest.WaitFor(t, 30*time.Second, "the restarted node to serve a stale read of the last claim", func() bool {
-		a, err := nodetest.Get(leader.http, "/v1/intents/proc:19?consistency=stale")
+		a, err := nodetest.Get(leader.HTTP, "/v1/intents/proc:19?consistency=stale")
 		return err == nil && a.Code == 200 && nodetest.IntentOf(a.Body)["fencing_token"] == fences["proc:19"]
 	})
 }
@@ -212,66 +120,41 @@ func TestProcessFollowerLeavesPromptlyWhileAMemberIsPaused(t *testing.T) {
 	bin := intentdBinary(t)
 	dir := t.TempDir()
 	p1, p2, p3, procs := startThree(t, bin, dir)
-	leader := procs[leaderHTTP(p1.http)]
+	leader := procs[nodetest.LeaderHTTP(p1.HTTP, "")]
 	if leader == nil {
 		t.Fatal("no leader known")
 	}
-	var followers []*proc
-	for _, p := range []*proc{p1, p2, p3} {
+	var followers []*nodetest.Proc
+	for _, p := range []*nodetest.Proc{p1, p2, p3} {
 		if p != leader {
 			followers = append(followers, p)
 		}
 	}
 	paused, leaving := followers[0], followers[1]
-	if err := paused.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := paused.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = paused.cmd.Process.Signal(syscall.SIGCONT) }()
+	defer func() { _ = paused.Signal(syscall.SIGCONT) }()
 	// A long-poll in flight on the leaving node (forwarded to the leader):
 	// the drain must not wait its minute out.
-	go func() { _, _ = nodetest.Get(leaving.http, "/v1/intents/none?wait=60s") }()
+	go func() { _, _ = nodetest.Get(leaving.HTTP, "/v1/intents/none?wait=60s") }()
 	nodetest.WaitFor(t, 10*time.Second, "the long-poll to be forwarded", func() bool {
-		return metricValue(leaving.http, "intentd_http_forwarded_total") >= 1
+		return nodetest.MetricSum(leaving.HTTP, "intentd_http_forwarded_total") >= 1
 	})
 
 	start := time.Now()
-	if err := leaving.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := leaving.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-leaving.done:
-		leaving.done <- err // for cleanup
-		if err != nil {
-			t.Fatalf("exit after SIGTERM with a paused member: %v\n%s", err, leaving.log)
-		}
-		t.Logf("left in %v with a member paused", time.Since(start).Round(time.Millisecond))
-	case <-time.After(40 * time.Second):
+	exited, err := leaving.Wait(40 * time.Second)
+	if !exited {
 		t.Fatalf("no exit 40 s after SIGTERM with a member paused (--shutdown-timeout is 20 s)")
 	}
-	if !strings.Contains(leaving.log.String(), "node stopped") {
-		t.Fatalf("the leave did not finish gracefully:\n%s", leaving.log)
-	}
-}
-
-// metricValue reads one unlabelled series from a node's /metrics (-1 when
-// it cannot).
-func metricValue(addr, name string) float64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return -1
+		t.Fatalf("exit after SIGTERM with a paused member: %v\n%s", err, leaving.Log())
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return -1
+	t.Logf("left in %v with a member paused", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(leaving.Log(), "node stopped") {
+		t.Fatalf("the leave did not finish gracefully:\n%s", leaving.Log())
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err == nil {
-				return f
-			}
-		}
-	}
-	return -1
 }
