@@ -36,6 +36,12 @@ type Effect struct {
 	// Lease is how long the grant holds without a report; zero takes the
 	// server's default (30 s). Do renews it every Lease/3 while fn runs.
 	Lease time.Duration
+	// ApprovalWait is how long Do waits for an intent that a policy holds
+	// for approval: it long-polls the intent and, once approved, claims it
+	// again with the same owner and runs fn. Zero does not wait: Do
+	// returns ErrPendingApproval at once, so an agent can move on and call
+	// again later with the same key.
+	ApprovalWait time.Duration
 }
 
 // Grant is the right to perform an effect, handed by Do to the function it
@@ -152,9 +158,13 @@ const maxErrorResultBytes = 1024
 //     the holder's result (duplicate), a grant of a new generation if the
 //     holder's attempt failed, or in_doubt. Still in flight at the end:
 //     an error wrapping ErrInFlight.
-//   - divergent, in_doubt, rejected, pending approval: fn does not run; the
-//     error wraps ErrDivergent, ErrInDoubt, ErrRejected or
-//     ErrPendingApproval and the *Problem (errors.As) with the intent.
+//   - pending approval: with e.ApprovalWait, Do long-polls the intent
+//     until it is decided or the wait passes; approved, it claims again
+//     with the same owner and goes on as above.
+//   - divergent, in_doubt, rejected, pending approval (no wait, or the
+//     wait passed): fn does not run; the error wraps ErrDivergent,
+//     ErrInDoubt, ErrRejected or ErrPendingApproval and the *Problem
+//     (errors.As) with the intent.
 //   - The claim's outcome stays unknown (the cluster could not answer
 //     before the max wait or ctx ended): fn does not run; the error wraps
 //     ErrOutcomeUnknown. The claim may have been granted to this call's
@@ -192,6 +202,11 @@ func (c *Client) Do(ctx context.Context, e Effect, fn func(ctx context.Context, 
 	resp, err := c.settleClaim(ctx, req, fresh)
 	if err != nil {
 		return nil, err
+	}
+	if resp.Status == StatusPendingApproval && e.ApprovalWait > 0 {
+		if resp, err = c.awaitApproval(ctx, req, resp, fresh, e.ApprovalWait); err != nil {
+			return nil, err
+		}
 	}
 	switch resp.Status {
 	case StatusGranted:
@@ -291,6 +306,48 @@ func (c *Client) settleClaim(ctx context.Context, req ClaimRequest, fresh bool) 
 			return nil, c.claimGaveUp(req.Key, err, unknown, werr)
 		}
 	}
+}
+
+// approvalPoll bounds one long-poll of awaitApproval, below the HTTP
+// client's default 30 s timeout.
+const approvalPoll = 20 * time.Second
+
+// awaitApproval long-polls a pending intent until a decision changes its
+// state or wait passes, then claims it again with the same owner: an
+// approved intent is granted to its claimer, a rejected one answers
+// rejected. It returns the last claim answer (still pending when the wait
+// passed).
+func (c *Client) awaitApproval(ctx context.Context, req ClaimRequest, resp *ClaimResponse, fresh bool, wait time.Duration) (*ClaimResponse, error) {
+	deadline := time.Now().Add(wait)
+	for attempt := 0; resp.Status == StatusPendingApproval; {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return resp, nil
+		}
+		var after uint64
+		if resp.Intent != nil {
+			after = resp.Intent.Version
+		}
+		in, err := c.Wait(ctx, req.Key, after, min(left, approvalPoll))
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, fmt.Errorf("client: claim %q: waiting for approval: %w", req.Key, ctx.Err())
+		case err != nil && !retryable(err):
+			return nil, fmt.Errorf("client: claim %q: waiting for approval: %w", req.Key, err)
+		case err != nil:
+			if werr := c.sleep(ctx, min(c.backoff(attempt, retryAfterOf(err)), left)); werr != nil {
+				return nil, fmt.Errorf("client: claim %q: waiting for approval: %w", req.Key, werr)
+			}
+			attempt++
+		case in.State == StatePendingApproval:
+			resp.Intent = in // an approval of several, or the wait passed
+		default:
+			if resp, err = c.settleClaim(ctx, req, fresh); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return resp, nil
 }
 
 // claimGaveUp is the error of a claim that never got a definite answer

@@ -60,7 +60,9 @@ func WithDiscovery(on bool) Option {
 
 // WithMaxWait bounds how long Do waits for its claim to settle (default
 // 30 s): while another owner holds the key (in_flight) and while the
-// claim's outcome is unknown. The caller's context bounds it too.
+// claim's outcome is unknown. It also bounds how long any call waits out
+// 429s (each for its Retry-After), which do not use up WithRetries. The
+// caller's context bounds both.
 func WithMaxWait(d time.Duration) Option {
 	return func(c *Client) {
 		if d > 0 {

@@ -67,6 +67,8 @@ func (c *Client) do(ctx context.Context, r request, out any) (int, error) {
 	}
 	var lastErr error
 	unknown := false // an attempt of this write may have been applied
+	limited := 0     // 429s waited out so far
+	limitDeadline := time.Now().Add(c.maxWait)
 	for attempt := 0; attempt < attempts; attempt++ {
 		base := rt.addrs[idx]
 		status, retry, wait, err := c.once(ctx, base, r, payload, out)
@@ -78,6 +80,18 @@ func (c *Client) do(ctx context.Context, r request, out any) (int, error) {
 			unknown = true
 		}
 		lastErr = err
+		if retry && !r.single && errors.Is(err, ErrRateLimited) && time.Now().Before(limitDeadline) {
+			// A node that asks to slow down is up and answered: wait its
+			// Retry-After out (within the max wait) without using up one
+			// of the retries meant for a cluster that cannot answer.
+			if werr := c.sleep(ctx, c.backoff(limited, wait)); werr != nil {
+				lastErr = fmt.Errorf("%w (stopped waiting: %w)", err, werr)
+				break
+			}
+			limited++
+			attempt--
+			continue
+		}
 		if !retry || attempt == attempts-1 {
 			break
 		}

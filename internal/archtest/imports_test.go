@@ -47,6 +47,7 @@ var allowed = map[string][]string{
 	"canary":           {"client"},
 	"cmd/canary":       {"canary", "internal/localcluster"},
 	"examples/":        {"client"},
+	"sdk/":             {"client"}, // the SDK conformance suite (its code is tests)
 
 	// The fault suite: processes, namespaces and histories; never the
 	// server's packages but the state machine's codecs and the test PKI.
