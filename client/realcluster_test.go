@@ -119,11 +119,17 @@ func (r *contendedRun) check(ctx context.Context, t *testing.T, c *client.Client
 	}
 }
 
+// startCluster starts a 3-node cluster for a test that runs in parallel
+// with the other real-cluster tests (each cluster on its own ports and data
+// directory); under -short (the unit tier) the test is skipped.
+func startCluster(t *testing.T) *clienttest.Cluster {
+	t.Helper()
+	t.Parallel()
+	return clienttest.StartCluster(t, 3)
+}
+
 func TestDoOnARealCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 3-node cluster")
-	}
-	cl := clienttest.StartCluster(t, 3)
+	cl := startCluster(t)
 	ctx := clusterCtx(t)
 	const keys, callersPerKey = 5, 4
 	r := startContended(ctx, t, cl.URLs(), keys, callersPerKey)
@@ -144,10 +150,7 @@ func TestDoOnARealCluster(t *testing.T) {
 }
 
 func TestDoThroughALeaderCrash(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 3-node cluster")
-	}
-	cl := clienttest.StartCluster(t, 3)
+	cl := startCluster(t)
 	ctx := clusterCtx(t)
 	const keys, callersPerKey = 5, 4
 	r := startContended(ctx, t, cl.URLs(), keys, callersPerKey)
