@@ -149,6 +149,13 @@ func TestDoOnARealCluster(t *testing.T) {
 	}
 }
 
+// TestDoThroughALeaderCrash is the SDK's contract through a failover: Do
+// calls whose effects run while the leader crashes, callers waiting on
+// their keys, and more deliveries of the same calls during the election,
+// all retrying with the same key, run each effect exactly once, record its
+// result, and answer every caller with it; discovery moves off the dead
+// leader. That a leader crash loses no acknowledged write is the cluster's
+// own test (cluster and cmd/intentd), not this one's.
 func TestDoThroughALeaderCrash(t *testing.T) {
 	cl := startCluster(t)
 	ctx := clusterCtx(t)

@@ -227,6 +227,9 @@ func TestThreeNodesReplicateAndServeReads(t *testing.T) {
 	}
 }
 
+// A leader crash loses no acknowledged write, at the replication layer
+// (cmd/intentd's TestProcessKill9LeaderNothingAcknowledgedLost is the same
+// with real processes and SIGKILL).
 func TestLeaderCrashKeepsAcknowledgedWrites(t *testing.T) {
 	tc := newTestCluster(t, nil)
 	tc.startN(3)
