@@ -71,6 +71,7 @@ func testGate(t *testing.T, toolCommand []string) {
 	if testing.Short() {
 		t.Skip("starts a real cluster")
 	}
+	t.Parallel() // each mode has its own cluster, ports and tool service
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	cl, err := localcluster.Start(ctx, 3, "")

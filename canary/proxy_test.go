@@ -170,6 +170,9 @@ func TestParseLabel(t *testing.T) {
 // and checks that a crash after the effect kills it with SIGKILL once the
 // provider has the effect, and a crash before it leaves none.
 func TestToolProcessCrashIsAKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes: integration tier")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b := newBook()

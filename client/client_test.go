@@ -32,6 +32,7 @@ func (readyCluster) Status() cluster.Status {
 // node is an API server over an in-memory ledger.
 type node struct {
 	mem  *ledgertest.Memory
+	svc  *ledger.Service
 	srv  *httptest.Server
 	hits atomic.Int64
 }
@@ -39,8 +40,9 @@ type node struct {
 func newNode(t *testing.T) *node {
 	t.Helper()
 	n := &node{mem: ledgertest.NewMemory(epoch)}
+	n.svc = ledger.New(n.mem, ledger.Limits{})
 	api := httpapi.New(httpapi.Config{
-		Service: ledger.New(n.mem, ledger.Limits{}), Cluster: readyCluster{}, NodeID: "n1", Now: n.mem.Now,
+		Service: n.svc, Cluster: readyCluster{}, NodeID: "n1", Now: n.mem.Now,
 	})
 	h := api.Handler()
 	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
+	"github.com/intentledger/intentd/ledger/ledgertest"
 )
 
 func TestWait(t *testing.T) {
@@ -30,7 +31,7 @@ func TestWait(t *testing.T) {
 		in, err := c.Wait(ctx, "refund:ord_1", version, 20*time.Second)
 		done <- answer{in, err}
 	}()
-	time.Sleep(50 * time.Millisecond) // not needed for correctness: the wait answers either way
+	ledgertest.AwaitWaiting(t, n.svc, 1) // the change must wake a waiting long-poll
 	if _, err := c.Complete(ctx, client.CompleteRequest{Key: "refund:ord_1", Owner: "agent-1", FencingToken: g.FencingToken,
 		Outcome: client.OutcomeExecuted}); err != nil {
 		t.Fatal(err)

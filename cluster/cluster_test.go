@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,8 +24,21 @@ type testCluster struct {
 	tune  func(*Config)
 }
 
+// parallelTests records the tests newTestCluster already made parallel (a
+// test may start two clusters; t.Parallel may be called once).
+var parallelTests sync.Map
+
+// newTestCluster runs the test in parallel with the other cluster tests
+// (each node on its own ports and data directory) and skips it under
+// -short: the unit tier starts no cluster.
 func newTestCluster(t *testing.T, tune func(*Config)) *testCluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a cluster: integration tier")
+	}
+	if _, again := parallelTests.LoadOrStore(t, true); !again {
+		t.Parallel()
+	}
 	tc := &testCluster{t: t, dir: t.TempDir(), nodes: map[string]*Node{}, tune: tune}
 	t.Cleanup(func() {
 		for _, n := range tc.nodes {
@@ -213,6 +227,9 @@ func TestThreeNodesReplicateAndServeReads(t *testing.T) {
 	}
 }
 
+// A leader crash loses no acknowledged write, at the replication layer
+// (cmd/intentd's TestProcessKill9LeaderNothingAcknowledgedLost is the same
+// with real processes and SIGKILL).
 func TestLeaderCrashKeepsAcknowledgedWrites(t *testing.T) {
 	tc := newTestCluster(t, nil)
 	tc.startN(3)

@@ -243,7 +243,7 @@ func TestWaitTimesOutWithTheIntentAsItIs(t *testing.T) {
 	for _, bad := range []string{"?wait=forever", "?wait=2m", "?wait=-1s", "?wait=1s&after_version=x"} {
 		problemOf(t, e.do(t, http.MethodGet, keyPath("k")+bad, nil), http.StatusBadRequest, CodeBadRequest)
 	}
-	// A change wakes every waiter.
+	// A change wakes every waiter: the change comes once all three wait.
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Add(1)
@@ -255,6 +255,7 @@ func TestWaitTimesOutWithTheIntentAsItIs(t *testing.T) {
 			}
 		}()
 	}
+	ledgertest.AwaitWaiting(t, e.api.svc, 3)
 	answer(t, e.do(t, http.MethodPost, keyPath("k", "complete"), map[string]any{"owner": "o", "fencing_token": g.FencingToken, "outcome": "executed"}), http.StatusOK)
 	wg.Wait()
 }

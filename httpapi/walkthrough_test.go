@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger/ledgertest"
 )
 
 // TestGateWalkthrough is the README's Gate section end to end: policy →
@@ -34,11 +35,12 @@ func TestGateWalkthrough(t *testing.T) {
 	}
 
 	// A long-poll on the key wakes up with the next change (every
-	// audited attempt is one).
+	// audited attempt is one), made once it waits.
 	woke := make(chan reply, 1)
 	go func() {
 		woke <- e.do(t, http.MethodGet, fmt.Sprintf("%s?wait=30s&after_version=%d", keyPath(key), pending.Intent.Version), nil)
 	}()
+	ledgertest.AwaitWaiting(t, e.api.svc, 1)
 
 	decide := func(action, actor, fingerprint string) reply {
 		return e.do(t, http.MethodPost, keyPath(key, action), map[string]string{"actor": actor, "reason": "ok", "fingerprint": fingerprint})

@@ -27,10 +27,19 @@ func TestMain(m *testing.M) {
 // threshold.
 const hangGuard = 5 * time.Minute
 
-func TestGatePasses(t *testing.T) {
+// integration skips a test that starts a real cluster under -short (the
+// unit tier), and otherwise runs it in parallel with the others: each run
+// has its own cluster, ports and tool process.
+func integration(t *testing.T) {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("starts a real cluster")
+		t.Skip("starts a real cluster: integration tier")
 	}
+	t.Parallel()
+}
+
+func TestGatePasses(t *testing.T) {
+	integration(t)
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "report.json")
@@ -58,11 +67,10 @@ func TestGatePasses(t *testing.T) {
 }
 
 func TestBrokenModesFail(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real cluster")
-	}
+	integration(t)
 	for _, mode := range []string{"fresh-key", "no-ledger"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 			defer cancel()
 			var stdout, stderr bytes.Buffer
@@ -89,9 +97,7 @@ func TestBadUsage(t *testing.T) {
 }
 
 func TestGateAgainstAnExistingClusterByAddr(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real cluster")
-	}
+	integration(t)
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	cl, err := localcluster.Start(ctx, 3, "")

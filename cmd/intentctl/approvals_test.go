@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
+	"github.com/intentledger/intentd/ledger/ledgertest"
 )
 
 func TestApprovalFlow(t *testing.T) {
@@ -45,7 +46,7 @@ func TestApprovalFlow(t *testing.T) {
 			"--after-version", fmt.Sprint(in.Intent.Version), "--wait", "20s"}, &out, &errOut)
 		done <- result{code: code, stdout: out.String(), stderr: errOut.String()}
 	}()
-	time.Sleep(100 * time.Millisecond) // not needed for correctness: the wait answers either way
+	ledgertest.AwaitWaiting(t, e.svc, 1) // the approval must wake a waiting long-poll
 	expect(t, e.run(t, "approve", "charge:ord_7", "--actor", "bob", "--fingerprint", fp), exitOK, "approved")
 	select {
 	case r := <-done:

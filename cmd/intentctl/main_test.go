@@ -33,17 +33,18 @@ func (fakeCluster) Status() cluster.Status {
 
 type env struct {
 	mem  *ledgertest.Memory
+	svc  *ledger.Service
 	addr string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	mem := ledgertest.NewMemory(epoch)
-	api := httpapi.New(httpapi.Config{Service: ledger.New(mem, ledger.Limits{}), Cluster: fakeCluster{},
-		NodeID: "n1", Now: mem.Now})
+	svc := ledger.New(mem, ledger.Limits{})
+	api := httpapi.New(httpapi.Config{Service: svc, Cluster: fakeCluster{}, NodeID: "n1", Now: mem.Now})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &env{mem: mem, addr: srv.URL}
+	return &env{mem: mem, svc: svc, addr: srv.URL}
 }
 
 type result struct {
