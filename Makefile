@@ -4,7 +4,7 @@ BIN       := bin
 PKGS      := ./...
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build run test test-go canary test-unit test-integration jepsen jepsen-short jepsen-long fuzz bench vet fmt verify clean deps
+.PHONY: all build run test test-go test-sdk canary test-unit test-integration jepsen jepsen-short jepsen-long fuzz bench vet fmt verify clean deps
 
 all: build
 
@@ -21,8 +21,12 @@ build: deps
 run: build
 	./scripts/run-local.sh
 
-## test: vet, gofmt check, unit + integration tests with -race, canary, the compose test, then the short fault profile
-test: test-go canary compose-test jepsen-short
+## test: vet, gofmt check, unit + integration tests with -race (the SDK conformance suite among them), the Python and TypeScript SDKs' own tests, canary, the compose test, then the short fault profile
+test: test-go test-sdk canary compose-test jepsen-short
+
+## test-sdk: the Python and TypeScript SDKs' unit tests (no cluster; their conformance runs in test-go, sdk/conformance)
+test-sdk:
+	python3 -m unittest discover -s sdk/python/tests
 
 test-go: deps verify
 	$(GO) test $(TEST_FLAGS) $(PKGS)

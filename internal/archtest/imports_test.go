@@ -51,14 +51,15 @@ var allowed = map[string][]string{
 
 	// The fault suite: processes, namespaces and histories; never the
 	// server's packages but the state machine's codecs and the test PKI.
-	"jepsen/history":  nil,
-	"jepsen/netns":    nil,
-	"jepsen/checker":  {"jepsen/history"},
-	"jepsen/workload": {"jepsen/history"},
-	"jepsen/report":   {"jepsen/checker", "jepsen/history"},
-	"jepsen/nodes":    {"internal/tlsutil", "jepsen/netns"},
-	"jepsen/nemesis":  {"fsm", "internal/tlsutil", "jepsen/history", "jepsen/netns", "jepsen/nodes"},
-	"cmd/jepsen":      {"internal/tlsutil", "jepsen/"},
+	"jepsen/history":         nil,
+	"jepsen/netns":           nil,
+	"jepsen/netns/netnstest": {"jepsen/netns"},
+	"jepsen/checker":         {"jepsen/history"},
+	"jepsen/workload":        {"jepsen/history"},
+	"jepsen/report":          {"jepsen/checker", "jepsen/history"},
+	"jepsen/nodes":           {"internal/tlsutil", "jepsen/netns"},
+	"jepsen/nemesis":         {"fsm", "internal/tlsutil", "jepsen/history", "jepsen/netns", "jepsen/nodes"},
+	"cmd/jepsen":             {"internal/tlsutil", "jepsen/"},
 }
 
 // fsmForbidden are standard packages the state machine may not import: a

@@ -13,22 +13,11 @@ import (
 
 	"github.com/intentledger/intentd/jepsen/history"
 	"github.com/intentledger/intentd/jepsen/netns"
+	"github.com/intentledger/intentd/jepsen/netns/netnstest"
 	"github.com/intentledger/intentd/jepsen/nodes"
 )
 
 const testPrefix = "ijtest-" // shared by the suite's tests: each run removes any crashed one's leftovers
-
-// requireAvailable skips the test when the machine cannot run the suite,
-// except in CI (CI=true), where that is a failure.
-func requireAvailable(t *testing.T) {
-	t.Helper()
-	if err := netns.Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the fault suite cannot run in CI: %v", err)
-		}
-		t.Skipf("skipping (set CI=true to make this a failure): %v", err)
-	}
-}
 
 // testContext ends with the test, on Ctrl-C, or after d.
 func testContext(t *testing.T, d time.Duration) context.Context {
@@ -161,7 +150,7 @@ func once(ctx context.Context, t *testing.T, env *Env, name string) {
 }
 
 func TestNemesesThreeNodes(t *testing.T) {
-	requireAvailable(t)
+	netnstest.Require(t)
 	ctx := testContext(t, 3*time.Minute)
 	nw, c := startCluster(ctx, t, 3)
 	rec := history.NewRecorder(nil)
@@ -198,7 +187,7 @@ func TestNemesesThreeNodes(t *testing.T) {
 }
 
 func TestRingAndBridgeFiveNodes(t *testing.T) {
-	requireAvailable(t)
+	netnstest.Require(t)
 	if testing.Short() {
 		t.Skip("5-node cluster skipped in -short mode")
 	}

@@ -12,21 +12,10 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/jepsen/netns"
+	"github.com/intentledger/intentd/jepsen/netns/netnstest"
 )
 
 const testPrefix = "ijtest-" // shared by the suite's tests: each run removes any crashed one's leftovers
-
-// requireAvailable skips the test when the machine cannot run the suite,
-// except in CI (CI=true), where that is a failure.
-func requireAvailable(t *testing.T) {
-	t.Helper()
-	if err := netns.Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the fault suite cannot run in CI: %v", err)
-		}
-		t.Skipf("skipping (set CI=true to make this a failure): %v", err)
-	}
-}
 
 // buildIntentd builds cmd/intentd into a temporary directory.
 func buildIntentd(ctx context.Context, t *testing.T) string {
@@ -55,7 +44,7 @@ func TestNameIndex(t *testing.T) {
 }
 
 func TestClusterLifecycle(t *testing.T) {
-	requireAvailable(t)
+	netnstest.Require(t)
 	ctx, stop := signal.NotifyContext(t.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)

@@ -63,6 +63,9 @@ func TestConformance(t *testing.T) {
 	h := startHarness(t)
 	scenarios := loadScenarios(t)
 	t.Run("go", func(t *testing.T) { runGo(t, h, scenarios) })
+	t.Run("python", func(t *testing.T) {
+		runExternal(t, h, scenarios, "python", "python3", "sdk/python/tests/conformance.py")
+	})
 }
 
 // outcome is one line a runner prints.

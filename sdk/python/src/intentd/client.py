@@ -1,0 +1,613 @@
+"""The blocking client (Go's client.Client), with do() and the once()
+decorator."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, TypeVar, Union
+
+from . import _api
+from ._api import UNSET, Call
+from ._core import (DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_MAX, DEFAULT_DISCOVERY_REFRESH, DEFAULT_MAX_WAIT,
+                    DEFAULT_RATE_LIMIT_WAIT, DEFAULT_REPORT_TIMEOUT, DEFAULT_RETRIES, DEFAULT_TIMEOUT, MAX_IDLE_PER_NODE,
+                    MAX_LONG_POLL, USER_AGENT, Backoff, Request, TLSArg, encode_json, make_tls, new_owner, normalize_addr,
+                    seconds, split_addrs)
+from ._decorate import CallSpec, KeySpec, reset_grant, set_grant
+from ._sync import SyncTransport
+from .errors import (BadRequest, EffectUnknown, Fenced, InDoubt, InFlight, IntentdError, InvalidState, NotFound,
+                     OutcomeUnknown, PendingApproval, Problem, error_result, maybe_applied, retryable)
+from .keys import validate_key
+from .types import (AuditTrail, ClaimResult, ClusterStatus, EffectResult, Grant, Health, Intent, IntentResult,
+                    ListPage, Outcome, Policy, State, Status, TokenVerification)
+
+__all__ = ["Client"]
+
+log = logging.getLogger("intentd")
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Settings:
+    """The options Client and AsyncClient share."""
+
+    def __init__(self, addrs: Union[str, Sequence[str]], api_key: Optional[str], timeout: float, tls: TLSArg,
+                 retries: int, backoff_base: float, backoff_max: float, discovery: bool, discovery_refresh: float,
+                 max_wait: float, report_timeout: float, approval_wait: Optional[float], auto_commit: bool,
+                 rate_limit_wait: float, max_idle_per_node: int, user_agent: str) -> None:
+        self.ssl_ctx = make_tls(tls)
+        self.seeds = split_addrs(addrs, "https" if self.ssl_ctx is not None else "http")
+        self.api_key = api_key or None
+        self.timeout = float(timeout)
+        self.retries = max(0, int(retries))
+        self.backoff = Backoff(backoff_base, backoff_max)
+        self.discovery = discovery
+        self.discovery_refresh = float(discovery_refresh)
+        self.max_wait = float(max_wait)
+        self.report_timeout = float(report_timeout)
+        self.approval_wait = self.max_wait if approval_wait is None else float(approval_wait)
+        self.auto_commit = auto_commit
+        self.rate_limit_wait = float(rate_limit_wait)
+        self.max_idle = max(0, int(max_idle_per_node))
+        self.user_agent = user_agent
+
+
+def check_effect(key: str, tool: str, payload: Any, fn: Any) -> Optional[bytes]:
+    """do()'s local checks, before anything is sent: BadRequest for a bad
+    key, no tool, a payload that is not JSON or no function."""
+    if not callable(fn):
+        raise BadRequest(detail="do: no function to run", field="fn")
+    validate_key(key)
+    if not isinstance(tool, str) or not tool:
+        raise BadRequest(detail="do %r: tool is required" % (key,), field="tool")
+    return encode_json(payload, "payload")
+
+
+def lease_of(lease_s: Optional[float], resp: ClaimResult) -> float:
+    if lease_s and lease_s > 0:
+        return lease_s
+    if resp.intent is not None and resp.intent.lease_ms > 0:
+        return resp.intent.lease_ms / 1000.0
+    return 30.0
+
+
+def in_flight_wait(err: Problem, rem: float) -> float:
+    """How long to long-poll an in_flight key: until it changes, at most
+    until the holder's lease would pass (retry_after), the rest of the
+    wait, and the cluster's long-poll limit."""
+    ra = err.retry_after if err.retry_after else 1.0
+    return max(0.0, min(rem, ra + 0.25, MAX_LONG_POLL))
+
+
+def pending_error(resp: ClaimResult, waited: float) -> PendingApproval:
+    detail = "the intent waits for an approver; nothing may run before it is approved"
+    if waited > 0:
+        detail += " (waited %gs)" % waited
+    return PendingApproval(detail=detail, status=202, title="Pending approval", intent=resp.intent)
+
+
+def gave_up(err: Problem, unknown: bool, key: str) -> Problem:
+    if unknown and not isinstance(err, OutcomeUnknown):
+        return OutcomeUnknown(detail="claim %r: an earlier attempt may have been granted: %s" % (key, err),
+                              status=err.status, title=err.title, intent=err.intent, retry_after=err.retry_after)
+    return err
+
+
+def attach(e: BaseException, out: EffectResult) -> None:
+    """Hangs the EffectResult on an error raised after fn ran."""
+    try:
+        if isinstance(e, IntentdError):
+            e.effect = out
+        else:
+            setattr(e, "intentd_effect", out)
+    except Exception:  # an exception type that takes no attributes
+        pass
+
+
+class Client:
+    """A client of an intentd cluster. Thread-safe; share one per process.
+
+    ``addrs``: any node list ("http://127.0.0.1:8101", "127.0.0.1:8101", or
+    one comma-separated str). With discovery (the default) the client asks
+    the nodes for GET /v1/cluster on its first call, sends calls to the
+    leader first, and asks again when a node could not serve or every
+    ``discovery_refresh`` seconds.
+
+    ``api_key``: sent as a bearer token (clusters with --auth=required).
+    ``timeout``: seconds one HTTP request may take (a long-poll adds its
+    wait). ``tls``: an ssl.SSLContext, a CA file path, or a mapping/tuple of
+    CA, client certificate and key paths; addresses without a scheme are
+    https then.
+
+    Retries: calls are retried on what the cluster could not answer (503
+    no_leader, not_leader, outcome_unknown, unavailable, shutting_down;
+    502/504; connection errors) up to ``retries`` times with exponential
+    backoff (``backoff_base``..``backoff_max`` seconds, jittered, at least
+    the server's Retry-After up to the max), moving through the nodes; 429
+    on the same node for up to ``rate_limit_wait`` seconds. Every write is
+    retried with the same body (key, owner, payload, fencing token), so a
+    retry never does more than the first attempt. A definite answer (any
+    other 4xx) is raised at once as its Problem subclass.
+
+    do(): ``max_wait`` bounds the wait for a claim to settle (another owner
+    in flight, an unknown outcome), ``approval_wait`` the wait for an
+    approver (default: max_wait; 0 raises PendingApproval at once, as Go's
+    Do), ``report_timeout`` how long the outcome of an effect that ran is
+    retried, ``auto_commit`` whether an executed intent is then committed.
+    """
+
+    def __init__(self, addrs: Union[str, Sequence[str]], api_key: Optional[str] = None,
+                 timeout: float = DEFAULT_TIMEOUT, tls: TLSArg = None, *, retries: int = DEFAULT_RETRIES,
+                 backoff_base: float = DEFAULT_BACKOFF_BASE, backoff_max: float = DEFAULT_BACKOFF_MAX,
+                 discovery: bool = True, discovery_refresh: float = DEFAULT_DISCOVERY_REFRESH,
+                 max_wait: float = DEFAULT_MAX_WAIT, report_timeout: float = DEFAULT_REPORT_TIMEOUT,
+                 approval_wait: Optional[float] = None, auto_commit: bool = True,
+                 rate_limit_wait: float = DEFAULT_RATE_LIMIT_WAIT, max_idle_per_node: int = MAX_IDLE_PER_NODE,
+                 user_agent: str = USER_AGENT) -> None:
+        s = self._s = _Settings(addrs, api_key, timeout, tls, retries, backoff_base, backoff_max, discovery,
+                                discovery_refresh, max_wait, report_timeout, approval_wait, auto_commit,
+                                rate_limit_wait, max_idle_per_node, user_agent)
+        self._t = SyncTransport(s.seeds, api_key=s.api_key, timeout=s.timeout, ssl_ctx=s.ssl_ctx,
+                                retries=s.retries, backoff=s.backoff, discovery=s.discovery,
+                                discovery_refresh=s.discovery_refresh, rate_limit_wait=s.rate_limit_wait,
+                                max_idle=s.max_idle, user_agent=s.user_agent)
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the idle connections."""
+        self._t.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def addrs(self) -> List[str]:
+        """The configured addresses, normalized."""
+        return list(self._s.seeds)
+
+    @property
+    def leader(self) -> str:
+        """The leader's address as last discovered ("" when none was)."""
+        return self._t.route.leader
+
+    def endpoints(self) -> List[str]:
+        """The addresses in the order the next call tries them."""
+        return self._t.endpoints()
+
+    def discover(self) -> str:
+        """Asks the nodes for the cluster's status now and puts the leader
+        first; returns its address. Raises NoLeader when no node named one."""
+        from .errors import NoLeader
+        leader = self._t.discover()
+        if not leader:
+            raise NoLeader(detail="discovery: no node named a leader")
+        return leader
+
+    def _run(self, call: Call[T], deadline: Optional[float] = None) -> T:
+        req, parse = call
+        if deadline is not None:
+            req.deadline = deadline
+        status, doc = self._t.call(req)
+        return parse(status, doc)
+
+    # -- intents --------------------------------------------------------------
+
+    def claim(self, key: str, tool: str, payload: Any = None, owner: Optional[str] = None,
+              policy: Optional[str] = None, lease: Any = None) -> ClaimResult:
+        """Asks for the right to execute the effect named by key. Granted
+        (new: created, or repeated to the same owner), duplicate (use
+        intent.result) and pending_approval are answers; every refusal is
+        raised (InFlight, InDoubt, Divergent, Rejected, BadRequest ...).
+        owner=None makes a fresh one (returned in .owner); retries reuse it.
+        lease: seconds (or a timedelta)."""
+        return self._run(_api.claim(key, tool, payload, owner or new_owner(), policy, lease))
+
+    def complete(self, key: str, owner: str, fencing_token: int, outcome: str = Outcome.EXECUTED,
+                 result: Any = UNSET) -> IntentResult:
+        """Reports the outcome ("executed" or "failed") of the effect by its
+        owner and fencing token; a stale one raises Fenced."""
+        return self._run(_api.complete(key, owner, fencing_token, outcome, result))
+
+    def renew(self, key: str, owner: str, fencing_token: int, lease: Any) -> IntentResult:
+        """Extends the owner's lease (seconds) while a long effect runs."""
+        return self._run(_api.renew(key, owner, fencing_token, lease))
+
+    def commit(self, key: str, owner: str) -> IntentResult:
+        """Acknowledges an executed intent's result (executed -> committed)."""
+        return self._run(_api.commit(key, owner))
+
+    def resolve(self, key: str, outcome: str, result: Any = UNSET, actor: str = "", reason: str = "") -> IntentResult:
+        """Settles an in_doubt intent as executed or failed, after checking
+        the tool's side."""
+        return self._run(_api.resolve(key, outcome, result, actor, reason))
+
+    def approve(self, key: str, actor: str = "", reason: str = "", fingerprint: str = "") -> IntentResult:
+        """Approves a pending intent; fingerprint binds the approval to the
+        payload the approver saw (Divergent if the intent's differs)."""
+        return self._run(_api.decide(key, True, actor, reason, fingerprint))
+
+    def reject(self, key: str, actor: str = "", reason: str = "", fingerprint: str = "") -> IntentResult:
+        """Rejects a pending intent."""
+        return self._run(_api.decide(key, False, actor, reason, fingerprint))
+
+    def get(self, key: str, *, stale: bool = False, wait: Any = None, after_version: int = 0) -> Intent:
+        """Reads one intent (linearizable unless stale); NotFound when there
+        is none. With wait (seconds, at most 60) it long-polls: it answers
+        as soon as the intent's version is above after_version, or after
+        wait with the intent as it is."""
+        return self._run(_api.get(key, stale, wait, after_version))
+
+    def wait(self, key: str, after_version: int, wait: Any = 30.0) -> Intent:
+        """Long-polls one intent (Go's Wait): get(key, wait=wait,
+        after_version=after_version)."""
+        return self.get(key, wait=wait, after_version=after_version)
+
+    def list(self, *, state: Optional[str] = None, prefix: Optional[str] = None, limit: int = 0,
+             cursor: Optional[str] = None, stale: bool = False) -> ListPage:
+        """A page of intents in key order; pass .next_cursor on."""
+        return self._run(_api.list_intents(state, prefix, limit, cursor, stale))
+
+    def approvals(self, *, prefix: Optional[str] = None, limit: int = 0, cursor: Optional[str] = None) -> ListPage:
+        """The pending_approval queue (list(state="pending_approval"))."""
+        return self.list(state=State.PENDING_APPROVAL, prefix=prefix, limit=limit, cursor=cursor)
+
+    def audit(self, key: str) -> AuditTrail:
+        """Every recorded attempt on key, oldest first."""
+        return self._run(_api.audit(key))
+
+    # -- gate -------------------------------------------------------------------
+
+    def verify_token(self, execution_token: str, payload: Any = UNSET, fingerprint: str = "") -> TokenVerification:
+        """The tool side (role tool): asks the ledger whether it may act on an
+        execution token, bound to payload (or fingerprint) when given. A
+        valid answer spends the token; later ones raise TokenUsed. Others:
+        TokenExpired, TokenInvalid, Fenced, InDoubt. An OutcomeUnknown may
+        have spent it: do not act on it."""
+        return self._run(_api.verify_token(execution_token, payload, fingerprint))
+
+    def put_policy(self, policy: Policy, expect_version: int = 0) -> Policy:
+        """Creates or replaces a policy (admin); expect_version makes it a
+        compare-and-set (InvalidState when someone changed it)."""
+        return self._run(_api.put_policy(policy, expect_version))
+
+    def policy(self, name: str) -> Policy:
+        """Reads one policy; NotFound when there is none."""
+        return self._run(_api.get_policy(name))
+
+    get_policy = policy
+
+    def policies(self) -> List[Policy]:
+        """Every policy: the default first, then in matching order."""
+        return self._run(_api.list_policies())
+
+    def delete_policy(self, name: str) -> None:
+        """Removes a policy (admin)."""
+        self._run(_api.delete_policy(name))
+
+    def jwks(self) -> Dict[str, Any]:
+        """The execution-token public keys (a JWKS)."""
+        return self._run(_api.jwks())
+
+    # -- cluster ----------------------------------------------------------------
+
+    def cluster(self) -> ClusterStatus:
+        """The cluster's status as the answering node sees it."""
+        return self._run(_api.cluster())
+
+    def health(self, addr: Optional[str] = None) -> Health:
+        """Whether the node at addr (default: the first configured) is live
+        and ready, without retries. Not being ready is an answer; failing to
+        reach the node raises Unavailable."""
+        base = normalize_addr(addr) if addr else self._s.seeds[0]
+        h = Health(addr=base)
+        self._t.call(Request("GET", "/healthz", addr=base))
+        h.live = True
+        try:
+            self._t.call(Request("GET", "/readyz", addr=base))
+            h.ready = True
+        except Problem as e:
+            if e.code != "not_ready":
+                raise
+            h.detail = e.detail
+        return h
+
+    # -- do -----------------------------------------------------------------------
+
+    def do(self, key: str, tool: str, payload: Any, fn: Callable[[Grant], Any], *, lease: Any = None,
+           policy: Optional[str] = None, owner: Optional[str] = None, wait_approval: Any = None,
+           max_wait: Any = None) -> EffectResult:
+        """Runs fn at most once for the logical effect named by key, across
+        retries, duplicate deliveries, concurrent callers and processes, and
+        records its outcome (Go's Client.Do):
+
+        - claims key with one owner for this call (``owner``, or a fresh
+          one) and re-sends the same claim with that owner whenever the
+          answer is lost or the cluster cannot answer;
+        - granted: runs ``fn(grant)`` once, in this thread, while a
+          background thread renews the lease every lease/3. A refused
+          renewal (fenced, in_doubt) sets ``grant.cancelled`` (and
+          ``grant.lost``): fn should check it before performing the effect;
+        - fn returns v: records executed with v (JSON) as the result,
+          commits it, returns EffectResult(status="executed", value=v,
+          result=v as recorded, ran=True);
+        - fn raises EffectUnknown: records nothing (the key turns in_doubt
+          when its lease passes) and re-raises it;
+        - fn raises another Exception: records failed with {"error": ...}
+          (a later call may run the effect again) and re-raises it
+          (KeyboardInterrupt and other BaseExceptions record nothing, as a
+          Go panic);
+        - duplicate: fn does not run; returns EffectResult(status=
+          "duplicate", result=<the recorded result>);
+        - in_flight (another owner holds the key): long-polls the key and
+          claims again (same owner) until the holder's outcome is there,
+          for up to max_wait seconds: then its result (duplicate), a grant
+          of a new generation if it failed, or its error (in_doubt); still
+          in flight at the end: InFlight;
+        - pending_approval: long-polls the key for the decision for up to
+          wait_approval seconds, claims again once approved and runs fn;
+          Rejected when rejected; PendingApproval when the wait ends;
+        - divergent, in_doubt, rejected ...: fn does not run; raises the
+          Problem (with .intent);
+        - the claim's outcome stays unknown: fn does not run; raises
+          OutcomeUnknown. Pass the same owner to a later do() to resume.
+        - the outcome of an effect that ran cannot be recorded (within
+          report_timeout): raises that error with .effect (ran=True).
+
+        Bad input (invalid key, no tool, a payload that is not JSON) raises
+        BadRequest before anything is sent."""
+        raw = check_effect(key, tool, payload, fn)
+        lease_s = seconds(lease, "lease")
+        mw = self._s.max_wait if max_wait is None else seconds(max_wait, "max_wait") or 0.0
+        aw = self._s.approval_wait if wait_approval is None else seconds(wait_approval, "wait_approval") or 0.0
+        fresh = not owner
+        own = owner or new_owner()
+        resp = self._settle_claim(key, tool, raw, own, policy, lease_s, fresh, mw, aw)
+        if resp.status == Status.GRANTED:
+            return self._execute(key, resp, lease_s, fn)
+        if resp.status == Status.DUPLICATE:
+            return EffectResult(status=Status.DUPLICATE, result=resp.intent.result if resp.intent else None,
+                                intent=resp.intent, owner=own)
+        if resp.status == Status.PENDING_APPROVAL:
+            raise pending_error(resp, aw)
+        raise IntentdError("claim %r: unexpected status %r" % (key, resp.status))
+
+    def _settle_claim(self, key: str, tool: str, raw: Optional[bytes], owner: str, policy: Optional[str],
+                      lease_s: Optional[float], fresh: bool, max_wait: float, approval_wait: float) -> ClaimResult:
+        deadline = time.monotonic() + max_wait
+        approval_end: Optional[float] = None
+        unknown = False  # an attempt of this call may have been granted
+        released = False  # this call already reported its own unused grant
+        attempt = 0
+        while True:
+            try:
+                resp = self._run(_api.claim(key, tool, raw, owner, policy, lease_s))
+            except InFlight as err:
+                # Definite: another owner holds the key, so no attempt of
+                # this call was granted. Wait for the key to change.
+                unknown = False
+                rem = deadline - time.monotonic()
+                if rem <= 0:
+                    raise
+                self._wait_change(key, err.intent.version if err.intent else 0, in_flight_wait(err, rem))
+                continue
+            except InDoubt as err:
+                if not (fresh and not released and err.intent is not None and err.intent.owner == owner):
+                    raise
+                # A lost answer granted this call's own owner, whose lease
+                # then passed unused: say so and claim again.
+                _, result = error_result(RuntimeError(
+                    "the claim's answer was lost and its lease passed; the effect never ran"))
+                self._report(key, owner, err.intent.fencing_token, Outcome.FAILED, result)
+                released, unknown = True, False
+                continue
+            except Problem as err:
+                if not retryable(err):
+                    raise
+                if maybe_applied(err) or isinstance(err, OutcomeUnknown):
+                    unknown = True
+                rem = deadline - time.monotonic()
+                if rem <= 0:
+                    final = gave_up(err, unknown, key)
+                    if final is err:
+                        raise
+                    raise final from err
+                time.sleep(min(self._s.backoff(attempt, err.retry_after), rem))
+                attempt += 1
+                continue
+            if resp.status == Status.PENDING_APPROVAL and approval_wait > 0:
+                now = time.monotonic()
+                if approval_end is None:
+                    approval_end = now + approval_wait
+                intent = resp.intent
+                while intent is not None and intent.state == State.PENDING_APPROVAL:
+                    rem = approval_end - time.monotonic()
+                    if rem <= 0:
+                        return resp
+                    intent = self._wait_change(key, intent.version, min(rem, MAX_LONG_POLL))
+                if intent is None and approval_end - time.monotonic() <= 0:
+                    return resp
+                continue  # decided (or changed): claim again
+            return resp
+
+    def _wait_change(self, key: str, version: int, secs: float) -> Optional[Intent]:
+        """Long-polls key until its version passes version or secs pass; the
+        intent, or None when it could not be read."""
+        try:
+            return self.get(key, wait=secs, after_version=version)
+        except NotFound:
+            return None
+        except Problem as err:
+            if not retryable(err):
+                raise
+            time.sleep(min(self._s.backoff(0, err.retry_after), max(secs, 0.0)))
+            return None
+
+    def _report(self, key: str, owner: str, token: int, outcome: str, result: Optional[bytes],
+                deadline: Optional[float] = None) -> IntentResult:
+        """Sends a complete until the ledger answers definitely or the
+        report timeout passes; every attempt is the same request."""
+        if deadline is None:
+            deadline = time.monotonic() + self._s.report_timeout
+        attempt = 0
+        while True:
+            try:
+                return self._run(_api.complete(key, owner, token, outcome, UNSET if result is None else result),
+                                 deadline=deadline)
+            except Problem as err:
+                rem = deadline - time.monotonic()
+                if not retryable(err) or rem <= 0:
+                    raise
+                time.sleep(min(self._s.backoff(attempt, err.retry_after), rem))
+                attempt += 1
+                if deadline - time.monotonic() <= 0:
+                    raise
+
+    def _execute(self, key: str, resp: ClaimResult, lease_s: Optional[float],
+                 fn: Callable[[Grant], Any]) -> EffectResult:
+        g = Grant(key=key, owner=resp.owner, fencing_token=resp.fencing_token,
+                  execution_token=resp.execution_token, intent=resp.intent)
+        lease = lease_of(lease_s, resp)
+        stop = threading.Event()
+        renewer = threading.Thread(target=self._keep_alive, args=(g, lease, stop), name="intentd-renew", daemon=True)
+        renewer.start()
+        out = EffectResult(ran=True, intent=resp.intent, owner=g.owner, fencing_token=g.fencing_token)
+        tok = set_grant(g)
+        try:
+            try:
+                value = fn(g)
+            finally:
+                reset_grant(tok)
+                stop.set()  # a renewal under way finishes first
+                renewer.join()
+        except EffectUnknown as e:
+            attach(e, out)
+            raise
+        except Exception as e:
+            _, result = error_result(e)
+            try:
+                done = self._report(key, g.owner, g.fencing_token, Outcome.FAILED, result)
+            except IntentdError as rerr:
+                log.warning("intentd: effect %r failed (%s) and recording that failed: %s", key, e, rerr)
+                setattr_quiet(e, "intentd_report_error", rerr)
+                attach(e, out)
+                raise e
+            out.status, out.intent = Status.FAILED, done.intent
+            out.result = recorded(done.intent, result)
+            attach(e, out)
+            raise
+        out.value = value
+        return self._record(key, g, value, out)
+
+    def _record(self, key: str, g: Grant, value: Any, out: EffectResult) -> EffectResult:
+        deadline = time.monotonic() + self._s.report_timeout
+        enc_err: Optional[BadRequest] = None
+        try:
+            result = encode_json(value, "result")
+        except BadRequest as e:
+            enc_err, result = e, None
+        try:
+            try:
+                done = self._report(key, g.owner, g.fencing_token, Outcome.EXECUTED, result, deadline)
+            except BadRequest as e:
+                if result is None:
+                    raise
+                # The ledger will not store this result (too large): record
+                # the effect without it rather than leave it to turn in_doubt.
+                enc_err, result = e, None
+                done = self._report(key, g.owner, g.fencing_token, Outcome.EXECUTED, None, deadline)
+        except IntentdError as e:
+            attach(e, out)
+            raise
+        out.status, out.intent = Status.EXECUTED, done.intent
+        out.result = recorded(done.intent, result)
+        if self._s.auto_commit:
+            try:
+                cr = self._run(_api.commit(key, g.owner), deadline=deadline)
+                if cr.intent is not None:
+                    out.intent = cr.intent
+            except IntentdError:
+                pass  # best-effort: the effect is recorded as executed
+        if enc_err is not None:
+            err = BadRequest(detail="effect %r executed and recorded without its result: %s" % (key, enc_err.detail),
+                             status=enc_err.status, code=enc_err.code, field="result")
+            attach(err, out)
+            raise err
+        return out
+
+    def _keep_alive(self, g: Grant, lease: float, stop: threading.Event) -> None:
+        """Renews the grant's lease every lease/3 until stop is set. A
+        refusal means the right to execute is gone: it sets g.cancelled.
+        Other failures (the cluster could not answer) are tried again at the
+        next tick."""
+        every = max(lease / 3.0, 0.001)
+        while not stop.wait(every):
+            try:
+                self._run(_api.renew(g.key, g.owner, g.fencing_token, lease),
+                          deadline=time.monotonic() + max(lease - every, 0.001))
+            except (Fenced, InDoubt, InvalidState, NotFound) as err:
+                g._lose(err)
+                return
+            except Exception:  # noqa: BLE001 - the next tick tries again
+                continue
+
+    # -- decorator ------------------------------------------------------------------
+
+    def once(self, tool: str, key: Optional[KeySpec] = None, *, payload: Optional[Callable[..., Any]] = None,
+             exclude: Iterable[str] = (), lease: Any = None, policy: Optional[str] = None,
+             wait_approval: Any = None, max_wait: Any = None) -> Callable[[F], F]:
+        """Decorates a plain function so every call of it runs through
+        do(): at most once per key. The wrapped function keeps its name,
+        docstring and signature (functools.wraps), so agent frameworks
+        register it as a tool as they would the original.
+
+        ``key``: a function of the call's arguments, passed by name
+        (``key=lambda order_id, **_: order_id``), returning the key (a str,
+        used as it is) or a tuple of parts (made into key(tool, *parts));
+        or a constant str. ``payload``: a function of the call's arguments
+        (by name) returning the payload; by default the call's arguments by
+        name (defaults applied; ``exclude`` names and a leading self/cls
+        left out), which must be JSON-serialisable.
+
+        A call returns the function's value when this call ran it, or the
+        recorded result of the call that did (duplicate; decoded JSON, so a
+        tuple comes back as a list). Inside, current_grant() gives the
+        grant. Errors are do()'s."""
+
+        def decorate(fn: F) -> F:
+            spec = CallSpec(fn, tool, key, payload, exclude)
+
+            @functools.wraps(fn)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                k, p = spec.derive(args, kwargs)
+                res = self.do(k, tool, p, lambda _g: fn(*args, **kwargs), lease=lease, policy=policy,
+                              wait_approval=wait_approval, max_wait=max_wait)
+                return res.value if res.ran else res.result
+
+            wrapper.__intentd_tool__ = tool  # type: ignore[attr-defined]
+            return wrapper  # type: ignore[return-value]
+
+        return decorate
+
+
+def recorded(intent: Optional[Intent], sent: Optional[bytes]) -> Any:
+    """The result the ledger stored, or what was sent, decoded."""
+    if intent is not None and intent.has_result:
+        return intent.result
+    if sent is None:
+        return None
+    import json
+    return json.loads(sent.decode("utf-8"))
+
+
+def setattr_quiet(obj: Any, name: str, value: Any) -> None:
+    try:
+        setattr(obj, name, value)
+    except Exception:
+        pass
