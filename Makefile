@@ -27,6 +27,7 @@ test: test-go test-sdk canary compose-test jepsen-short
 ## test-sdk: the Python and TypeScript SDKs' unit tests (no cluster; their conformance runs in test-go, sdk/conformance)
 test-sdk:
 	python3 -m unittest discover -s sdk/python/tests
+	sdk/typescript/test.sh
 
 test-go: deps verify
 	$(GO) test $(TEST_FLAGS) $(PKGS)

@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/intentledger/intentd/client"
 )
 
 func main() {
@@ -43,6 +45,8 @@ type config struct {
 	claimants    int    // per key in contended mode
 	complete     bool
 	target       string // leader or all
+	via          string // http (hand-written requests) or sdk (the Go SDK)
+	apiKey       string
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
@@ -58,6 +62,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.claimants, "claimants", 10, "claimants racing for each key in contended mode")
 	fs.BoolVar(&c.complete, "complete", true, "complete each granted claim (claim + complete is one op)")
 	fs.StringVar(&c.target, "target", "leader", "send to the leader (as the SDK does) or spread over all nodes (followers forward)")
+	fs.StringVar(&c.via, "via", "http", "http: hand-written requests (the server's cost alone); sdk: the Go SDK's Claim and Complete (what an agent pays)")
+	fs.StringVar(&c.apiKey, "api-key", os.Getenv("INTENTD_API_KEY"), "API key for a cluster with auth on (also INTENTD_API_KEY)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -77,8 +83,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		c.clients = append(c.clients, n)
 	}
 	if len(c.addrs) == 0 || c.duration <= 0 || (c.mode != "unique" && c.mode != "contended") ||
-		(c.target != "leader" && c.target != "all") || c.claimants < 1 {
-		return c, errors.New("bad flags: need --addr, a positive --duration, --mode unique|contended, --target leader|all")
+		(c.target != "leader" && c.target != "all") || c.claimants < 1 || (c.via != "http" && c.via != "sdk") {
+		return c, errors.New("bad flags: need --addr, a positive --duration, --mode unique|contended, --target leader|all, --via http|sdk")
 	}
 	return c, nil
 }
@@ -103,8 +109,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		targets = []string{leader}
 	}
-	fmt.Fprintf(stdout, "intent-bench: mode=%s complete=%v payload=%dB duration=%s warmup=%s target=%s %v\n\n",
-		cfg.mode, cfg.complete, cfg.payloadBytes, cfg.duration, cfg.warmup, cfg.target, targets)
+	do := func(ctx context.Context, target, key, owner, payload string) error {
+		return op(ctx, hc, cfg.apiKey, target, key, owner, payload, cfg.complete)
+	}
+	if cfg.via == "sdk" {
+		sdk, err := client.New(cfg.addrs, client.WithAPIKey(cfg.apiKey))
+		if err != nil {
+			fmt.Fprintln(stderr, "intent-bench:", err)
+			return 2
+		}
+		do = func(ctx context.Context, _, key, owner, payload string) error {
+			return sdkOp(ctx, sdk, key, owner, payload, cfg.complete)
+		}
+	}
+	fmt.Fprintf(stdout, "intent-bench: mode=%s complete=%v payload=%dB duration=%s warmup=%s target=%s via=%s %v\n\n",
+		cfg.mode, cfg.complete, cfg.payloadBytes, cfg.duration, cfg.warmup, cfg.target, cfg.via, targets)
 	fmt.Fprintln(stdout, "| clients | ops/s | p50 ms | p99 ms | p99.9 ms | ops | errors | unknown |")
 	fmt.Fprintln(stdout, "|---:|---:|---:|---:|---:|---:|---:|---:|")
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -112,7 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if ctx.Err() != nil {
 			break
 		}
-		r := level(ctx, hc, cfg, targets, n, fmt.Sprintf("%s-%d", runID, n), stderr)
+		r := level(ctx, do, cfg, targets, n, fmt.Sprintf("%s-%d", runID, n), stderr)
 		fmt.Fprintf(stdout, "| %d | %.0f | %.2f | %.2f | %.2f | %d | %d | %d |\n", n, r.opsPerSec, ms(r.p50), ms(r.p99), ms(r.p999),
 			r.ops, r.errors, r.unknown)
 	}
@@ -150,7 +169,8 @@ type levelResult struct {
 
 // level runs n closed-loop clients for warmup+duration and measures the
 // ops that started after the warm-up.
-func level(ctx context.Context, hc *http.Client, cfg config, targets []string, n int, prefix string, progress io.Writer) levelResult {
+func level(ctx context.Context, do func(ctx context.Context, target, key, owner, payload string) error, cfg config,
+	targets []string, n int, prefix string, progress io.Writer) levelResult {
 	ctx, cancel := context.WithTimeout(ctx, cfg.warmup+cfg.duration)
 	defer cancel()
 	start := time.Now()
@@ -196,7 +216,7 @@ func level(ctx context.Context, hc *http.Client, cfg config, targets []string, n
 				target := targets[rng.IntN(len(targets))]
 				owner := fmt.Sprintf("bench-%d-%d", c, i)
 				t0 := time.Now()
-				err := op(ctx, hc, target, key, owner, payload, cfg.complete)
+				err := do(ctx, target, key, owner, payload)
 				lat := time.Since(t0)
 				if ctx.Err() != nil {
 					break // the level ended mid-operation: not counted
@@ -238,9 +258,9 @@ var errUnknown = errors.New("outcome unknown")
 
 // op claims key and, when granted and asked to, completes it. Contended
 // losers (in_flight, duplicate) are successful ops: the ledger answered.
-func op(ctx context.Context, hc *http.Client, target, key, owner, payload string, complete bool) error {
+func op(ctx context.Context, hc *http.Client, apiKey, target, key, owner, payload string, complete bool) error {
 	body, _ := json.Marshal(map[string]any{"key": key, "tool": "bench.tool", "owner": owner, "payload": map[string]string{"d": payload}})
-	code, resp, err := postJSON(ctx, hc, target+"/v1/intents", body)
+	code, resp, err := postJSON(ctx, hc, apiKey, target+"/v1/intents", body)
 	if err != nil {
 		return err
 	}
@@ -261,7 +281,7 @@ func op(ctx context.Context, hc *http.Client, target, key, owner, payload string
 		return fmt.Errorf("claim answer: %w", err)
 	}
 	body, _ = json.Marshal(map[string]any{"owner": owner, "fencing_token": grant.FencingToken, "outcome": "executed", "result": map[string]bool{"ok": true}})
-	code, _, err = postJSON(ctx, hc, target+"/v1/intents/"+key+"/complete", body)
+	code, _, err = postJSON(ctx, hc, apiKey, target+"/v1/intents/"+key+"/complete", body)
 	if err != nil {
 		return err
 	}
@@ -271,12 +291,15 @@ func op(ctx context.Context, hc *http.Client, target, key, owner, payload string
 	return nil
 }
 
-func postJSON(ctx context.Context, hc *http.Client, url string, body []byte) (int, []byte, error) {
+func postJSON(ctx context.Context, hc *http.Client, apiKey, url string, body []byte) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: %w", errUnknown, err)
@@ -290,4 +313,28 @@ func postJSON(ctx context.Context, hc *http.Client, url string, body []byte) (in
 		return 0, nil, errUnknown
 	}
 	return resp.StatusCode, b, nil
+}
+
+// sdkOp is op through the Go SDK: Claim, then Complete when granted; the
+// SDK finds the leader and retries what the cluster could not answer.
+func sdkOp(ctx context.Context, c *client.Client, key, owner, payload string, complete bool) error {
+	body, _ := json.Marshal(map[string]string{"d": payload})
+	g, err := c.Claim(ctx, client.ClaimRequest{Key: key, Tool: "bench.tool", Owner: owner, Payload: body})
+	switch {
+	case errors.Is(err, client.ErrOutcomeUnknown):
+		return fmt.Errorf("%w: %w", errUnknown, err)
+	case errors.Is(err, client.ErrInFlight):
+		return nil // a contended loser: the ledger answered
+	case err != nil:
+		return err
+	}
+	if !complete || g.Status != client.StatusGranted {
+		return nil
+	}
+	_, err = c.Complete(ctx, client.CompleteRequest{Key: key, Owner: owner, FencingToken: g.FencingToken,
+		Outcome: client.OutcomeExecuted, Result: json.RawMessage(`{"ok":true}`)})
+	if errors.Is(err, client.ErrOutcomeUnknown) {
+		return fmt.Errorf("%w: %w", errUnknown, err)
+	}
+	return err
 }

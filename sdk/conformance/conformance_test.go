@@ -66,6 +66,9 @@ func TestConformance(t *testing.T) {
 	t.Run("python", func(t *testing.T) {
 		runExternal(t, h, scenarios, "python", "python3", "sdk/python/tests/conformance.py")
 	})
+	t.Run("typescript", func(t *testing.T) {
+		runExternal(t, h, scenarios, "typescript", "node", "sdk/typescript/test/conformance.mjs")
+	})
 }
 
 // outcome is one line a runner prints.

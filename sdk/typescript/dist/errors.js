@@ -1,0 +1,343 @@
+// Error classes: the TypeScript form of client/errors.go's sentinels. A
+// problem document (RFC 9457) becomes a ProblemError subclass chosen by its
+// code, exactly as client/errors.go's sentinelCodes map them, so
+// `err instanceof InFlightError` is Go's errors.Is(err, client.ErrInFlight).
+import { intentFromWire } from "./types.js";
+/** Base class of every error the SDK throws (EffectUnknown aside, which your function throws). */
+export class IntentdError extends Error {
+    constructor(message, options) {
+        super(message, options);
+        this.name = new.target.name;
+    }
+}
+/**
+ * An error answer of the API (a problem document), or a failure to get one
+ * (status 0). Subclasses say what it means; code says exactly which answer.
+ */
+export class ProblemError extends IntentdError {
+    status;
+    code;
+    title;
+    detail;
+    type;
+    field;
+    intent;
+    retryAfterMs;
+    fingerprint;
+    requestFingerprint;
+    constructor(init) {
+        super(problemMessage(init), init.cause === undefined ? undefined : { cause: init.cause });
+        this.status = init.status;
+        this.code = init.code;
+        this.title = init.title ?? "";
+        this.detail = init.detail ?? "";
+        this.type = init.type ?? "";
+        this.field = init.field ?? "";
+        this.intent = init.intent;
+        this.retryAfterMs = init.retryAfterMs ?? 0;
+        this.fingerprint = init.fingerprint ?? "";
+        this.requestFingerprint = init.requestFingerprint ?? "";
+    }
+    /** The problem's fields, for logging (JSON.stringify of an Error is otherwise {}). */
+    toJSON() {
+        const out = { name: this.name, status: this.status, code: this.code, title: this.title };
+        if (this.detail)
+            out.detail = this.detail;
+        if (this.type)
+            out.type = this.type;
+        if (this.field)
+            out.field = this.field;
+        if (this.intent)
+            out.intent = this.intent;
+        if (this.retryAfterMs)
+            out.retryAfterMs = this.retryAfterMs;
+        if (this.fingerprint)
+            out.fingerprint = this.fingerprint;
+        if (this.requestFingerprint)
+            out.requestFingerprint = this.requestFingerprint;
+        return out;
+    }
+}
+function problemMessage(p) {
+    let msg = `${p.status} ${p.code}`;
+    if (p.title)
+        msg += `: ${p.title}`;
+    if (p.detail)
+        msg += `: ${p.detail}`;
+    return msg;
+}
+/** in_flight (409): another owner holds the lease; do not execute. Wait retryAfterMs and claim again with the same owner. */
+export class InFlightError extends ProblemError {
+}
+/** in_doubt (409): the lease passed without a report; check the tool's side, then resolve. */
+export class InDoubtError extends ProblemError {
+}
+/** divergent (422): same key, different tool or payload; never execute. */
+export class DivergentError extends ProblemError {
+}
+/** fenced (409): a stale owner or fencing token; you no longer hold the intent. */
+export class FencedError extends ProblemError {
+}
+/** rejected (403): an approver rejected the intent. */
+export class RejectedError extends ProblemError {
+}
+/** pending_approval: the intent waits for an approver; do not execute (do() throws it when its approval wait ends). */
+export class PendingApprovalError extends ProblemError {
+}
+/** not_found, policy_not_found (404). */
+export class NotFoundError extends ProblemError {
+}
+/** invalid_state, not_pending_approval, already_approved, version_mismatch (409): the call does not fit the state. */
+export class InvalidStateError extends ProblemError {
+}
+/** bad_request (400), too_large (413), unprocessable, unknown_policy (422); also bad input refused locally (status 0). Nothing was written. */
+export class BadRequestError extends ProblemError {
+}
+/** blocked (403): the policy that selects the tool blocks it. */
+export class BlockedError extends ProblemError {
+}
+/** token_used (409): the execution token was already verified once. */
+export class TokenUsedError extends ProblemError {
+}
+/** token_expired (410). */
+export class TokenExpiredError extends ProblemError {
+}
+/** token_invalid, token_mismatch (422). */
+export class TokenInvalidError extends ProblemError {
+}
+/** Not authorized: unauthenticated (401), and every 403 below (ForbiddenError), as Go's ErrUnauthorized. */
+export class UnauthorizedError extends ProblemError {
+}
+/** forbidden, not_an_approver (403), and the two subclasses: the key is valid but may not do this. */
+export class ForbiddenError extends UnauthorizedError {
+}
+/** not_grant_holder (403): the grant is bound to another API key; do not retry with this key. */
+export class NotGrantHolderError extends ForbiddenError {
+}
+/** self_approval (403): the claimant may not approve its own intent. */
+export class SelfApprovalError extends ForbiddenError {
+}
+/**
+ * outcome_unknown (503), a 502/504 to a write, or a write whose answer was lost
+ * (status 0): it may or may not have been applied. Retry the same request.
+ */
+export class OutcomeUnknownError extends ProblemError {
+}
+/** unavailable, shutting_down, not_ready (503), or no answer to a read (status 0): nothing was written; retry. */
+export class UnavailableError extends ProblemError {
+}
+/** no_leader, not_leader (503): nothing was written; retry. (Go's ErrNoLeader; here also an UnavailableError.) */
+export class NoLeaderError extends UnavailableError {
+}
+/** rate_limited (429): nothing was written; the client waits Retry-After out by itself, for up to rateLimitWaitMs. */
+export class RateLimitedError extends ProblemError {
+}
+/** bad_snapshot (422). */
+export class BadSnapshotError extends ProblemError {
+}
+/** not_empty (409). */
+export class NotEmptyError extends ProblemError {
+}
+/** The class of each problem code: client/errors.go's sentinelCodes. */
+const CODE_CLASSES = {
+    in_flight: InFlightError,
+    in_doubt: InDoubtError,
+    divergent: DivergentError,
+    fenced: FencedError,
+    rejected: RejectedError,
+    pending_approval: PendingApprovalError,
+    not_found: NotFoundError,
+    policy_not_found: NotFoundError,
+    invalid_state: InvalidStateError,
+    not_pending_approval: InvalidStateError,
+    already_approved: InvalidStateError,
+    version_mismatch: InvalidStateError,
+    bad_request: BadRequestError,
+    too_large: BadRequestError,
+    unprocessable: BadRequestError,
+    unknown_policy: BadRequestError,
+    blocked: BlockedError,
+    token_used: TokenUsedError,
+    token_expired: TokenExpiredError,
+    token_invalid: TokenInvalidError,
+    token_mismatch: TokenInvalidError,
+    unauthenticated: UnauthorizedError,
+    forbidden: ForbiddenError,
+    not_an_approver: ForbiddenError,
+    not_grant_holder: NotGrantHolderError,
+    self_approval: SelfApprovalError,
+    outcome_unknown: OutcomeUnknownError,
+    no_leader: NoLeaderError,
+    not_leader: NoLeaderError,
+    unavailable: UnavailableError,
+    shutting_down: UnavailableError,
+    not_ready: UnavailableError,
+    rate_limited: RateLimitedError,
+    bad_snapshot: BadSnapshotError,
+    not_empty: NotEmptyError,
+};
+/** problemFor returns the error of a problem: the subclass its code names, else ProblemError. */
+export function problemFor(init) {
+    const cls = Object.prototype.hasOwnProperty.call(CODE_CLASSES, init.code) ? CODE_CLASSES[init.code] : ProblemError;
+    return new cls(init);
+}
+/** 503 codes after which the same request may be sent again (client/errors.go's retryableCodes). */
+const RETRYABLE_CODES = new Set(["no_leader", "not_leader", "outcome_unknown", "shutting_down", "unavailable", "not_ready"]);
+/** Whether the same request may be sent again after p (Problem.retryable). */
+export function retryableProblem(p) {
+    switch (p.status) {
+        case 0:
+            return true;
+        case 503:
+            return p.code === "" || RETRYABLE_CODES.has(p.code);
+        case 502:
+        case 504:
+        case 429:
+            return true;
+    }
+    return false;
+}
+/** Whether a write that failed with err may have been applied (maybeApplied). */
+export function maybeApplied(err) {
+    if (err instanceof OutcomeUnknownError)
+        return true;
+    if (err instanceof ProblemError) {
+        return err.status === 502 || err.status === 504 || err.status === 500 || err.code === "outcome_unknown";
+    }
+    return false;
+}
+/** Whether err says the cluster could not answer, rather than a definite answer (transient). */
+export function transient(err) {
+    if (err instanceof ProblemError)
+        return retryableProblem(err) || err.status >= 500;
+    return true;
+}
+/** Code of a problem that came without a document (from a proxy, say), by its status. */
+function codeForStatus(status) {
+    switch (status) {
+        case 400:
+            return "bad_request";
+        case 401:
+            return "unauthenticated";
+        case 403:
+            return "forbidden";
+        case 413:
+            return "too_large";
+        case 422:
+            return "unprocessable";
+        case 429:
+            return "rate_limited";
+        case 502:
+        case 503:
+        case 504:
+            return "unavailable";
+    }
+    return "";
+}
+const STATUS_TEXT = {
+    400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+    409: "Conflict", 410: "Gone", 413: "Request Entity Too Large", 422: "Unprocessable Entity",
+    429: "Too Many Requests", 500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway",
+    503: "Service Unavailable", 504: "Gateway Timeout",
+};
+/**
+ * readProblem decodes an error answer as client/problem.go does: a problem
+ * document's fields as they are; a document without a code keeps its type,
+ * title and detail and is named by its status, as is an answer without a
+ * document, whose body (cut) is the detail; Retry-After (whole seconds)
+ * counts when the document names no wait.
+ */
+export function readProblem(status, body, retryAfterHeader) {
+    const init = { status, code: "" };
+    let doc;
+    try {
+        const v = JSON.parse(body);
+        if (v && typeof v === "object" && !Array.isArray(v))
+            doc = v;
+    }
+    catch {
+        // not a document
+    }
+    if (doc && (isNonEmptyString(doc.code) || isNonEmptyString(doc.title) || isNonEmptyString(doc.type))) {
+        init.code = str(doc.code);
+        init.title = str(doc.title);
+        init.detail = str(doc.detail);
+        init.type = str(doc.type);
+        init.field = str(doc.field);
+        init.fingerprint = str(doc.fingerprint);
+        init.requestFingerprint = str(doc.request_fingerprint);
+        if (doc.intent && typeof doc.intent === "object")
+            init.intent = intentFromWire(doc.intent);
+        if (typeof doc.retry_after_ms === "number" && doc.retry_after_ms > 0)
+            init.retryAfterMs = doc.retry_after_ms;
+    }
+    else {
+        let detail = body.trim();
+        if (detail.length > 200)
+            detail = detail.slice(0, 200) + "...";
+        init.detail = detail;
+    }
+    if (!init.code)
+        init.code = codeForStatus(status);
+    if (!init.title)
+        init.title = STATUS_TEXT[status] ?? "";
+    if (!init.retryAfterMs && retryAfterHeader && /^\s*\d+\s*$/.test(retryAfterHeader)) {
+        const secs = parseInt(retryAfterHeader, 10);
+        if (secs > 0)
+            init.retryAfterMs = secs * 1000;
+    }
+    return problemFor(init);
+}
+function str(v) {
+    return typeof v === "string" ? v : "";
+}
+function isNonEmptyString(v) {
+    return typeof v === "string" && v !== "";
+}
+/** badRequest is the error of bad input refused before anything is sent. */
+export function badRequest(detail, field, cause) {
+    return new BadRequestError({ status: 0, code: "bad_request", title: "Bad request (refused locally)", detail, field, cause });
+}
+const EFFECT_UNKNOWN = Symbol.for("intentd.EffectUnknown");
+/**
+ * EffectUnknown is for the function do() runs: throw it (or an error whose
+ * cause chain holds one) when you cannot tell whether the effect happened
+ * (the provider timed out mid-call). do() then reports nothing: the key
+ * stays held until its lease passes, then it is in_doubt and is never
+ * granted again until someone checks the tool's side and resolves it.
+ * The ledger never answers with it. (Go's client.ErrEffectUnknown.)
+ */
+export class EffectUnknown extends Error {
+    constructor(message = "whether the effect happened is unknown", options) {
+        super(message, options);
+        this.name = "EffectUnknown";
+        Object.defineProperty(this, EFFECT_UNKNOWN, { value: true });
+    }
+}
+/**
+ * isEffectUnknown reports whether err is, or has in its cause chain, an
+ * EffectUnknown (also one from another copy of this package).
+ */
+export function isEffectUnknown(err) {
+    for (let e = err, depth = 0; e && typeof e === "object" && depth < 32; depth++) {
+        if (e instanceof EffectUnknown || e[EFFECT_UNKNOWN] === true)
+            return true;
+        e = e.cause;
+    }
+    return false;
+}
+/**
+ * ReportError: the effect ran (effect.ran is true) but do() could not record
+ * its outcome as it should: effect.status is undefined when nothing was
+ * recorded (the cause says why: FencedError when the grant moved on,
+ * OutcomeUnknownError, ...; the intent turns in_doubt unless a retry lands),
+ * or "executed" when it was recorded without its result (the result was not
+ * JSON or the ledger refused it). Do not run the effect again.
+ */
+export class ReportError extends IntentdError {
+    effect;
+    constructor(message, effect, cause) {
+        super(message, { cause });
+        this.effect = effect;
+    }
+}
