@@ -5,9 +5,11 @@
 //
 //   node sdk/typescript/bench.mjs --addrs http://127.0.0.1:8101,http://127.0.0.1:8102 \
 //     [--api-key ik_...] [--concurrency 16] [--duration 10] [--tool bench.noop] [--do]
+//     [--transport auto|fetch|node]
 //
-// --do measures client.do() (claim, complete, commit) instead. Addresses and
-// key also come from INTENTD_ADDRS / INTENTD_API_KEY.
+// --do measures client.do() (claim, complete, commit) instead. --transport
+// picks the client's transport (default auto: node:net on Node). Addresses
+// and key also come from INTENTD_ADDRS / INTENTD_API_KEY.
 
 import { Client } from "./dist/index.js";
 
@@ -35,8 +37,9 @@ const durationMs = Number(opt.duration ?? 10) * 1000;
 const tool = String(opt.tool ?? "bench.noop");
 const useDo = opt.do === true;
 const apiKey = opt["api-key"] ?? process.env.INTENTD_API_KEY;
+const transport = opt.transport === undefined ? undefined : String(opt.transport);
 
-const client = new Client({ addrs, apiKey, ownerPrefix: `bench/${process.pid}` });
+const client = new Client({ addrs, apiKey, transport, ownerPrefix: `bench/${process.pid}` });
 await client.discover().catch(() => {});
 const prefix = `bench-ts:${Date.now().toString(36)}:${process.pid}`;
 const latencies = [];
@@ -71,7 +74,7 @@ const secs = (Date.now() - start) / 1000;
 latencies.sort((a, b) => a - b);
 const pct = (p) => (latencies.length ? latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] : NaN);
 console.log(
-  `intentd-ts bench: ${useDo ? "do" : "claim+complete"} concurrency=${concurrency} duration=${secs.toFixed(1)}s ` +
+  `intentd-ts bench: ${useDo ? "do" : "claim+complete"} transport=${transport ?? "auto"} concurrency=${concurrency} duration=${secs.toFixed(1)}s ` +
     `claims=${claims} claims/s=${(claims / secs).toFixed(1)} p50=${pct(50).toFixed(2)}ms p99=${pct(99).toFixed(2)}ms errors=${errors}`,
 );
 if (firstError) console.error("first error:", String(firstError));

@@ -1,4 +1,6 @@
 import type { AuditLogPage, AuditTrail, ClaimRequest, ClaimResponse, ClusterStatus, CommitRequest, CompleteRequest, DecisionRequest, EffectResult, Grant, Health, Intent, IntentResponse, ListPage, Policy, RenewRequest, ResolveRequest, Settings, State, TokenVerification } from "./types.js";
+import type { FetchFn } from "./transport.js";
+export type { FetchFn } from "./transport.js";
 /** Defaults of the options (client/client.go). */
 export declare const DEFAULTS: Readonly<{
     retries: 4;
@@ -14,8 +16,6 @@ export declare const DEFAULTS: Readonly<{
 }>;
 /** The longest long-poll the cluster serves (GET /v1/intents/{key}?wait=), in ms. */
 export declare const MAX_LONG_POLL_MS = 60000;
-/** A fetch function: the global one, or yours (a proxy agent, a test double). */
-export declare type FetchFn = (input: string, init: RequestInit) => Promise<Response>;
 export interface ClientOptions {
     /** Any node list: base URLs or host:port, an array or one comma-separated string. */
     addrs: string | readonly string[];
@@ -23,8 +23,15 @@ export interface ClientOptions {
     apiKey?: string;
     /** Bound of one HTTP attempt, in ms (default 30 s); a long-poll gets its wait on top. */
     timeoutMs?: number;
-    /** The fetch to use (default: globalThis.fetch). */
+    /** The fetch to use (default: globalThis.fetch). Passing one makes the client use fetch on Node too. */
     fetch?: FetchFn;
+    /**
+     * How requests are sent. "auto" (the default): on Node, HTTP/1.1 over node:net/node:tls with kept-alive
+     * connections (a fraction of fetch's CPU per call), unless you pass `fetch`; fetch on every other
+     * runtime (Bun, Deno, edge, browsers), and when node:net cannot be loaded. "fetch": always fetch.
+     * "node": the Node transport (only on Node; calls fail if it cannot be loaded).
+     */
+    transport?: "auto" | "fetch" | "node";
     /** Retries of a call the cluster could not answer, after its first attempt (default 4; 0: none). 429s are counted apart (rateLimitWaitMs). */
     retries?: number;
     /** Exponential backoff between retries: base doubling up to max, with jitter (default 50 ms .. 2 s). */
@@ -138,7 +145,12 @@ export declare function normalizeAddr(a: string, scheme?: string): string;
 export declare class Client {
     #private;
     private readonly seeds;
-    private readonly fetchFn;
+    /** The transport once chosen; until then, sending waits for senderReady. */
+    private sender;
+    private senderReady;
+    /** The headers of every request, and of a request with a body. */
+    private readonly headers;
+    private readonly bodyHeaders;
     private readonly timeoutMs;
     private readonly retries;
     private readonly base;
@@ -167,6 +179,8 @@ export declare class Client {
     newOwner(): string;
     /** Asks the nodes for the cluster's status now and puts the leader first; returns the leader's address. */
     discover(options?: CallOptions): Promise<string>;
+    /** The route to use now, or undefined when it is time to ask the cluster (currentRoute). */
+    private freshRoute;
     private currentRoute;
     /**
      * rediscover replaces seen by a freshly discovered route, unless another

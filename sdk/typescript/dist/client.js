@@ -3,6 +3,8 @@
 import { BadRequestError, FencedError, InDoubtError, InFlightError, IntentdError, InvalidStateError, NoLeaderError, NotFoundError, OutcomeUnknownError, PendingApprovalError, ProblemError, RateLimitedError, ReportError, UnavailableError, badRequest, isEffectUnknown, maybeApplied, readProblem, retryableProblem, transient, } from "./errors.js";
 import { key as makeKey, hasLoneSurrogate, validateKey } from "./keys.js";
 import { auditLogPageFromWire, auditTrailFromWire, claimResponseFromWire, clusterStatusFromWire, intentFromWire, intentResponseFromWire, listPageFromWire, policyFromWire, policyToWire, tokenVerificationFromWire, } from "./types.js";
+import { nodeSender, onNode } from "./node.js";
+import { fetchSender, isTimeout } from "./transport.js";
 import { encodeJSON, errorMessage, linkSignals, newOwner, sleep } from "./util.js";
 /** Defaults of the options (client/client.go). */
 export const DEFAULTS = Object.freeze({
@@ -28,15 +30,20 @@ class RawJSON {
         this.text = text;
     }
 }
-/** jsonBody writes an object from fields, skipping undefined ones and embedding RawJSON as it is. */
+/**
+ * jsonBody writes an object from fields, skipping undefined ones and
+ * embedding RawJSON as it is. The field names are the API's (snake_case
+ * words), written as they are.
+ */
 function jsonBody(fields) {
-    const parts = [];
-    for (const [k, v] of Object.entries(fields)) {
+    let out = "";
+    for (const k in fields) {
+        const v = fields[k];
         if (v === undefined)
             continue;
-        parts.push(JSON.stringify(k) + ":" + (v instanceof RawJSON ? v.text : JSON.stringify(v)));
+        out += (out === "" ? '{"' : ',"') + k + '":' + (v instanceof RawJSON ? v.text : JSON.stringify(v));
     }
-    return "{" + parts.join(",") + "}";
+    return out === "" ? "{}" : out + "}";
 }
 /** Network errors that say the request never left: nothing was written. */
 const NOT_SENT_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);
@@ -119,7 +126,12 @@ function errorResult(err) {
  */
 export class Client {
     seeds;
-    fetchFn;
+    /** The transport once chosen; until then, sending waits for senderReady. */
+    sender;
+    senderReady;
+    /** The headers of every request, and of a request with a body. */
+    headers;
+    bodyHeaders;
     // An ES private field: util.inspect and console.log do not show it.
     #apiKey;
     timeoutMs;
@@ -153,10 +165,6 @@ export class Client {
         if (seeds.length === 0)
             throw new IntentdError("intentd: no server address");
         this.seeds = seeds;
-        const f = options.fetch ?? globalThis.fetch;
-        if (typeof f !== "function")
-            throw new IntentdError("intentd: no fetch in this runtime: pass options.fetch");
-        this.fetchFn = options.fetch ? options.fetch : (input, init) => globalThis.fetch(input, init);
         this.#apiKey = options.apiKey ?? "";
         this.timeoutMs = positive(options.timeoutMs, DEFAULTS.timeoutMs);
         this.retries = Math.floor(nonNegative(options.retries, DEFAULTS.retries));
@@ -173,6 +181,46 @@ export class Client {
         this.ownerPrefix = options.ownerPrefix || "intentd-ts";
         this.userAgent = options.userAgent ?? "intentd-ts/0.1";
         this.random = options.random ?? Math.random;
+        for (const [what, v] of [["apiKey", this.#apiKey], ["userAgent", this.userAgent]]) {
+            // Refused here rather than by every request (fetch and node:net alike).
+            if (/[^\t\x20-\x7e]/.test(v))
+                throw new IntentdError(`intentd: ${what} must be printable ASCII (it is sent as an HTTP header)`);
+        }
+        const headers = { accept: "application/json, application/problem+json" };
+        if (this.userAgent)
+            headers["user-agent"] = this.userAgent;
+        if (this.#apiKey)
+            headers.authorization = `Bearer ${this.#apiKey}`;
+        this.headers = Object.freeze(headers);
+        this.bodyHeaders = Object.freeze({ ...headers, "content-type": "application/json" });
+        const transport = options.transport ?? "auto";
+        if (transport !== "auto" && transport !== "fetch" && transport !== "node") {
+            throw new IntentdError(`intentd: transport ${JSON.stringify(transport)}: want "auto", "fetch" or "node"`);
+        }
+        if (transport === "node" && options.fetch)
+            throw new IntentdError('intentd: transport "node" does not use options.fetch');
+        if (transport === "node" && !onNode())
+            throw new IntentdError('intentd: transport "node" needs Node (use "auto" or "fetch")');
+        const f = options.fetch ?? globalThis.fetch;
+        const viaFetch = options.fetch
+            ? fetchSender(options.fetch)
+            : typeof f === "function" ? fetchSender((input, init) => globalThis.fetch(input, init)) : undefined;
+        if (transport === "node" || (transport === "auto" && !options.fetch && onNode())) {
+            // node:net loads asynchronously; the first call waits for it.
+            this.senderReady = nodeSender().then((send) => (this.sender = send), (err) => {
+                if (transport === "node" || !viaFetch) {
+                    throw new IntentdError(`intentd: cannot load the node transport: ${errorMessage(err)}`, { cause: err });
+                }
+                return (this.sender = viaFetch);
+            });
+            // Not an unhandled rejection if no call is ever made; each call sees the error.
+            this.senderReady.catch(() => { });
+        }
+        else {
+            if (!viaFetch)
+                throw new IntentdError("intentd: no fetch in this runtime: pass options.fetch");
+            this.sender = viaFetch;
+        }
         this.rt = { version: 0, addrs: dedupe(seeds), leader: "", at: Date.now(), preferred: 0 };
     }
     /** The configured addresses, normalized. */
@@ -206,11 +254,15 @@ export class Client {
         }
         return rt.leader;
     }
-    async currentRoute(signal) {
+    /** The route to use now, or undefined when it is time to ask the cluster (currentRoute). */
+    freshRoute() {
         const rt = this.rt;
         if (!this.discovery || (rt.version > 0 && Date.now() - rt.at < this.discoveryRefreshMs))
             return rt;
-        return this.rediscover(rt, signal);
+        return undefined;
+    }
+    async currentRoute(signal) {
+        return this.freshRoute() ?? this.rediscover(this.rt, signal);
     }
     /**
      * rediscover replaces seen by a freshly discovered route, unless another
@@ -338,7 +390,7 @@ export class Client {
                 throw signal.reason;
             throw a.err;
         }
-        let rt = await this.currentRoute(signal);
+        let rt = this.freshRoute() ?? (await this.currentRoute(signal));
         let idx = rt.preferred % rt.addrs.length;
         let unknown = false; // an attempt of this write may have been applied
         let lastErr;
@@ -417,49 +469,55 @@ export class Client {
     /** attempt sends the call to one node, once. */
     async attempt(base, r, signal) {
         const write = r.method !== "GET";
-        let target = base + r.path;
-        const qs = r.query?.toString();
-        if (qs)
-            target += "?" + qs;
-        const headers = { accept: "application/json, application/problem+json" };
-        if (this.userAgent)
-            headers["user-agent"] = this.userAgent;
-        if (this.#apiKey)
-            headers.authorization = `Bearer ${this.#apiKey}`;
-        if (r.body !== undefined)
-            headers["content-type"] = "application/json";
-        const linked = linkSignals([signal], r.timeoutMs ?? this.timeoutMs);
-        let status;
-        let text;
-        let retryAfter;
+        let path = r.path;
+        if (r.query) {
+            const qs = r.query.toString();
+            if (qs)
+                path += "?" + qs;
+        }
+        const timeoutMs = r.timeoutMs ?? this.timeoutMs;
+        let send = this.sender;
+        if (!send) {
+            try {
+                send = await this.senderReady;
+            }
+            catch (e) {
+                // transport "node" where node:net cannot be loaded: nothing was sent.
+                return {
+                    ok: false,
+                    err: new UnavailableError({ status: 0, code: "unavailable", title: "No transport", detail: errorMessage(e), cause: e }),
+                    retry: false,
+                    wait: 0,
+                };
+            }
+        }
+        let answer;
         try {
-            const resp = await this.fetchFn(target, { method: r.method, headers, body: r.body, signal: linked.signal });
-            status = resp.status;
-            retryAfter = resp.headers.get("retry-after");
-            text = await resp.text();
+            answer = await send({
+                method: r.method, base, path, headers: r.body === undefined ? this.headers : this.bodyHeaders, body: r.body, signal, timeoutMs,
+            });
         }
         catch (e) {
             const byCaller = !!signal?.aborted;
             const cause = byCaller ? signal?.reason : e;
-            const unsent = !byCaller && !linked.timedOut() && notSent(e);
+            const timedOut = !byCaller && isTimeout(e);
+            const unsent = !byCaller && !timedOut && notSent(e);
             const Kind = write && !unsent ? OutcomeUnknownError : UnavailableError;
-            const why = linked.timedOut() ? `no answer within ${r.timeoutMs ?? this.timeoutMs} ms` : errorMessage(e);
+            const why = timedOut ? `no answer within ${timeoutMs} ms` : errorMessage(e);
             return {
                 ok: false,
                 err: new Kind({
                     status: 0, code: Kind === OutcomeUnknownError ? "outcome_unknown" : "unavailable", title: "No answer",
-                    detail: `${r.method} ${target}: ${why}`, cause,
+                    detail: `${r.method} ${base + path}: ${why}`, cause,
                 }),
                 // The caller's signal ending is not the server's fault: stop.
                 retry: !byCaller,
                 wait: 0,
             };
         }
-        finally {
-            linked.dispose();
-        }
+        const { status, text } = answer;
         if (status >= 200 && status < 300) {
-            if (text.trim() === "")
+            if (text === "" || text.trim() === "")
                 return { ok: true, status, data: undefined };
             try {
                 return { ok: true, status, data: JSON.parse(text) };
@@ -472,14 +530,14 @@ export class Client {
                     ok: false,
                     err: new Kind({
                         status: 0, code: write ? "outcome_unknown" : "unavailable", title: "Undecodable answer",
-                        detail: `${r.method} ${target}: decoding the ${status} answer: ${errorMessage(e)}`, cause: e,
+                        detail: `${r.method} ${base + path}: decoding the ${status} answer: ${errorMessage(e)}`, cause: e,
                     }),
                     retry: !signal?.aborted,
                     wait: 0,
                 };
             }
         }
-        let p = readProblem(status, text, retryAfter);
+        let p = readProblem(status, text, answer.retryAfter);
         if (write && (status === 502 || status === 504)) {
             p = new OutcomeUnknownError({
                 status: p.status, code: p.code, title: p.title, detail: p.detail, type: p.type,

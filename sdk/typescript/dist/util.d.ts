@@ -14,6 +14,8 @@ export interface Linked {
     dispose(): void;
 }
 export declare function linkSignals(parents: (AbortSignal | undefined)[], timeoutMs?: number): Linked;
+/** timeoutError is the TimeoutError DOMException (an Error where there is none) of a wait that ran out. */
+export declare function timeoutError(ms: number): Error;
 /**
  * encodeJSON turns a payload or result into JSON text, refusing what would
  * not survive the trip or would silently change: undefined, a function or a

@@ -58,7 +58,12 @@ import type {
   State,
   TokenVerification,
 } from "./types.js";
+import { nodeSender, onNode } from "./node.js";
+import { fetchSender, isTimeout } from "./transport.js";
+import type { FetchFn, HttpAnswer, Sender } from "./transport.js";
 import { encodeJSON, errorMessage, linkSignals, newOwner, sleep } from "./util.js";
+
+export type { FetchFn } from "./transport.js";
 
 /** Defaults of the options (client/client.go). */
 export const DEFAULTS = Object.freeze({
@@ -80,9 +85,6 @@ export const MAX_LONG_POLL_MS = 60_000;
 /** Bounds the error message recorded for a failed effect (bytes). */
 const MAX_ERROR_RESULT_BYTES = 1024;
 
-/** A fetch function: the global one, or yours (a proxy agent, a test double). */
-export type FetchFn = (input: string, init: RequestInit) => Promise<Response>;
-
 export interface ClientOptions {
   /** Any node list: base URLs or host:port, an array or one comma-separated string. */
   addrs: string | readonly string[];
@@ -90,8 +92,15 @@ export interface ClientOptions {
   apiKey?: string;
   /** Bound of one HTTP attempt, in ms (default 30 s); a long-poll gets its wait on top. */
   timeoutMs?: number;
-  /** The fetch to use (default: globalThis.fetch). */
+  /** The fetch to use (default: globalThis.fetch). Passing one makes the client use fetch on Node too. */
   fetch?: FetchFn;
+  /**
+   * How requests are sent. "auto" (the default): on Node, HTTP/1.1 over node:net/node:tls with kept-alive
+   * connections (a fraction of fetch's CPU per call), unless you pass `fetch`; fetch on every other
+   * runtime (Bun, Deno, edge, browsers), and when node:net cannot be loaded. "fetch": always fetch.
+   * "node": the Node transport (only on Node; calls fail if it cannot be loaded).
+   */
+  transport?: "auto" | "fetch" | "node";
   /** Retries of a call the cluster could not answer, after its first attempt (default 4; 0: none). 429s are counted apart (rateLimitWaitMs). */
   retries?: number;
   /** Exponential backoff between retries: base doubling up to max, with jitter (default 50 ms .. 2 s). */
@@ -230,14 +239,19 @@ class RawJSON {
   constructor(readonly text: string) {}
 }
 
-/** jsonBody writes an object from fields, skipping undefined ones and embedding RawJSON as it is. */
+/**
+ * jsonBody writes an object from fields, skipping undefined ones and
+ * embedding RawJSON as it is. The field names are the API's (snake_case
+ * words), written as they are.
+ */
 function jsonBody(fields: Record<string, unknown>): string {
-  const parts: string[] = [];
-  for (const [k, v] of Object.entries(fields)) {
+  let out = "";
+  for (const k in fields) {
+    const v = fields[k];
     if (v === undefined) continue;
-    parts.push(JSON.stringify(k) + ":" + (v instanceof RawJSON ? v.text : JSON.stringify(v)));
+    out += (out === "" ? '{"' : ',"') + k + '":' + (v instanceof RawJSON ? v.text : JSON.stringify(v));
   }
-  return "{" + parts.join(",") + "}";
+  return out === "" ? "{}" : out + "}";
 }
 
 /** Network errors that say the request never left: nothing was written. */
@@ -323,7 +337,12 @@ function errorResult(err: unknown): string {
  */
 export class Client {
   private readonly seeds: string[];
-  private readonly fetchFn: FetchFn;
+  /** The transport once chosen; until then, sending waits for senderReady. */
+  private sender: Sender | undefined;
+  private senderReady: Promise<Sender> | undefined;
+  /** The headers of every request, and of a request with a body. */
+  private readonly headers: Readonly<Record<string, string>>;
+  private readonly bodyHeaders: Readonly<Record<string, string>>;
   // An ES private field: util.inspect and console.log do not show it.
   readonly #apiKey: string;
   private readonly timeoutMs: number;
@@ -355,9 +374,6 @@ export class Client {
     }
     if (seeds.length === 0) throw new IntentdError("intentd: no server address");
     this.seeds = seeds;
-    const f = options.fetch ?? (globalThis as { fetch?: FetchFn }).fetch;
-    if (typeof f !== "function") throw new IntentdError("intentd: no fetch in this runtime: pass options.fetch");
-    this.fetchFn = options.fetch ? options.fetch : (input, init) => (globalThis.fetch as FetchFn)(input, init);
     this.#apiKey = options.apiKey ?? "";
     this.timeoutMs = positive(options.timeoutMs, DEFAULTS.timeoutMs);
     this.retries = Math.floor(nonNegative(options.retries, DEFAULTS.retries));
@@ -374,6 +390,42 @@ export class Client {
     this.ownerPrefix = options.ownerPrefix || "intentd-ts";
     this.userAgent = options.userAgent ?? "intentd-ts/0.1";
     this.random = options.random ?? Math.random;
+    for (const [what, v] of [["apiKey", this.#apiKey], ["userAgent", this.userAgent]]) {
+      // Refused here rather than by every request (fetch and node:net alike).
+      if (/[^\t\x20-\x7e]/.test(v)) throw new IntentdError(`intentd: ${what} must be printable ASCII (it is sent as an HTTP header)`);
+    }
+    const headers: Record<string, string> = { accept: "application/json, application/problem+json" };
+    if (this.userAgent) headers["user-agent"] = this.userAgent;
+    if (this.#apiKey) headers.authorization = `Bearer ${this.#apiKey}`;
+    this.headers = Object.freeze(headers);
+    this.bodyHeaders = Object.freeze({ ...headers, "content-type": "application/json" });
+    const transport = options.transport ?? "auto";
+    if (transport !== "auto" && transport !== "fetch" && transport !== "node") {
+      throw new IntentdError(`intentd: transport ${JSON.stringify(transport)}: want "auto", "fetch" or "node"`);
+    }
+    if (transport === "node" && options.fetch) throw new IntentdError('intentd: transport "node" does not use options.fetch');
+    if (transport === "node" && !onNode()) throw new IntentdError('intentd: transport "node" needs Node (use "auto" or "fetch")');
+    const f = options.fetch ?? (globalThis as { fetch?: FetchFn }).fetch;
+    const viaFetch = options.fetch
+      ? fetchSender(options.fetch)
+      : typeof f === "function" ? fetchSender((input, init) => (globalThis.fetch as FetchFn)(input, init)) : undefined;
+    if (transport === "node" || (transport === "auto" && !options.fetch && onNode())) {
+      // node:net loads asynchronously; the first call waits for it.
+      this.senderReady = nodeSender().then(
+        (send) => (this.sender = send),
+        (err) => {
+          if (transport === "node" || !viaFetch) {
+            throw new IntentdError(`intentd: cannot load the node transport: ${errorMessage(err)}`, { cause: err });
+          }
+          return (this.sender = viaFetch);
+        },
+      );
+      // Not an unhandled rejection if no call is ever made; each call sees the error.
+      this.senderReady.catch(() => {});
+    } else {
+      if (!viaFetch) throw new IntentdError("intentd: no fetch in this runtime: pass options.fetch");
+      this.sender = viaFetch;
+    }
     this.rt = { version: 0, addrs: dedupe(seeds), leader: "", at: Date.now(), preferred: 0 };
   }
 
@@ -413,10 +465,15 @@ export class Client {
     return rt.leader;
   }
 
-  private async currentRoute(signal?: AbortSignal): Promise<Route> {
+  /** The route to use now, or undefined when it is time to ask the cluster (currentRoute). */
+  private freshRoute(): Route | undefined {
     const rt = this.rt;
     if (!this.discovery || (rt.version > 0 && Date.now() - rt.at < this.discoveryRefreshMs)) return rt;
-    return this.rediscover(rt, signal);
+    return undefined;
+  }
+
+  private async currentRoute(signal?: AbortSignal): Promise<Route> {
+    return this.freshRoute() ?? this.rediscover(this.rt, signal);
   }
 
   /**
@@ -538,7 +595,7 @@ export class Client {
       if (signal?.aborted && !(write && maybeApplied(a.err))) throw signal.reason;
       throw a.err;
     }
-    let rt = await this.currentRoute(signal);
+    let rt = this.freshRoute() ?? (await this.currentRoute(signal));
     let idx = rt.preferred % rt.addrs.length;
     let unknown = false; // an attempt of this write may have been applied
     let lastErr: ProblemError | undefined;
@@ -610,43 +667,52 @@ export class Client {
   /** attempt sends the call to one node, once. */
   private async attempt(base: string, r: Req, signal: AbortSignal | undefined): Promise<Attempt> {
     const write = r.method !== "GET";
-    let target = base + r.path;
-    const qs = r.query?.toString();
-    if (qs) target += "?" + qs;
-    const headers: Record<string, string> = { accept: "application/json, application/problem+json" };
-    if (this.userAgent) headers["user-agent"] = this.userAgent;
-    if (this.#apiKey) headers.authorization = `Bearer ${this.#apiKey}`;
-    if (r.body !== undefined) headers["content-type"] = "application/json";
-    const linked = linkSignals([signal], r.timeoutMs ?? this.timeoutMs);
-    let status: number;
-    let text: string;
-    let retryAfter: string | null;
+    let path = r.path;
+    if (r.query) {
+      const qs = r.query.toString();
+      if (qs) path += "?" + qs;
+    }
+    const timeoutMs = r.timeoutMs ?? this.timeoutMs;
+    let send = this.sender;
+    if (!send) {
+      try {
+        send = await (this.senderReady as Promise<Sender>);
+      } catch (e) {
+        // transport "node" where node:net cannot be loaded: nothing was sent.
+        return {
+          ok: false,
+          err: new UnavailableError({ status: 0, code: "unavailable", title: "No transport", detail: errorMessage(e), cause: e }),
+          retry: false,
+          wait: 0,
+        };
+      }
+    }
+    let answer: HttpAnswer;
     try {
-      const resp = await this.fetchFn(target, { method: r.method, headers, body: r.body, signal: linked.signal });
-      status = resp.status;
-      retryAfter = resp.headers.get("retry-after");
-      text = await resp.text();
+      answer = await send({
+        method: r.method, base, path, headers: r.body === undefined ? this.headers : this.bodyHeaders, body: r.body, signal, timeoutMs,
+      });
     } catch (e) {
       const byCaller = !!signal?.aborted;
       const cause = byCaller ? signal?.reason : e;
-      const unsent = !byCaller && !linked.timedOut() && notSent(e);
+      const timedOut = !byCaller && isTimeout(e);
+      const unsent = !byCaller && !timedOut && notSent(e);
       const Kind = write && !unsent ? OutcomeUnknownError : UnavailableError;
-      const why = linked.timedOut() ? `no answer within ${r.timeoutMs ?? this.timeoutMs} ms` : errorMessage(e);
+      const why = timedOut ? `no answer within ${timeoutMs} ms` : errorMessage(e);
       return {
         ok: false,
         err: new Kind({
           status: 0, code: Kind === OutcomeUnknownError ? "outcome_unknown" : "unavailable", title: "No answer",
-          detail: `${r.method} ${target}: ${why}`, cause,
+          detail: `${r.method} ${base + path}: ${why}`, cause,
         }),
         // The caller's signal ending is not the server's fault: stop.
         retry: !byCaller,
         wait: 0,
       };
-    } finally {
-      linked.dispose();
     }
+    const { status, text } = answer;
     if (status >= 200 && status < 300) {
-      if (text.trim() === "") return { ok: true, status, data: undefined };
+      if (text === "" || text.trim() === "") return { ok: true, status, data: undefined };
       try {
         return { ok: true, status, data: JSON.parse(text) };
       } catch (e) {
@@ -657,14 +723,14 @@ export class Client {
           ok: false,
           err: new Kind({
             status: 0, code: write ? "outcome_unknown" : "unavailable", title: "Undecodable answer",
-            detail: `${r.method} ${target}: decoding the ${status} answer: ${errorMessage(e)}`, cause: e,
+            detail: `${r.method} ${base + path}: decoding the ${status} answer: ${errorMessage(e)}`, cause: e,
           }),
           retry: !signal?.aborted,
           wait: 0,
         };
       }
     }
-    let p = readProblem(status, text, retryAfter);
+    let p = readProblem(status, text, answer.retryAfter);
     if (write && (status === 502 || status === 504)) {
       p = new OutcomeUnknownError({
         status: p.status, code: p.code, title: p.title, detail: p.detail, type: p.type,

@@ -69,7 +69,8 @@ export function linkSignals(parents: (AbortSignal | undefined)[], timeoutMs?: nu
   };
 }
 
-function timeoutError(ms: number): Error {
+/** timeoutError is the TimeoutError DOMException (an Error where there is none) of a wait that ran out. */
+export function timeoutError(ms: number): Error {
   const msg = `timed out after ${ms} ms`;
   try {
     return new DOMException(msg, "TimeoutError");
@@ -93,6 +94,11 @@ export function encodeJSON(value: unknown, field: string): string {
   if (value === undefined || typeof value === "function" || typeof value === "symbol") {
     throw badRequest(`${field}: ${typeof value} is not JSON (use null for none)`, field);
   }
+  if (plainJSON(value, 0)) {
+    // Nothing to refuse: no replacer needed (it costs a call per value).
+    const fast = JSON.stringify(value);
+    if (fast !== undefined) return fast;
+  }
   let text: string | undefined;
   try {
     text = JSON.stringify(value, (_k, v: unknown) => {
@@ -111,19 +117,75 @@ export function encodeJSON(value: unknown, field: string): string {
   return text;
 }
 
+/** How deep plainJSON looks before leaving a value to the checking encoder (which also finds cycles). */
+const PLAIN_DEPTH = 32;
+
+/**
+ * plainJSON reports whether JSON.stringify of v needs no checks: only
+ * strings, booleans, null, finite numbers (integers within ±(2^53-1)),
+ * arrays and plain objects, to PLAIN_DEPTH. Anything else (a BigInt, a
+ * toJSON, a class instance, a boxed number, a deep or cyclic value) goes
+ * through encodeJSON's checking replacer. undefined, functions and symbols
+ * inside are fine: both ways drop them (or write null in an array).
+ */
+function plainJSON(v: unknown, depth: number): boolean {
+  switch (typeof v) {
+    case "string":
+    case "boolean":
+    case "undefined":
+    case "function":
+    case "symbol":
+      return true;
+    case "number":
+      return Number.isFinite(v) && (Number.isSafeInteger(v) || !Number.isInteger(v));
+    case "object": {
+      if (v === null) return true;
+      if (depth >= PLAIN_DEPTH) return false;
+      if (Array.isArray(v)) {
+        if (Object.getPrototypeOf(v) !== Array.prototype) return false;
+        for (let i = 0; i < v.length; i++) if (!plainJSON(v[i], depth + 1)) return false;
+        return true;
+      }
+      const proto = Object.getPrototypeOf(v);
+      if (proto !== Object.prototype && proto !== null) return false;
+      const o = v as Record<string, unknown>;
+      if (typeof o.toJSON === "function") return false;
+      for (const k in o) {
+        if (!plainJSON(o[k], depth + 1)) return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
 const hexDigits = "0123456789abcdef";
+
+/** Random bytes drawn at once and handed out in slices: one getRandomValues per 64 owners, not one per owner. */
+const POOL_BYTES = 384;
+let pool: Uint8Array | undefined;
+let poolAt = POOL_BYTES;
 
 /** randomHex returns n random bytes as hex (crypto.getRandomValues when the runtime has it). */
 export function randomHex(n: number): string {
-  const bytes = new Uint8Array(n);
-  const c = (globalThis as { crypto?: { getRandomValues?: (a: Uint8Array) => Uint8Array } }).crypto;
-  if (c && typeof c.getRandomValues === "function") {
-    c.getRandomValues(bytes);
-  } else {
-    for (let i = 0; i < n; i++) bytes[i] = Math.floor(Math.random() * 256);
+  if (n > POOL_BYTES) {
+    let s = "";
+    for (; n > POOL_BYTES; n -= POOL_BYTES) s += randomHex(POOL_BYTES);
+    return s + randomHex(n);
+  }
+  if (!pool) pool = new Uint8Array(POOL_BYTES);
+  if (poolAt + n > POOL_BYTES) {
+    const c = (globalThis as { crypto?: { getRandomValues?: (a: Uint8Array) => Uint8Array } }).crypto;
+    if (c && typeof c.getRandomValues === "function") {
+      c.getRandomValues(pool);
+    } else {
+      for (let i = 0; i < POOL_BYTES; i++) pool[i] = Math.floor(Math.random() * 256);
+    }
+    poolAt = 0;
   }
   let s = "";
-  for (const b of bytes) s += hexDigits[b >> 4] + hexDigits[b & 15];
+  for (let i = poolAt, end = poolAt + n; i < end; i++) s += hexDigits[pool[i] >> 4] + hexDigits[pool[i] & 15];
+  poolAt += n;
   return s;
 }
 

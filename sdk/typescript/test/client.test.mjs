@@ -10,8 +10,11 @@ import { Problem, sendProblem, startCluster } from "./fake.mjs";
 
 const { Client } = sdk;
 
+// test.sh runs these tests over each transport (default: "auto", node:net on Node).
+const transport = process.env.INTENTD_TEST_TRANSPORT || undefined;
+
 function fastClient(addrs, opts = {}) {
-  return new Client({ addrs, backoffBaseMs: 5, backoffMaxMs: 40, timeoutMs: 3000, ...opts });
+  return new Client({ addrs, transport, backoffBaseMs: 5, backoffMaxMs: 40, timeoutMs: 3000, ...opts });
 }
 
 /** A server answering every request with handler(req, res, n). */

@@ -9,8 +9,11 @@ import { FakeLedger, Problem, sendProblem, startCluster } from "./fake.mjs";
 const { Client, EffectUnknown } = sdk;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// test.sh runs these tests over each transport (default: "auto", node:net on Node).
+const transport = process.env.INTENTD_TEST_TRANSPORT || undefined;
+
 function fastClient(addrs, opts = {}) {
-  return new Client({ addrs, backoffBaseMs: 5, backoffMaxMs: 40, timeoutMs: 5000, ...opts });
+  return new Client({ addrs, transport, backoffBaseMs: 5, backoffMaxMs: 40, timeoutMs: 5000, ...opts });
 }
 
 async function setup(t, opts = {}) {

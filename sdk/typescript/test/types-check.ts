@@ -15,6 +15,10 @@ import type { EffectResult, Grant, Intent, Policy } from "../dist/index.js";
 
 async function example(): Promise<void> {
   const ledger = new Client({ addrs: ["http://127.0.0.1:8101"], apiKey: "ik_x", timeoutMs: 10_000 });
+  const viaFetch: Client = new Client({ addrs: "127.0.0.1:8101", transport: "fetch" });
+  await viaFetch.health();
+  // @ts-expect-error: not a transport
+  new Client({ addrs: "127.0.0.1:8101", transport: "xhr" });
   const ac = new AbortController();
   const res: EffectResult<{ chargeId: string }> = await ledger.do(
     { key: key("stripe.charge", "order-91"), tool: "stripe.charge", payload: { amount: 1299 }, leaseMs: 10_000 },
