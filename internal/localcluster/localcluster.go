@@ -102,7 +102,7 @@ func (c *Cluster) start(id string, expect int, join ...string) (*Node, error) {
 	cfg.Auth = node.AuthOff
 	cfg.RateLimits = httpapi.RateLimits{} // load tests and the canary hammer few keys from one address
 	cfg.Logger = logger()
-	node.FastTimings(&cfg)
+	cfg.Timings = cluster.FastTimings()
 	nd := node.New(cfg)
 	if err := nd.Start(context.Background()); err != nil {
 		return nil, fmt.Errorf("localcluster: start node %s: %w", id, err)

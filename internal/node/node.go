@@ -74,7 +74,7 @@ type Config struct {
 	TestBug   string
 	Logger    *slog.Logger
 	// Timings, where not zero, override Raft's, the reconcile loop's and
-	// gossip's intervals (FastTimings sets those of in-process clusters).
+	// gossip's intervals (cluster.FastTimings for in-process clusters).
 	Timings cluster.Timings
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
+	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/internal/nodetest"
 	"github.com/intentledger/intentd/internal/tlsutil"
 )
@@ -32,7 +33,7 @@ func (tn *testNodes) startCfg(id string, expect int, addrs [3]string, tune func(
 	cfg.Auth = AuthOff
 	cfg.TestHooks = true
 	cfg.Logger = quietLogger()
-	FastTimings(&cfg)
+	cfg.Timings = cluster.FastTimings()
 	if tune != nil {
 		tune(&cfg)
 	}
