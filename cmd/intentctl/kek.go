@@ -48,7 +48,7 @@ func cmdKEK(_ context.Context, c *cli, args []string) error {
 		return c.printJSON(map[string]any{"file": *out, "kek_id": kek.ID()})
 	}
 	fmt.Fprintf(c.stdout, "wrote the key-encryption key to %s (mode 0600, id %s; the base64 of 32 random bytes)\n", *out, kek.ID())
-	fmt.Fprintf(c.stdout, "give every node of the cluster the same key, once every node runs a version that knows sealed keys:\n"+
+	fmt.Fprintf(c.stdout, "give every node of the cluster the same key:\n"+
 		"  intentd --kek-file %s ...   (or INTENTD_KEK=\"$(cat %s)\")\n"+
 		"each node logs the id at start (kek_id=%s); then rotate the signing key (intentctl keys rotate) so new tokens use a sealed one.\n"+
 		"keep a copy apart from the data directory and the backups: without the key the sealed signing keys cannot be used.\n",

@@ -66,8 +66,7 @@ func (k KEKConfig) load(log *slog.Logger, authRequired bool) (*token.KEK, error)
 		}
 		log.Warn(msg+"; unless the data directory and every backup sit on encrypted storage, add a key-encryption key: "+
 			"intentctl kek new --out FILE, then start every node with --kek-file FILE (or "+KEKEnvVar+"), "+
-			"and rotate the signing key (POST /v1/keys/rotate) so new tokens use a sealed key; "+
-			"enable it only once every node runs a version that knows sealed keys",
+			"and rotate the signing key (POST /v1/keys/rotate) so new tokens use a sealed key",
 			"docs", "docs/security.md")
 		return nil, nil
 	}
