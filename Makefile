@@ -74,13 +74,17 @@ bench: build
 
 ## bench-compare: intentd vs etcd 3.5 side by side; updates the README table (BENCH_QUICK=1: 1 rep, 3 s, no README)
 ## bench-fsm: heap bytes per intent, snapshot and restore of 1 M intents (Go benchmarks in fsm/)
-.PHONY: bench-compare bench-fsm
+.PHONY: bench-compare bench-fsm bench-sdk
 BENCH_ARGS ?=
 bench-compare:
 	./scripts/bench-compare.sh $(BENCH_ARGS)
 
 bench-fsm:
 	$(GO) test -run '^$$' -bench '1M' -benchtime 1x -timeout 30m ./fsm/
+
+## bench-sdk: the Go, Python and TypeScript SDKs side by side on one local cluster (ROUNDS, DURATION, LEVELS)
+bench-sdk: build
+	./scripts/bench-sdk.sh
 
 verify: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -24,17 +24,17 @@ from . import _api
 from ._api import UNSET, Call
 from ._core import (DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_MAX, DEFAULT_DISCOVERY_REFRESH, DEFAULT_MAX_WAIT,
                     DEFAULT_RATE_LIMIT_WAIT, DEFAULT_REPORT_TIMEOUT, DEFAULT_RETRIES, DEFAULT_TIMEOUT,
-                    DISCOVERY_PROBE_TIMEOUT, IDLE_CONN_MAX_AGE, MAX_IDLE_PER_NODE, MAX_LONG_POLL, USER_AGENT, Request,
-                    Route, TLSArg, encode_json, left, new_owner, normalize_addr, route_from_status, seconds)
+                    DISCOVERY_PROBE_TIMEOUT, IDLE_CONN_MAX_AGE, MAX_IDLE_PER_NODE, USER_AGENT, Request, Route, TLSArg,
+                    left, new_owner, normalize_addr, seconds)
+from . import _flow
 from ._decorate import CallSpec, KeySpec, reset_grant, set_grant
-from ._sync import as_outcome_unknown, can_retry, is_rate_limited, transient, transport_error
-from .client import (_Settings, attach, check_effect, gave_up, in_flight_wait, lease_of, pending_error, recorded,
-                     setattr_quiet)
-from .errors import (BadRequest, EffectUnknown, Fenced, InDoubt, InFlight, IntentdError, InvalidState, NoLeader,
-                     NotFound, OutcomeUnknown, Problem, Unavailable, error_result, maybe_applied, parse_problem,
-                     retryable)
+from ._flow import Attempt, Pause, Run, Step, as_outcome_unknown, attach, transport_error
+from ._http11 import READ_LINE, ReadExactly, Response, read_response, request_bytes
+from .client import _Settings, check_effect, lease_of
+from .errors import (EffectUnknown, Fenced, InDoubt, InvalidState, NoLeader, NotFound, OutcomeUnknown, Problem,
+                     Unavailable, parse_problem)
 from .types import (AuditTrail, ClaimResult, ClusterStatus, EffectResult, Grant, Health, Intent, IntentResult,
-                    ListPage, Outcome, Policy, State, Status, TokenVerification)
+                    ListPage, Outcome, Policy, State, TokenVerification)
 
 __all__ = ["AsyncClient"]
 
@@ -57,10 +57,6 @@ class _Conn:
             self.writer.close()
         except Exception:  # noqa: BLE001 - already gone
             pass
-
-
-class _StaleConnection(ConnectionError):
-    """The node closed a kept-alive connection before answering."""
 
 
 class _AsyncPool:
@@ -105,49 +101,29 @@ class _AsyncPool:
             c.close()
 
 
-async def _read_response(reader: asyncio.StreamReader) -> Tuple[int, Dict[str, str], bytes, bool]:
-    line = await reader.readline()
-    if not line:
-        raise _StaleConnection("the connection was closed before an answer")
-    parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/"):
-        raise ConnectionError("bad status line %r" % line[:80])
-    version, status = parts[0], int(parts[1])
-    headers: Dict[str, str] = {}
+async def _read_answer(reader: asyncio.StreamReader, head_only: bool) -> Response:
+    """Takes one answer off a connection (_http11's reads)."""
+    reads = read_response(head_only)
+    arg: Any = None
     while True:
-        h = await reader.readline()
-        if not h:
-            raise ConnectionError("the connection was closed in the headers")
-        if h in (b"\r\n", b"\n"):
-            break
-        name, _, value = h.decode("latin-1").partition(":")
-        headers[name.strip().lower()] = value.strip()
-    conn_hdr = headers.get("connection", "").lower()
-    will_close = conn_hdr == "close" or (version == "HTTP/1.0" and conn_hdr != "keep-alive")
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        chunks = []
-        while True:
-            size_line = await reader.readline()
-            if not size_line:
-                raise ConnectionError("the connection was closed in a chunked body")
-            size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
-            if size == 0:
-                while True:  # trailers
-                    t = await reader.readline()
-                    if t in (b"\r\n", b"\n", b""):
-                        break
-                break
-            chunks.append(await reader.readexactly(size))
-            await reader.readexactly(2)
-        body = b"".join(chunks)
-    elif "content-length" in headers:
-        body = await reader.readexactly(int(headers["content-length"]))
-    elif status in (204, 304) or 100 <= status < 200:
-        body = b""
-    else:
-        body = await reader.read()
-        will_close = True
-    return status, headers, body, will_close
+        try:
+            step = reads.send(arg)
+        except StopIteration as stop:
+            return stop.value
+        if step is READ_LINE:
+            arg = await reader.readline()
+        elif type(step) is ReadExactly:
+            arg = await reader.readexactly(step.n)
+        else:
+            arg = await reader.read()
+
+
+if hasattr(asyncio, "timeout"):  # Python 3.11+: no task per bounded call
+    async def _bounded(aw: Awaitable[T], secs: float) -> T:
+        async with asyncio.timeout(secs):  # type: ignore[attr-defined]
+            return await aw
+else:  # pragma: no cover - Python 3.9 and 3.10
+    _bounded = asyncio.wait_for  # type: ignore[assignment]
 
 
 class AsyncTransport:
@@ -204,10 +180,8 @@ class AsyncTransport:
             if rem <= 0:
                 raise transport_error(Unavailable, "%s %s: the call's time is up" % (req.method, base + req.path))
             timeout = min(timeout, rem)
-        headers = req.header_lines(pool.netloc, self.api_key, self.user_agent)
-        head = "%s %s HTTP/1.1\r\n" % (req.method, pool.prefix + req.target())
-        head += "".join("%s: %s\r\n" % kv for kv in headers.items()) + "\r\n"
-        payload = head.encode("latin-1") + (req.body or b"")
+        payload = request_bytes(req.method, pool.prefix + req.target(),
+                                req.header_lines(pool.netloc, self.api_key, self.user_agent), req.body)
         where = "%s %s%s" % (req.method, base, req.path)
         maybe_sent = False
         for fresh_try in (0, 1):
@@ -216,30 +190,29 @@ class AsyncTransport:
             stage = ["connect"]
             try:
                 if conn is None:
-                    conn = await asyncio.wait_for(pool.open(), timeout)
+                    conn = await _bounded(pool.open(), timeout)
             except (OSError, asyncio.TimeoutError, ssl.SSLError) as e:
                 kind = OutcomeUnknown if maybe_sent else Unavailable
                 raise transport_error(kind, "%s: %s" % (where, _describe(e))) from e
             self.sent += 1
             c = conn
 
-            async def exchange() -> Tuple[int, Dict[str, str], bytes, bool]:
+            async def exchange() -> Response:
                 stage[0] = "write"
                 c.writer.write(payload)
                 await c.writer.drain()
                 stage[0] = "read"
-                return await _read_response(c.reader)
+                return await _read_answer(c.reader, req.method == "HEAD")
 
             try:
-                status, rh, data, will_close = await asyncio.wait_for(exchange(), timeout)
+                status, rh, data, will_close = await _bounded(exchange(), timeout)
             except asyncio.CancelledError:
                 c.close()
                 raise
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, ssl.SSLError) as e:
+            except (OSError, EOFError, asyncio.TimeoutError, ValueError, ssl.SSLError) as e:
                 c.close()
                 wrote = stage[0] == "read"
-                if reused and fresh_try == 0 and isinstance(e, (_StaleConnection, ConnectionResetError,
-                                                                BrokenPipeError, asyncio.IncompleteReadError)):
+                if reused and fresh_try == 0 and isinstance(e, (EOFError, ConnectionResetError, BrokenPipeError)):
                     maybe_sent = maybe_sent or (req.write and wrote)
                     continue
                 kind = OutcomeUnknown if req.write and (wrote or maybe_sent) else Unavailable
@@ -266,11 +239,13 @@ class AsyncTransport:
         n = len(rt.addrs)
         return [rt.addrs[(rt.preferred + i) % n] for i in range(n)]
 
-    async def current_route(self, deadline: Optional[float]) -> Route:
-        rt = self.route
-        if not self.discovery or (rt.version > 0 and time.monotonic() - rt.at < self.discovery_refresh):
-            return rt
-        return await self.rediscover(rt, deadline)
+    async def _perform(self, step: Step) -> Any:
+        if type(step) is Attempt:
+            return await self.once(step.base, step.req)
+        if type(step) is Pause:
+            await asyncio.sleep(step.secs)
+            return None
+        return await self.rediscover(step.seen, step.deadline)
 
     async def rediscover(self, seen: Route, deadline: Optional[float]) -> Route:
         self._bind()
@@ -279,96 +254,12 @@ class AsyncTransport:
             cur = self.route
             if cur is not seen:
                 return cur
-            nxt = await self._discover(seen, deadline)
+            nxt = await _flow.adrive(_flow.discover(self.seeds, seen, self.probe_timeout, deadline), self._perform)
             self.route = nxt
             return nxt
 
-    async def _discover(self, cur: Route, deadline: Optional[float]) -> Route:
-        now = time.monotonic()
-        nxt = Route(cur.version + 1, cur.addrs, cur.leader, now, cur.preferred)
-        budget = self.probe_timeout * len(cur.addrs)
-        rem = left(deadline)
-        if rem is not None:
-            budget = min(budget, rem / 2)
-        end = now + budget
-        found: Optional[Route] = None
-        n = len(cur.addrs)
-        for i in range(n):
-            base = cur.addrs[(cur.preferred + i) % n]
-            if time.monotonic() >= end:
-                break
-            try:
-                _, doc = await self.once(base, Request("GET", "/v1/cluster", probe=True, deadline=end))
-            except Problem:
-                continue
-            st = ClusterStatus.from_dict(doc if isinstance(doc, dict) else {})
-            r = route_from_status(self.seeds, base, st)
-            if r is None:
-                continue
-            candidate = Route(nxt.version, r[0], r[1], now, 0)
-            if st.ready:
-                found = candidate
-                break
-            if found is None:
-                found = candidate
-        return found if found is not None else nxt
-
     async def call(self, req: Request) -> Tuple[int, Any]:
-        if req.addr:
-            return await self.once(req.addr, req)
-        rt = await self.current_route(req.deadline)
-        idx = rt.preferred % len(rt.addrs)
-        attempts = self.retries + 1
-        tries = 0
-        attempt = 0
-        unknown = False
-        rate_end = time.monotonic() + self.rate_limit_wait
-        last: Optional[Problem] = None
-        while True:
-            base = rt.addrs[idx]
-            try:
-                out = await self.once(base, req)
-                rt.preferred = idx
-                return out
-            except Problem as err:
-                last = err
-            if req.write and maybe_applied(last):
-                unknown = True
-            retry = can_retry(last)
-            limited = is_rate_limited(last)
-            if not limited:
-                tries += 1
-                if tries >= attempts:
-                    retry = False
-            if not retry:
-                break
-            wait = self.backoff(attempt, last.retry_after)
-            attempt += 1
-            rem = left(req.deadline)
-            if rem is not None:
-                if rem <= 0:
-                    break
-                wait = min(wait, rem)
-            if limited and time.monotonic() + wait > rate_end:
-                break
-            await asyncio.sleep(wait)
-            if req.deadline is not None and time.monotonic() >= req.deadline:
-                break  # the last answer says more than "time is up"
-            if limited:
-                continue
-            nxt = (idx + 1) % len(rt.addrs)
-            if self.discovery:
-                nrt = await self.rediscover(rt, req.deadline)
-                if nrt is not rt:
-                    rt = nrt
-                    nxt = rt.preferred % len(rt.addrs)
-                    if rt.addrs[nxt] == base and len(rt.addrs) > 1:
-                        nxt = (nxt + 1) % len(rt.addrs)
-            idx = nxt
-        assert last is not None
-        if unknown and not isinstance(last, OutcomeUnknown) and transient(last):
-            raise as_outcome_unknown(last, "an earlier attempt may have been applied: %s" % last) from last
-        raise last
+        return await _flow.adrive(_flow.call(self, req), self._perform)
 
 
 def _describe(e: BaseException) -> str:
@@ -530,98 +421,20 @@ class AsyncClient:
         aw = self._s.approval_wait if wait_approval is None else seconds(wait_approval, "wait_approval") or 0.0
         fresh = not owner
         own = owner or new_owner()
-        resp = await self._settle_claim(key, tool, raw, own, policy, lease_s, fresh, mw, aw)
-        if resp.status == Status.GRANTED:
-            return await self._execute(key, resp, lease_s, fn)
-        if resp.status == Status.DUPLICATE:
-            return EffectResult(status=Status.DUPLICATE, result=resp.intent.result if resp.intent else None,
-                                intent=resp.intent, owner=own)
-        if resp.status == Status.PENDING_APPROVAL:
-            raise pending_error(resp, aw)
-        raise IntentdError("claim %r: unexpected status %r" % (key, resp.status))
+        resp = await self._drive(_flow.settle_claim(key, tool, raw, own, policy, lease_s, fresh, mw, aw, self._s))
+        done = _flow.claimed(key, resp, own, aw)
+        if done is not None:
+            return done
+        return await self._execute(key, resp, lease_s, fn)
 
-    async def _settle_claim(self, key: str, tool: str, raw: Optional[bytes], owner: str, policy: Optional[str],
-                            lease_s: Optional[float], fresh: bool, max_wait: float,
-                            approval_wait: float) -> ClaimResult:
-        deadline = time.monotonic() + max_wait
-        approval_end: Optional[float] = None
-        unknown = False
-        released = False
-        attempt = 0
-        while True:
-            try:
-                resp = await self._run(_api.claim(key, tool, raw, owner, policy, lease_s))
-            except InFlight as err:
-                unknown = False
-                rem = deadline - time.monotonic()
-                if rem <= 0:
-                    raise
-                await self._wait_change(key, err.intent.version if err.intent else 0, in_flight_wait(err, rem))
-                continue
-            except InDoubt as err:
-                if not (fresh and not released and err.intent is not None and err.intent.owner == owner):
-                    raise
-                _, result = error_result(RuntimeError(
-                    "the claim's answer was lost and its lease passed; the effect never ran"))
-                await self._report(key, owner, err.intent.fencing_token, Outcome.FAILED, result)
-                released, unknown = True, False
-                continue
-            except Problem as err:
-                if not retryable(err):
-                    raise
-                if maybe_applied(err) or isinstance(err, OutcomeUnknown):
-                    unknown = True
-                rem = deadline - time.monotonic()
-                if rem <= 0:
-                    final = gave_up(err, unknown, key)
-                    if final is err:
-                        raise
-                    raise final from err
-                await asyncio.sleep(min(self._s.backoff(attempt, err.retry_after), rem))
-                attempt += 1
-                continue
-            if resp.status == Status.PENDING_APPROVAL and approval_wait > 0:
-                if approval_end is None:
-                    approval_end = time.monotonic() + approval_wait
-                intent = resp.intent
-                while intent is not None and intent.state == State.PENDING_APPROVAL:
-                    rem = approval_end - time.monotonic()
-                    if rem <= 0:
-                        return resp
-                    intent = await self._wait_change(key, intent.version, min(rem, MAX_LONG_POLL))
-                if intent is None and approval_end - time.monotonic() <= 0:
-                    return resp
-                continue
-            return resp
+    async def _perform(self, step: Step) -> Any:
+        if type(step) is Run:
+            return await self._run(step.call, step.deadline)
+        await asyncio.sleep(step.secs)
+        return None
 
-    async def _wait_change(self, key: str, version: int, secs: float) -> Optional[Intent]:
-        try:
-            return await self.get(key, wait=secs, after_version=version)
-        except NotFound:
-            return None
-        except Problem as err:
-            if not retryable(err):
-                raise
-            await asyncio.sleep(min(self._s.backoff(0, err.retry_after), max(secs, 0.0)))
-            return None
-
-    async def _report(self, key: str, owner: str, token: int, outcome: str, result: Optional[bytes],
-                      deadline: Optional[float] = None) -> IntentResult:
-        if deadline is None:
-            deadline = time.monotonic() + self._s.report_timeout
-        attempt = 0
-        while True:
-            try:
-                return await self._run(_api.complete(key, owner, token, outcome,
-                                                     UNSET if result is None else result), deadline=deadline)
-            except Problem as err:
-                rem = deadline - time.monotonic()
-                if not retryable(err) or rem <= 0:
-                    raise
-                await asyncio.sleep(min(self._s.backoff(attempt, err.retry_after), rem))
-                attempt += 1
-                if deadline - time.monotonic() <= 0:
-                    raise
+    async def _drive(self, flow: "_flow.Flow[T]") -> T:
+        return await _flow.adrive(flow, self._perform)
 
     async def _execute(self, key: str, resp: ClaimResult, lease_s: Optional[float],
                        fn: Callable[[Grant], Any]) -> EffectResult:
@@ -643,7 +456,7 @@ class AsyncClient:
             attach(e, out)
             raise
         except Exception as e:
-            return await self._failed(key, g, e, out)
+            return await self._drive(_flow.failed(key, g, e, out, self._s))
         renewer = asyncio.ensure_future(self._keep_alive(g, lease, stop, fn_task))
         try:
             try:
@@ -665,57 +478,9 @@ class AsyncClient:
             attach(e, out)
             raise
         except Exception as e:
-            return await self._failed(key, g, e, out)
+            return await self._drive(_flow.failed(key, g, e, out, self._s))
         out.value = value
-        return await self._record(key, g, value, out)
-
-    async def _failed(self, key: str, g: Grant, e: Exception, out: EffectResult) -> EffectResult:
-        _, result = error_result(e)
-        try:
-            done = await self._report(key, g.owner, g.fencing_token, Outcome.FAILED, result)
-        except IntentdError as rerr:
-            log.warning("intentd: effect %r failed (%s) and recording that failed: %s", key, e, rerr)
-            setattr_quiet(e, "intentd_report_error", rerr)
-            attach(e, out)
-            raise e
-        out.status, out.intent = Status.FAILED, done.intent
-        out.result = recorded(done.intent, result)
-        attach(e, out)
-        raise e
-
-    async def _record(self, key: str, g: Grant, value: Any, out: EffectResult) -> EffectResult:
-        deadline = time.monotonic() + self._s.report_timeout
-        enc_err: Optional[BadRequest] = None
-        try:
-            result = encode_json(value, "result")
-        except BadRequest as e:
-            enc_err, result = e, None
-        try:
-            try:
-                done = await self._report(key, g.owner, g.fencing_token, Outcome.EXECUTED, result, deadline)
-            except BadRequest as e:
-                if result is None:
-                    raise
-                enc_err, result = e, None
-                done = await self._report(key, g.owner, g.fencing_token, Outcome.EXECUTED, None, deadline)
-        except IntentdError as e:
-            attach(e, out)
-            raise
-        out.status, out.intent = Status.EXECUTED, done.intent
-        out.result = recorded(done.intent, result)
-        if self._s.auto_commit:
-            try:
-                cr = await self._run(_api.commit(key, g.owner), deadline=deadline)
-                if cr.intent is not None:
-                    out.intent = cr.intent
-            except IntentdError:
-                pass
-        if enc_err is not None:
-            err = BadRequest(detail="effect %r executed and recorded without its result: %s" % (key, enc_err.detail),
-                             status=enc_err.status, code=enc_err.code, field="result")
-            attach(err, out)
-            raise err
-        return out
+        return await self._drive(_flow.record(key, g, value, out, self._s))
 
     async def _keep_alive(self, g: Grant, lease: float, stop: asyncio.Event,
                           fn_task: Optional["asyncio.Future[Any]"]) -> None:

@@ -12,16 +12,17 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Type
 from . import _api
 from ._api import UNSET, Call
 from ._core import (DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_MAX, DEFAULT_DISCOVERY_REFRESH, DEFAULT_MAX_WAIT,
-                    DEFAULT_RATE_LIMIT_WAIT, DEFAULT_REPORT_TIMEOUT, DEFAULT_RETRIES, DEFAULT_TIMEOUT, MAX_IDLE_PER_NODE,
-                    MAX_LONG_POLL, USER_AGENT, Backoff, Request, TLSArg, encode_json, make_tls, new_owner, normalize_addr,
-                    seconds, split_addrs)
+                    DEFAULT_RATE_LIMIT_WAIT, DEFAULT_REPORT_TIMEOUT, DEFAULT_RETRIES, DEFAULT_TIMEOUT,
+                    MAX_IDLE_PER_NODE, USER_AGENT, Backoff, Request, TLSArg, encode_json, make_tls, new_owner,
+                    normalize_addr, seconds, split_addrs)
+from . import _flow
 from ._decorate import CallSpec, KeySpec, reset_grant, set_grant
+from ._flow import Run, Step, attach
 from ._sync import SyncTransport
-from .errors import (BadRequest, EffectUnknown, Fenced, InDoubt, InFlight, IntentdError, InvalidState, NotFound,
-                     OutcomeUnknown, PendingApproval, Problem, error_result, maybe_applied, retryable)
+from .errors import BadRequest, EffectUnknown, Fenced, InDoubt, InvalidState, NotFound, Problem
 from .keys import validate_key
 from .types import (AuditTrail, ClaimResult, ClusterStatus, EffectResult, Grant, Health, Intent, IntentResult,
-                    ListPage, Outcome, Policy, State, Status, TokenVerification)
+                    ListPage, Outcome, Policy, State, TokenVerification)
 
 __all__ = ["Client"]
 
@@ -72,39 +73,6 @@ def lease_of(lease_s: Optional[float], resp: ClaimResult) -> float:
     if resp.intent is not None and resp.intent.lease_ms > 0:
         return resp.intent.lease_ms / 1000.0
     return 30.0
-
-
-def in_flight_wait(err: Problem, rem: float) -> float:
-    """How long to long-poll an in_flight key: until it changes, at most
-    until the holder's lease would pass (retry_after), the rest of the
-    wait, and the cluster's long-poll limit."""
-    ra = err.retry_after if err.retry_after else 1.0
-    return max(0.0, min(rem, ra + 0.25, MAX_LONG_POLL))
-
-
-def pending_error(resp: ClaimResult, waited: float) -> PendingApproval:
-    detail = "the intent waits for an approver; nothing may run before it is approved"
-    if waited > 0:
-        detail += " (waited %gs)" % waited
-    return PendingApproval(detail=detail, status=202, title="Pending approval", intent=resp.intent)
-
-
-def gave_up(err: Problem, unknown: bool, key: str) -> Problem:
-    if unknown and not isinstance(err, OutcomeUnknown):
-        return OutcomeUnknown(detail="claim %r: an earlier attempt may have been granted: %s" % (key, err),
-                              status=err.status, title=err.title, intent=err.intent, retry_after=err.retry_after)
-    return err
-
-
-def attach(e: BaseException, out: EffectResult) -> None:
-    """Hangs the EffectResult on an error raised after fn ran."""
-    try:
-        if isinstance(e, IntentdError):
-            e.effect = out
-        else:
-            setattr(e, "intentd_effect", out)
-    except Exception:  # an exception type that takes no attributes
-        pass
 
 
 class Client:
@@ -368,106 +336,20 @@ class Client:
         aw = self._s.approval_wait if wait_approval is None else seconds(wait_approval, "wait_approval") or 0.0
         fresh = not owner
         own = owner or new_owner()
-        resp = self._settle_claim(key, tool, raw, own, policy, lease_s, fresh, mw, aw)
-        if resp.status == Status.GRANTED:
-            return self._execute(key, resp, lease_s, fn)
-        if resp.status == Status.DUPLICATE:
-            return EffectResult(status=Status.DUPLICATE, result=resp.intent.result if resp.intent else None,
-                                intent=resp.intent, owner=own)
-        if resp.status == Status.PENDING_APPROVAL:
-            raise pending_error(resp, aw)
-        raise IntentdError("claim %r: unexpected status %r" % (key, resp.status))
+        resp = self._drive(_flow.settle_claim(key, tool, raw, own, policy, lease_s, fresh, mw, aw, self._s))
+        done = _flow.claimed(key, resp, own, aw)
+        if done is not None:
+            return done
+        return self._execute(key, resp, lease_s, fn)
 
-    def _settle_claim(self, key: str, tool: str, raw: Optional[bytes], owner: str, policy: Optional[str],
-                      lease_s: Optional[float], fresh: bool, max_wait: float, approval_wait: float) -> ClaimResult:
-        deadline = time.monotonic() + max_wait
-        approval_end: Optional[float] = None
-        unknown = False  # an attempt of this call may have been granted
-        released = False  # this call already reported its own unused grant
-        attempt = 0
-        while True:
-            try:
-                resp = self._run(_api.claim(key, tool, raw, owner, policy, lease_s))
-            except InFlight as err:
-                # Definite: another owner holds the key, so no attempt of
-                # this call was granted. Wait for the key to change.
-                unknown = False
-                rem = deadline - time.monotonic()
-                if rem <= 0:
-                    raise
-                self._wait_change(key, err.intent.version if err.intent else 0, in_flight_wait(err, rem))
-                continue
-            except InDoubt as err:
-                if not (fresh and not released and err.intent is not None and err.intent.owner == owner):
-                    raise
-                # A lost answer granted this call's own owner, whose lease
-                # then passed unused: say so and claim again.
-                _, result = error_result(RuntimeError(
-                    "the claim's answer was lost and its lease passed; the effect never ran"))
-                self._report(key, owner, err.intent.fencing_token, Outcome.FAILED, result)
-                released, unknown = True, False
-                continue
-            except Problem as err:
-                if not retryable(err):
-                    raise
-                if maybe_applied(err) or isinstance(err, OutcomeUnknown):
-                    unknown = True
-                rem = deadline - time.monotonic()
-                if rem <= 0:
-                    final = gave_up(err, unknown, key)
-                    if final is err:
-                        raise
-                    raise final from err
-                time.sleep(min(self._s.backoff(attempt, err.retry_after), rem))
-                attempt += 1
-                continue
-            if resp.status == Status.PENDING_APPROVAL and approval_wait > 0:
-                now = time.monotonic()
-                if approval_end is None:
-                    approval_end = now + approval_wait
-                intent = resp.intent
-                while intent is not None and intent.state == State.PENDING_APPROVAL:
-                    rem = approval_end - time.monotonic()
-                    if rem <= 0:
-                        return resp
-                    intent = self._wait_change(key, intent.version, min(rem, MAX_LONG_POLL))
-                if intent is None and approval_end - time.monotonic() <= 0:
-                    return resp
-                continue  # decided (or changed): claim again
-            return resp
+    def _perform(self, step: Step) -> Any:
+        if type(step) is Run:
+            return self._run(step.call, step.deadline)
+        time.sleep(step.secs)
+        return None
 
-    def _wait_change(self, key: str, version: int, secs: float) -> Optional[Intent]:
-        """Long-polls key until its version passes version or secs pass; the
-        intent, or None when it could not be read."""
-        try:
-            return self.get(key, wait=secs, after_version=version)
-        except NotFound:
-            return None
-        except Problem as err:
-            if not retryable(err):
-                raise
-            time.sleep(min(self._s.backoff(0, err.retry_after), max(secs, 0.0)))
-            return None
-
-    def _report(self, key: str, owner: str, token: int, outcome: str, result: Optional[bytes],
-                deadline: Optional[float] = None) -> IntentResult:
-        """Sends a complete until the ledger answers definitely or the
-        report timeout passes; every attempt is the same request."""
-        if deadline is None:
-            deadline = time.monotonic() + self._s.report_timeout
-        attempt = 0
-        while True:
-            try:
-                return self._run(_api.complete(key, owner, token, outcome, UNSET if result is None else result),
-                                 deadline=deadline)
-            except Problem as err:
-                rem = deadline - time.monotonic()
-                if not retryable(err) or rem <= 0:
-                    raise
-                time.sleep(min(self._s.backoff(attempt, err.retry_after), rem))
-                attempt += 1
-                if deadline - time.monotonic() <= 0:
-                    raise
+    def _drive(self, flow: "_flow.Flow[T]") -> T:
+        return _flow.drive(flow, self._perform)
 
     def _execute(self, key: str, resp: ClaimResult, lease_s: Optional[float],
                  fn: Callable[[Grant], Any]) -> EffectResult:
@@ -490,56 +372,9 @@ class Client:
             attach(e, out)
             raise
         except Exception as e:
-            _, result = error_result(e)
-            try:
-                done = self._report(key, g.owner, g.fencing_token, Outcome.FAILED, result)
-            except IntentdError as rerr:
-                log.warning("intentd: effect %r failed (%s) and recording that failed: %s", key, e, rerr)
-                setattr_quiet(e, "intentd_report_error", rerr)
-                attach(e, out)
-                raise e
-            out.status, out.intent = Status.FAILED, done.intent
-            out.result = recorded(done.intent, result)
-            attach(e, out)
-            raise
+            self._drive(_flow.failed(key, g, e, out, self._s))
         out.value = value
-        return self._record(key, g, value, out)
-
-    def _record(self, key: str, g: Grant, value: Any, out: EffectResult) -> EffectResult:
-        deadline = time.monotonic() + self._s.report_timeout
-        enc_err: Optional[BadRequest] = None
-        try:
-            result = encode_json(value, "result")
-        except BadRequest as e:
-            enc_err, result = e, None
-        try:
-            try:
-                done = self._report(key, g.owner, g.fencing_token, Outcome.EXECUTED, result, deadline)
-            except BadRequest as e:
-                if result is None:
-                    raise
-                # The ledger will not store this result (too large): record
-                # the effect without it rather than leave it to turn in_doubt.
-                enc_err, result = e, None
-                done = self._report(key, g.owner, g.fencing_token, Outcome.EXECUTED, None, deadline)
-        except IntentdError as e:
-            attach(e, out)
-            raise
-        out.status, out.intent = Status.EXECUTED, done.intent
-        out.result = recorded(done.intent, result)
-        if self._s.auto_commit:
-            try:
-                cr = self._run(_api.commit(key, g.owner), deadline=deadline)
-                if cr.intent is not None:
-                    out.intent = cr.intent
-            except IntentdError:
-                pass  # best-effort: the effect is recorded as executed
-        if enc_err is not None:
-            err = BadRequest(detail="effect %r executed and recorded without its result: %s" % (key, enc_err.detail),
-                             status=enc_err.status, code=enc_err.code, field="result")
-            attach(err, out)
-            raise err
-        return out
+        return self._drive(_flow.record(key, g, value, out, self._s))
 
     def _keep_alive(self, g: Grant, lease: float, stop: threading.Event) -> None:
         """Renews the grant's lease every lease/3 until stop is set. A
@@ -594,20 +429,3 @@ class Client:
             return wrapper  # type: ignore[return-value]
 
         return decorate
-
-
-def recorded(intent: Optional[Intent], sent: Optional[bytes]) -> Any:
-    """The result the ledger stored, or what was sent, decoded."""
-    if intent is not None and intent.has_result:
-        return intent.result
-    if sent is None:
-        return None
-    import json
-    return json.loads(sent.decode("utf-8"))
-
-
-def setattr_quiet(obj: Any, name: str, value: Any) -> None:
-    try:
-        setattr(obj, name, value)
-    except Exception:
-        pass
