@@ -454,8 +454,10 @@ func TestOutcomeStaysUnknownAcrossRetries(t *testing.T) {
 
 func TestContextDeadlineRespected(t *testing.T) {
 	release := make(chan struct{})
+	var received atomic.Bool
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		received.Store(true)
 		select {
 		case <-r.Context().Done():
 		case <-release:
@@ -464,11 +466,18 @@ func TestContextDeadlineRespected(t *testing.T) {
 	t.Cleanup(hang.Close)
 	t.Cleanup(func() { close(release) }) // runs first
 	c := newClient(t, []string{hang.URL}, client.WithRetries(100))
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := c.Claim(ctx, claimReq("k", "o"))
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, client.ErrOutcomeUnknown) {
-		t.Errorf("err = %v, want DeadlineExceeded and ErrOutcomeUnknown (the write was sent)", err)
+	switch {
+	case !errors.Is(err, context.DeadlineExceeded):
+		t.Errorf("err = %v, want DeadlineExceeded", err)
+	case received.Load() && !errors.Is(err, client.ErrOutcomeUnknown):
+		t.Errorf("err = %v, want ErrOutcomeUnknown: the server received the write", err)
+	case !received.Load() && !errors.Is(err, client.ErrOutcomeUnknown) && !errors.Is(err, client.ErrUnavailable):
+		// On a loaded machine the deadline may pass before the request is
+		// written: then nothing was sent and the call is unavailable.
+		t.Errorf("err = %v, want ErrOutcomeUnknown or, if nothing was sent, ErrUnavailable", err)
 	}
 
 	// A server that keeps asking for a retry does not hold the caller past
