@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/client/clienttest"
+	"github.com/intentledger/intentd/internal/clienttest"
 	"github.com/intentledger/intentd/ledger"
 )
 

@@ -28,6 +28,7 @@ import (
 
 	"github.com/intentledger/intentd/canary"
 	"github.com/intentledger/intentd/internal/localcluster"
+	"github.com/intentledger/intentd/internal/progress"
 )
 
 // report is the JSON written by --json.
@@ -149,20 +150,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rep := report{Passed: true, Broken: string(cfg.Broken), Episodes: *episodes}
 	totalRuns := 2 * len(seedList)
 	runNo := 0
+	prog := progress.New(stderr)
 	for _, seed := range seedList {
 		var results [2]*canary.Result
 		for i := range results {
 			runNo++
 			c := cfg
 			c.Seed, c.RunID = seed, fmt.Sprintf("%d-%d", seed, i)
-			tty := isTerminal(stderr)
-			c.Progress = progress(stderr, tty, runNo, totalRuns, seed, i)
+			c.Progress = showProgress(prog, runNo, totalRuns, seed, i)
 			res, err := canary.Run(ctx, c)
-			if tty {
-				fmt.Fprintln(stderr)
-			}
+			prog.Clear()
 			if err != nil {
-				fmt.Fprintf(stderr, "canary: seed %d: %v\n", seed, err)
+				prog.Event("canary: seed %d: %v", seed, err)
 				return 2
 			}
 			results[i] = res
@@ -195,35 +194,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// progress returns a Progress callback: a bar redrawn on one line on a
-// terminal, otherwise one line per quarter so logs stay short.
-func progress(w io.Writer, tty bool, runNo, runs int, seed uint64, replay int) func(done, total int) {
+// showProgress returns a Progress callback: a bar that prog redraws on a
+// terminal (and thins to a plain line every few seconds in a log); the
+// finished bar is always written as a line of its own.
+func showProgress(prog *progress.Writer, runNo, runs int, seed uint64, replay int) func(done, total int) {
 	const width = 30
 	return func(done, total int) {
-		steps := 20
-		if !tty {
-			steps = 4
-		}
-		if step := max(total/steps, 1); done != total && done%step != 0 {
-			return
-		}
 		fill := done * width / max(total, 1)
-		format := "\r[%s%s] run %d/%d seed %d pass %d: %d/%d episodes"
-		if !tty {
-			format = "[%s%s] run %d/%d seed %d pass %d: %d/%d episodes\n"
+		line := fmt.Sprintf("[%s%s] run %d/%d seed %d pass %d: %d/%d episodes",
+			strings.Repeat("#", fill), strings.Repeat(".", width-fill), runNo, runs, seed, replay+1, done, total)
+		if done == total {
+			prog.Event("%s", line)
+		} else {
+			prog.Status("%s", line)
 		}
-		fmt.Fprintf(w, format, strings.Repeat("#", fill), strings.Repeat(".", width-fill), runNo, runs, seed, replay+1, done, total)
 	}
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // printSeed prints the table of a seed's first run, the replay check and

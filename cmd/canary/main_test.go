@@ -12,6 +12,7 @@ import (
 
 	"github.com/intentledger/intentd/canary"
 	"github.com/intentledger/intentd/internal/localcluster"
+	"github.com/intentledger/intentd/internal/progress"
 )
 
 // TestMain lets the test binary serve as the tool process that run starts
@@ -112,5 +113,37 @@ func TestGateAgainstAnExistingClusterByAddr(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "existing cluster") || !strings.Contains(stdout.String(), "canary: PASS") {
 		t.Fatalf("output:\n%s", stdout.String())
+	}
+}
+
+// TestProgressLines: into a log the bar is a plain line at most every few
+// seconds, and the finished bar is always there; on a terminal it is
+// redrawn in place and the finished bar ends the line.
+func TestProgressLines(t *testing.T) {
+	at := time.Unix(0, 0)
+	for _, tt := range []struct {
+		name     string
+		terminal bool
+	}{{"log", false}, {"terminal", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			prog := progress.NewConfig(&out, progress.Config{Terminal: tt.terminal, Now: func() time.Time { return at }})
+			show := showProgress(prog, 1, 2, 7, 0)
+			for done := 1; done <= 10; done++ {
+				show(done, 10) // all within one interval of the clock
+			}
+			got := out.String()
+			lines := strings.Count(got, "\n")
+			if tt.terminal {
+				if draws := strings.Count(got, "\r\033[K"); draws != 10 || lines != 1 || !strings.HasSuffix(got, "10/10 episodes\n") {
+					t.Errorf("terminal: %d redraws, %d newlines, want 10 and 1:\n%q", draws, lines, got)
+				}
+				return
+			}
+			if strings.ContainsAny(got, "\r\033") || lines != 2 ||
+				!strings.Contains(got, "run 1/2 seed 7 pass 1: 1/10 episodes\n") || !strings.HasSuffix(got, "run 1/2 seed 7 pass 1: 10/10 episodes\n") {
+				t.Errorf("log: want the first and the finished bar as plain lines, got\n%q", got)
+			}
+		})
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
+	"github.com/intentledger/intentd/internal/progress"
 )
 
 func main() {
@@ -127,11 +128,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "| clients | ops/s | p50 ms | p99 ms | p99.9 ms | ops | errors | unknown |")
 	fmt.Fprintln(stdout, "|---:|---:|---:|---:|---:|---:|---:|---:|")
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
+	prog := progress.New(stderr)
 	for _, n := range cfg.clients {
 		if ctx.Err() != nil {
 			break
 		}
-		r := level(ctx, do, cfg, targets, n, fmt.Sprintf("%s-%d", runID, n), stderr)
+		r := level(ctx, do, cfg, targets, n, fmt.Sprintf("%s-%d", runID, n), prog)
 		fmt.Fprintf(stdout, "| %d | %.0f | %.2f | %.2f | %.2f | %d | %d | %d |\n", n, r.opsPerSec, ms(r.p50), ms(r.p99), ms(r.p999),
 			r.ops, r.errors, r.unknown)
 	}
@@ -170,7 +172,7 @@ type levelResult struct {
 // level runs n closed-loop clients for warmup+duration and measures the
 // ops that started after the warm-up.
 func level(ctx context.Context, do func(ctx context.Context, target, key, owner, payload string) error, cfg config,
-	targets []string, n int, prefix string, progress io.Writer) levelResult {
+	targets []string, n int, prefix string, prog *progress.Writer) levelResult {
 	ctx, cancel := context.WithTimeout(ctx, cfg.warmup+cfg.duration)
 	defer cancel()
 	start := time.Now()
@@ -185,16 +187,18 @@ func level(ctx context.Context, do func(ctx context.Context, target, key, owner,
 	)
 	payload := strings.Repeat("x", max(cfg.payloadBytes-12, 1))
 	stopProgress := make(chan struct{})
+	progressDone := make(chan struct{})
 	go func() {
+		defer close(progressDone)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
 			select {
 			case <-stopProgress:
-				fmt.Fprintf(progress, "\r%60s\r", "")
+				prog.Clear()
 				return
 			case <-t.C:
-				fmt.Fprintf(progress, "\r  clients=%d elapsed=%s ops=%d errors=%d   ", n, time.Since(start).Round(time.Second), done.Load(), errs.Load())
+				prog.Status("  clients=%d elapsed=%s ops=%d errors=%d", n, time.Since(start).Round(time.Second), done.Load(), errs.Load())
 			}
 		}
 	}()
@@ -239,6 +243,7 @@ func level(ctx context.Context, do func(ctx context.Context, target, key, owner,
 	}
 	wg.Wait()
 	close(stopProgress)
+	<-progressDone
 	slices.Sort(latencies)
 	r := levelResult{ops: len(latencies), errors: errs.Load(), unknown: unknown.Load()}
 	r.opsPerSec = float64(len(latencies)) / cfg.duration.Seconds()

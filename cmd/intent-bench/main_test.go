@@ -3,26 +3,23 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/intentledger/intentd/httpapi"
-	"github.com/intentledger/intentd/ledger"
-	"github.com/intentledger/intentd/ledger/ledgertest"
+	"github.com/intentledger/intentd/internal/clienttest"
 )
 
 func TestBenchRunsLevelsAgainstAnAPI(t *testing.T) {
-	mem := ledgertest.NewMemory(time.Unix(1_700_000_000, 0))
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Service: ledger.New(mem, ledger.Limits{})}).Handler())
-	defer srv.Close()
+	srv := clienttest.NewMemory(t)
 	for _, mode := range []string{"unique", "contended"} {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), []string{"--addr", srv.URL, "--target", "all", "--mode", mode, "--claimants", "2",
 			"--clients", "1,4", "--duration", "200ms", "--warmup", "50ms"}, &out, &errOut)
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", mode, code, errOut.String())
+		}
+		if strings.ContainsAny(errOut.String(), "\r\033") {
+			t.Errorf("%s: stderr is not a terminal but holds carriage returns or escape codes: %q", mode, errOut.String())
 		}
 		rows := 0
 		for _, line := range strings.Split(out.String(), "\n") {
@@ -42,7 +39,7 @@ func TestBenchRunsLevelsAgainstAnAPI(t *testing.T) {
 			t.Fatalf("%s: want 2 result rows:\n%s", mode, out.String())
 		}
 	}
-	if mem.Proposed() == 0 {
+	if srv.Ledger.Proposed() == 0 {
 		t.Fatal("bench proposed nothing")
 	}
 }

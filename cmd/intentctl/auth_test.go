@@ -3,15 +3,12 @@ package main
 import (
 	"crypto/rand"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/httpapi"
-	"github.com/intentledger/intentd/ledger"
-	"github.com/intentledger/intentd/ledger/ledgertest"
+	"github.com/intentledger/intentd/internal/clienttest"
 )
 
 // newAuthEnv serves the API with API keys on; keys maps each key's name to
@@ -34,12 +31,7 @@ func newAuthEnv(t *testing.T) (*env, map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := ledgertest.NewMemory(epoch)
-	api := httpapi.New(httpapi.Config{Service: ledger.New(mem, ledger.Limits{}), Cluster: fakeCluster{},
-		NodeID: "n1", Now: mem.Now, Auth: ks})
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	return &env{mem: mem, addr: srv.URL}, keys
+	return newEnv(t, clienttest.WithAuth(ks)), keys
 }
 
 func TestAuthRequired(t *testing.T) {

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"net/http/httptest"
 	"path/filepath"
 	"testing"
 
-	"github.com/intentledger/intentd/httpapi"
+	"github.com/intentledger/intentd/internal/clienttest"
 	"github.com/intentledger/intentd/internal/tlsutil"
-	"github.com/intentledger/intentd/ledger"
-	"github.com/intentledger/intentd/ledger/ledgertest"
 )
 
 func TestCertsAndTLSFlags(t *testing.T) {
@@ -23,12 +20,7 @@ func TestCertsAndTLSFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := ledgertest.NewMemory(epoch)
-	api := httpapi.New(httpapi.Config{Service: ledger.New(mem, ledger.Limits{}), Cluster: fakeCluster{}, NodeID: "n1", Now: mem.Now})
-	srv := httptest.NewUnstartedServer(api.Handler())
-	srv.TLS = conf
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	srv := newEnv(t, clienttest.WithTLS(conf))
 
 	ca, cert, key := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
 	cases := []struct {
@@ -48,7 +40,7 @@ func TestCertsAndTLSFlags(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			args := append([]string{"--addr", srv.URL, "--retries", "0"}, tt.args...)
+			args := append([]string{"--addr", srv.addr, "--retries", "0"}, tt.args...)
 			r := runCLI(t, append(args, "cluster")...)
 			if r.code != tt.code {
 				t.Fatalf("want exit %d, got %s", tt.code, r)

@@ -14,13 +14,16 @@ import (
 
 	"github.com/intentledger/intentd/client"
 	"github.com/intentledger/intentd/cluster"
-	"github.com/intentledger/intentd/httpapi"
+	"github.com/intentledger/intentd/internal/clienttest"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
 )
 
-var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+// epoch is where the test server's clock starts.
+var epoch = clienttest.Epoch
 
+// fakeCluster is the status the test server reports: two nodes, n1 the
+// leader, n2 suspect.
 type fakeCluster struct{}
 
 func (fakeCluster) Status() cluster.Status {
@@ -37,14 +40,13 @@ type env struct {
 	addr string
 }
 
-func newEnv(t *testing.T) *env {
+// newEnv starts an API server over an in-memory ledger
+// (clienttest.NewMemory) that reports fakeCluster's status; opts add to
+// that.
+func newEnv(t *testing.T, opts ...clienttest.MemoryOption) *env {
 	t.Helper()
-	mem := ledgertest.NewMemory(epoch)
-	svc := ledger.New(mem, ledger.Limits{})
-	api := httpapi.New(httpapi.Config{Service: svc, Cluster: fakeCluster{}, NodeID: "n1", Now: mem.Now})
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	return &env{mem: mem, svc: svc, addr: srv.URL}
+	m := clienttest.NewMemory(t, append([]clienttest.MemoryOption{clienttest.WithCluster(fakeCluster{})}, opts...)...)
+	return &env{mem: m.Ledger, svc: m.Service, addr: m.URL}
 }
 
 type result struct {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -13,9 +12,7 @@ import (
 
 	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/fsm"
-	"github.com/intentledger/intentd/httpapi"
-	"github.com/intentledger/intentd/ledger"
-	"github.com/intentledger/intentd/ledger/ledgertest"
+	"github.com/intentledger/intentd/internal/clienttest"
 )
 
 // fakeSnaps serves snapshots of an in-memory fsm.Ledger.
@@ -75,12 +72,7 @@ func ledgerWithClaims(t *testing.T, keys ...string) *fsm.Ledger {
 
 func snapEnv(t *testing.T, snaps *fakeSnaps) string {
 	t.Helper()
-	mem := ledgertest.NewMemory(epoch)
-	api := httpapi.New(httpapi.Config{Service: ledger.New(mem, ledger.Limits{}), Cluster: fakeCluster{},
-		NodeID: "n1", Now: mem.Now, Snapshots: snaps})
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return newEnv(t, clienttest.WithSnapshots(snaps)).addr
 }
 
 func TestSnapshotSaveVerifiesAndRestoreRefusesBadFiles(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/intentledger/intentd/internal/progress"
 	"github.com/intentledger/intentd/jepsen/checker"
 	"github.com/intentledger/intentd/jepsen/history"
 	"github.com/intentledger/intentd/jepsen/nemesis"
@@ -53,6 +54,10 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	if err := os.MkdirAll(o.results, 0o755); err != nil {
 		return exitError, err
 	}
+	// Status lines are redrawn on a terminal and thinned to plain lines in
+	// a log; nemesis and phase lines are always written whole.
+	prog := progress.New(stderr)
+	defer prog.Clear()
 	bin := o.binary
 	if bin == "" {
 		var err error
@@ -60,7 +65,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 			return exitError, err
 		}
 	}
-	progress(stderr, "jepsen: seed %d, %d nodes, nemeses %v, %s; results in %s\n", o.seed, o.nodes, o.nemeses, o.duration, o.results)
+	prog.Event("jepsen: seed %d, %d nodes, nemeses %v, %s; results in %s", o.seed, o.nodes, o.nemeses, o.duration, o.results)
 
 	net, err := netns.Create(ctx, fmt.Sprintf("ij%d", o.seed%1000), o.nodes)
 	if err != nil {
@@ -106,7 +111,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	runCtx, stopRun := context.WithTimeout(ctx, o.duration)
 	defer stopRun()
 	env := &nemesis.Env{Net: net, Nodes: cl, Rec: rec, Rand: rand.New(rand.NewSource(o.seed)), Trust: trust.env(),
-		Log: func(format string, args ...any) { progress(stderr, "\r\033[K  nemesis: "+format+"\n", args...) }}
+		Log: func(format string, args ...any) { prog.Event("  nemesis: "+format, args...) }}
 	bursts := 0
 	env.OnRestart = func(ctx context.Context, i int) {
 		bursts++
@@ -124,19 +129,22 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 			stopRun()
 		}
 	}()
-	go showProgress(runCtx, stderr, rec, o.duration)
+	shown := make(chan struct{})
+	go func() { defer close(shown); showProgress(runCtx, prog, rec, o.duration) }()
 	wg.Wait()
+	stopRun()
+	<-shown
 	if ctx.Err() != nil {
 		return exitError, fmt.Errorf("interrupted: %w", ctx.Err())
 	}
 	harness := ""
 	if nemErr != nil {
 		harness = nemErr.Error()
-		progress(stderr, "\r\033[Kjepsen: HARNESS TROUBLE: %v\n", nemErr)
+		prog.Event("jepsen: HARNESS TROUBLE: %v", nemErr)
 	}
 
 	// Healed: wait for the cluster, then the final reads (W2) and digests.
-	progress(stderr, "\r\033[Kjepsen: healed; final reads of %d keys\n", len(w.Keys()))
+	prog.Event("jepsen: healed; final reads of %d keys", len(w.Keys()))
 	healCtx, stopHeal := context.WithTimeout(ctx, 90*time.Second)
 	defer stopHeal()
 	unread := 0
@@ -192,10 +200,9 @@ func verdict(o options, res checker.Result, harnessErr error, stdout io.Writer) 
 	return code, nil
 }
 
-func progress(w io.Writer, format string, args ...any) { fmt.Fprintf(w, format, args...) }
-
-// showProgress prints a one-line status every second until ctx ends.
-func showProgress(ctx context.Context, w io.Writer, rec *history.Recorder, total time.Duration) {
+// showProgress shows a one-line status every second until ctx ends (prog
+// thins it to one line every few seconds when it is not a terminal).
+func showProgress(ctx context.Context, prog *progress.Writer, rec *history.Recorder, total time.Duration) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -214,7 +221,7 @@ func showProgress(ctx context.Context, w io.Writer, rec *history.Recorder, total
 			if n := len(faults); n > 0 && faults[n-1].End == 0 {
 				active = faults[n-1].Nemesis + " " + strings.Join(faults[n-1].Targets, ",")
 			}
-			fmt.Fprintf(w, "\r\033[K  %s/%s ops=%d ok=%d fail=%d info=%d effects=%d faults=%d active=%s",
+			prog.Status("  %s/%s ops=%d ok=%d fail=%d info=%d effects=%d faults=%d active=%s",
 				rec.Now().Round(time.Second), total, len(ops), by[history.OutcomeOK], by[history.OutcomeFail],
 				by[history.OutcomeInfo], len(effects), len(faults), active)
 		}

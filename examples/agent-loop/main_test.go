@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/client/clienttest"
+	"github.com/intentledger/intentd/internal/clienttest"
 )
 
 // tool is a stand-in for examples/charge-tool: with a ledger it charges

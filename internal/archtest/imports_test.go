@@ -1,7 +1,9 @@
 package archtest
 
 import (
+	"fmt"
 	"go/build"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,8 +24,10 @@ var allowed = map[string][]string{
 	"internal/peerauth":  nil,
 	"internal/tlsutil":   nil,
 	"internal/nodetest":  nil,
+	"internal/progress":  nil, // status lines redrawn on a terminal, plain lines in a log
 	"token":              nil,
-	"client":             nil, // the SDK: standard library only, no server package
+	"client":             nil, // the SDK: standard library only, no server package (clientMayImport)
+	"client/":            {"client", "client/"},
 
 	// The replicated core, bottom up.
 	"fsm":               {"internal/jsonenc"},
@@ -36,16 +40,16 @@ var allowed = map[string][]string{
 	// The wiring and what starts it.
 	"internal/node":         {"auth", "cluster", "fsm", "httpapi", "ledger", "token", "internal/faults", "internal/peerauth", "internal/tlsutil"},
 	"internal/localcluster": {"cluster", "httpapi", "internal/node"},
-	"client/clienttest":     {"cluster", "httpapi", "ledger", "ledger/ledgertest", "internal/localcluster"},
+	"internal/clienttest":   {"auth", "cluster", "httpapi", "ledger", "ledger/ledgertest", "internal/localcluster"},
 	"cmd/intentd":           {"auth", "internal/faults", "internal/node", "internal/tlsutil"},
 
 	// Tools that speak to a cluster from outside: through the SDK. intentctl
 	// also reads and checks snapshot files offline (fsm's codecs), as
 	// etcdutl reads etcd's.
 	"cmd/intentctl":    {"auth", "client", "fsm", "internal/namespace", "internal/tlsutil", "token"},
-	"cmd/intent-bench": {"client"},
+	"cmd/intent-bench": {"client", "internal/progress"},
 	"canary":           {"client"},
-	"cmd/canary":       {"canary", "internal/localcluster"},
+	"cmd/canary":       {"canary", "internal/localcluster", "internal/progress"},
 	"examples/":        {"client"},
 	"sdk/":             {"client"}, // the SDK conformance suite (its code is tests)
 
@@ -59,7 +63,7 @@ var allowed = map[string][]string{
 	"jepsen/report":          {"jepsen/checker", "jepsen/history"},
 	"jepsen/nodes":           {"internal/tlsutil", "jepsen/netns"},
 	"jepsen/nemesis":         {"fsm", "internal/tlsutil", "jepsen/history", "jepsen/netns", "jepsen/nodes"},
-	"cmd/jepsen":             {"internal/tlsutil", "jepsen/"},
+	"cmd/jepsen":             {"internal/progress", "internal/tlsutil", "jepsen/"},
 }
 
 // fsmForbidden are standard packages the state machine may not import: a
@@ -108,34 +112,108 @@ func TestImportsFollowTheArchitecture(t *testing.T) {
 
 func check(t *testing.T, rel string, pkg *build.Package, tags []string) {
 	t.Helper()
-	rules, ok := allowedFor(rel)
-	if !ok {
-		t.Errorf("package %s has no place in the architecture: add it to allowed (and to docs/architecture.md)", rel)
-		return
+	for _, v := range violations(allowed, rel, pkg.Imports) {
+		t.Errorf("%s (tags %v)", v, tags)
 	}
-	for _, imp := range pkg.Imports {
+}
+
+// violations lists what is wrong with the non-test imports of the package
+// rel under the rules of arch (allowed, in the real check), the state machine's determinism and the
+// client rule.
+func violations(arch map[string][]string, rel string, imports []string) []string {
+	rules, ok := allowedFor(arch, rel)
+	if !ok {
+		return []string{fmt.Sprintf("package %s has no place in the architecture: add it to allowed (and to docs/architecture.md)", rel)}
+	}
+	var out []string
+	for _, imp := range imports {
 		if rel == "fsm" && slices.Contains(fsmForbidden, imp) {
-			t.Errorf("fsm imports %s: the state machine must stay deterministic (time arrives inside commands)", imp)
+			out = append(out, fmt.Sprintf("fsm imports %s: the state machine must stay deterministic (time arrives inside commands)", imp))
+		}
+		if inClient(rel) && !clientMayImport(imp) {
+			out = append(out, fmt.Sprintf("%s imports %s: the SDK (client and everything under client/) may import only the standard library and client/ itself", rel, imp))
 		}
 		dep, ok := strings.CutPrefix(imp, module)
 		if !ok {
 			continue
 		}
 		if !slices.ContainsFunc(rules, func(r string) bool { return dep == r || strings.HasSuffix(r, "/") && strings.HasPrefix(dep, r) }) {
-			t.Errorf("%s imports %s (tags %v), which the architecture does not allow", rel, dep, tags)
+			out = append(out, fmt.Sprintf("%s imports %s, which the architecture does not allow", rel, dep))
 		}
 	}
+	return out
 }
 
-// allowedFor finds rel's rules: its own entry, or a prefix entry ("examples/").
-func allowedFor(rel string) ([]string, bool) {
-	if r, ok := allowed[rel]; ok {
+// inClient reports whether the module package rel is part of the Go SDK.
+func inClient(rel string) bool { return rel == "client" || strings.HasPrefix(rel, "client/") }
+
+// clientMayImport is the client rule: the SDK a user adds to their program
+// brings nothing but itself and the standard library (its tests may use
+// internal/clienttest and the server; they do not ship). It holds whatever
+// allowed says.
+func clientMayImport(imp string) bool {
+	if dep, ok := strings.CutPrefix(imp, module); ok {
+		return inClient(dep)
+	}
+	return isStd(imp)
+}
+
+// isStd reports whether imp is a standard library package: its first path
+// element has no dot, as every module path's has.
+func isStd(imp string) bool {
+	first, _, _ := strings.Cut(imp, "/")
+	return !strings.Contains(first, ".")
+}
+
+// allowedFor finds rel's rules in arch: its own entry, or a prefix entry
+// ("examples/").
+func allowedFor(arch map[string][]string, rel string) ([]string, bool) {
+	if r, ok := arch[rel]; ok {
 		return r, true
 	}
-	for k, r := range allowed {
+	for k, r := range arch {
 		if strings.HasSuffix(k, "/") && strings.HasPrefix(rel, k) {
 			return r, true
 		}
 	}
 	return nil, false
+}
+
+// TestClientRule checks that the client rule catches what it is for: a
+// server package, or any other module, imported by code under client/,
+// even where allowed (wrongly) permits it.
+func TestClientRule(t *testing.T) {
+	lax := maps.Clone(allowed)
+	lax["client/clienttest"] = []string{"cluster", "httpapi", "ledger", "ledger/ledgertest", "internal/localcluster"}
+	lax["client"] = []string{"fsm", "client/"}
+	cases := []struct {
+		name    string
+		rel     string
+		imports []string
+		bad     bool
+	}{
+		{"client: standard library", "client", []string{"net/http", "encoding/json", "crypto/ed25519"}, false},
+		{"client: a client subpackage", "client", []string{"context", module + "client/internal/wire"}, false},
+		{"under client: the client itself", "client/sub", []string{"io", module + "client"}, false},
+		{"clienttest re-added under client", "client/clienttest", []string{"testing", module + "httpapi"}, true},
+		{"client imports fsm", "client", []string{module + "fsm"}, true},
+		{"client imports internal/node", "client", []string{module + "internal/node"}, true},
+		{"client imports internal/clienttest", "client", []string{module + "internal/clienttest"}, true},
+		{"client imports a third-party module", "client", []string{"github.com/labstack/echo/v4"}, true},
+		{"under client imports ledger", "client/sub", []string{module + "ledger"}, true},
+		{"not the SDK: intentctl may read fsm", "cmd/intentctl", []string{module + "fsm", module + "client"}, false},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			var client []string
+			for _, v := range violations(lax, tt.rel, tt.imports) {
+				if strings.Contains(v, "may import only the standard library") {
+					client = append(client, v)
+				}
+			}
+			if got := len(client) > 0; got != tt.bad {
+				t.Errorf("client rule violated = %v, want %v: %q", got, tt.bad, client)
+			}
+		})
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"time"
+
+	"github.com/intentledger/intentd/bench/internal/progress"
 )
 
 // report is everything one run measured.
@@ -43,6 +45,9 @@ type report struct {
 // goes first per level.
 func compare(ctx context.Context, cfg config, stderr io.Writer) (*report, error) {
 	began := time.Now()
+	// Every line goes through prog: a level's status line is redrawn on a
+	// terminal and thinned to plain lines in a log; the rest are events.
+	prog := progress.New(stderr)
 	if err := os.MkdirAll(cfg.workDir, 0o755); err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
@@ -62,7 +67,7 @@ func compare(ctx context.Context, cfg config, stderr io.Writer) (*report, error)
 	if hasSystem(cfg, "etcd") {
 		rep.EtcdVersion = etcdVersion(cfg.etcdBin)
 	}
-	fmt.Fprintf(stderr, "bench-compare: measuring fdatasync on %s ...\n", cfg.workDir)
+	fmt.Fprintf(prog, "bench-compare: measuring fdatasync on %s ...\n", cfg.workDir)
 	fr, err := measureFsync(cfg.workDir, time.Second)
 	if err != nil {
 		return nil, err
@@ -73,10 +78,9 @@ func compare(ctx context.Context, cfg config, stderr io.Writer) (*report, error)
 		return nil, err
 	}
 	rep.RTTMicros = float64(rtt) / float64(time.Microsecond)
-	fmt.Fprintf(stderr, "bench-compare: fdatasync/s overwrite %.0f, append %.0f, preallocated append %.0f; %d levels, about %s plus cluster starts\n",
+	fmt.Fprintf(prog, "bench-compare: fdatasync/s overwrite %.0f, append %.0f, preallocated append %.0f; %d levels, about %s plus cluster starts\n",
 		fr.Overwrite, fr.Append, fr.Prealloc, cfg.levels(), cfg.planned().Round(time.Second))
 
-	progress := &progressLine{w: stderr, tty: isTTY(stderr)}
 	payload := payloadOf(cfg.payloadBytes)
 	seq, total := 0, cfg.levels()
 	for r := 1; r <= cfg.reps; r++ {
@@ -141,7 +145,7 @@ func compare(ctx context.Context, cfg config, stderr io.Writer) (*report, error)
 						}
 						var stopProfile func()
 						if fe == "intentd" && cfg.profile == fmt.Sprintf("%s:%d", mode, n) {
-							stopProfile = captureProfile(ctx, cl.pprof, cfg, fmt.Sprintf("intentd-%s-%d-rep%d", mode, n, r), stderr)
+							stopProfile = captureProfile(ctx, cl.pprof, cfg, fmt.Sprintf("intentd-%s-%d-rep%d", mode, n, r), prog)
 						}
 						fsyncRate := 0.0
 						if n == 1 {
@@ -150,7 +154,7 @@ func compare(ctx context.Context, cfg config, stderr io.Writer) (*report, error)
 								return nil, err
 							}
 						}
-						res := runLevel(ctx, drivers[fe], spec, progress)
+						res := runLevel(ctx, drivers[fe], spec, prog)
 						res.FsyncPerSec = fsyncRate
 						if stopProfile != nil {
 							stopProfile()
@@ -160,7 +164,7 @@ func compare(ctx context.Context, cfg config, stderr io.Writer) (*report, error)
 							return nil, fmt.Errorf("stopped: %w", err)
 						}
 						rep.Levels = append(rep.Levels, res)
-						fmt.Fprintf(stderr, "[%d/%d] rep %d %-9s %-9s clients=%-3d ops/s=%-7.0f p50=%.2fms p99=%.2fms errors=%d cpu/1k=%.3fs driver-cpu/1k=%.3fs load=%.1f\n",
+						fmt.Fprintf(prog, "[%d/%d] rep %d %-9s %-9s clients=%-3d ops/s=%-7.0f p50=%.2fms p99=%.2fms errors=%d cpu/1k=%.3fs driver-cpu/1k=%.3fs load=%.1f\n",
 							seq, total, r, fe, mode, n, res.OpsPerSec, res.P50ms, res.P99ms, res.Errors, res.CPUPer1k, res.DriverCPUPer1k, res.Load1End)
 					}
 				}
@@ -212,13 +216,4 @@ func captureProfile(ctx context.Context, addr string, cfg config, name string, s
 		}
 	}()
 	return func() { <-done }
-}
-
-func isTTY(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/intentledger/intentd/bench/internal/progress"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -183,7 +184,7 @@ func keyOf(prefix string, id, seq, n int) string {
 // runLevel runs spec.clients closed-loop clients for warmup+duration and
 // measures the operations that started after the warm-up and finished
 // before the end. Server CPU is read from /proc over the measured window.
-func runLevel(ctx context.Context, d driver, spec levelSpec, progress *progressLine) levelResult {
+func runLevel(ctx context.Context, d driver, spec levelSpec, prog *progress.Writer) levelResult {
 	res := levelResult{System: spec.frontEnd, Mode: spec.mode, Clients: spec.clients, Rep: spec.rep,
 		Load1Start: loadAvg(), Start: time.Now().UTC().Format(time.RFC3339)}
 	start := time.Now()
@@ -212,7 +213,7 @@ func runLevel(ctx context.Context, d driver, spec levelSpec, progress *progressL
 		}
 	})
 	defer cpuTimer.Stop()
-	stopProgress := progress.start(func() string {
+	stopProgress := showStatus(prog, func() string {
 		return fmt.Sprintf("[%d/%d] rep %d %-9s %-9s clients=%-3d %4.0fs/%.0fs ops=%d errors=%d load=%.1f",
 			spec.seq, spec.total, spec.rep, spec.frontEnd, spec.mode, spec.clients,
 			time.Since(start).Seconds(), (spec.warmup + spec.duration).Seconds(), done.Load(), errs.Load(), loadAvg())
@@ -287,37 +288,23 @@ func pct(sorted []time.Duration, p float64) float64 {
 	return float64(sorted[i]) / float64(time.Millisecond)
 }
 
-// progressLine rewrites one status line on a terminal, or prints a line
-// every few seconds otherwise.
-type progressLine struct {
-	w   io.Writer
-	tty bool
-}
-
-func (p *progressLine) start(status func() string) (stop func()) {
+// showStatus has prog show status() every second (prog thins it to a
+// plain line every few seconds when it is not a terminal) until stop is
+// called, which erases it from a terminal.
+func showStatus(prog *progress.Writer, status func() string) (stop func()) {
 	quit := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		every := time.Second
-		if !p.tty {
-			every = 5 * time.Second
-		}
-		t := time.NewTicker(every)
+		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
 			select {
 			case <-quit:
-				if p.tty {
-					fmt.Fprintf(p.w, "\r%-110s\r", "")
-				}
+				prog.Clear()
 				return
 			case <-t.C:
-				if p.tty {
-					fmt.Fprintf(p.w, "\r%-110s", status())
-				} else {
-					fmt.Fprintln(p.w, status())
-				}
+				prog.Status("%s", status())
 			}
 		}
 	}()

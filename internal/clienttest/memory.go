@@ -1,11 +1,13 @@
 // Package clienttest runs intentd API servers for tests of code that uses
 // the client package: one node over an in-memory ledger (fast, with a clock
 // the test moves and failures it injects) and real Raft clusters of
-// in-process nodes on loopback.
+// in-process nodes on loopback. It lives under internal/, not client/, so
+// that the SDK's package tree imports no server package.
 package clienttest
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/ledger"
@@ -28,7 +31,10 @@ type Memory struct {
 	// Ledger is the replicated state: move its clock with Advance, make
 	// proposals fail with FailNext.
 	Ledger *ledgertest.Memory
-	// URL is the node's base URL.
+	// Service is the ledger service the API calls (for
+	// ledgertest.AwaitWaiting, say).
+	Service *ledger.Service
+	// URL is the node's base URL (https:// under WithTLS).
 	URL string
 
 	api    http.Handler
@@ -43,8 +49,12 @@ type Memory struct {
 type MemoryOption func(*memoryConfig)
 
 type memoryConfig struct {
-	wrap   func(http.Handler) http.Handler
-	limits ledger.Limits
+	wrap      func(http.Handler) http.Handler
+	limits    ledger.Limits
+	cluster   httpapi.ClusterInfo
+	keys      *auth.Keyset
+	snapshots httpapi.Snapshotter
+	tls       *tls.Config
 }
 
 // WithMiddleware puts wrap in front of the API (to drop answers, delay
@@ -58,6 +68,29 @@ func WithLimits(l ledger.Limits) MemoryOption {
 	return func(c *memoryConfig) { c.limits = l }
 }
 
+// WithCluster makes the node report info's status (GET /v1/cluster,
+// /readyz) instead of that of a one-node cluster it leads.
+func WithCluster(info httpapi.ClusterInfo) MemoryOption {
+	return func(c *memoryConfig) { c.cluster = info }
+}
+
+// WithAuth turns API keys on: every request but the public ones must
+// present one of keys.
+func WithAuth(keys *auth.Keyset) MemoryOption {
+	return func(c *memoryConfig) { c.keys = keys }
+}
+
+// WithSnapshots serves /v1/admin/snapshot (backup and restore) from s.
+func WithSnapshots(s httpapi.Snapshotter) MemoryOption {
+	return func(c *memoryConfig) { c.snapshots = s }
+}
+
+// WithTLS serves HTTPS with conf (its certificates and client
+// authentication) instead of plain HTTP.
+func WithTLS(conf *tls.Config) MemoryOption {
+	return func(c *memoryConfig) { c.tls = conf }
+}
+
 // NewMemory starts a node; it stops when the test ends.
 func NewMemory(tb testing.TB, opts ...MemoryOption) *Memory {
 	tb.Helper()
@@ -66,11 +99,15 @@ func NewMemory(tb testing.TB, opts ...MemoryOption) *Memory {
 		o(&cfg)
 	}
 	m := &Memory{Ledger: ledgertest.NewMemory(Epoch), counts: map[string]int{}, changed: make(chan struct{})}
+	m.Service = ledger.New(m.Ledger, cfg.limits)
 	m.server = httptest.NewUnstartedServer(nil)
-	addr := m.server.Listener.Addr().String()
+	var info httpapi.ClusterInfo = selfLeader{addr: m.server.Listener.Addr().String()}
+	if cfg.cluster != nil {
+		info = cfg.cluster
+	}
 	api := httpapi.New(httpapi.Config{
-		Service: ledger.New(m.Ledger, cfg.limits), Cluster: selfLeader{addr: addr},
-		NodeID: "mem", Now: m.Ledger.Now,
+		Service: m.Service, Cluster: info, NodeID: "mem", Now: m.Ledger.Now,
+		Auth: cfg.keys, Snapshots: cfg.snapshots,
 	})
 	m.api = api.Handler()
 	var h http.Handler = m.api
@@ -81,7 +118,12 @@ func NewMemory(tb testing.TB, opts ...MemoryOption) *Memory {
 		m.count(Op(r))
 		h.ServeHTTP(w, r)
 	})
-	m.server.Start()
+	if cfg.tls != nil {
+		m.server.TLS = cfg.tls
+		m.server.StartTLS()
+	} else {
+		m.server.Start()
+	}
 	m.URL = m.server.URL
 	tb.Cleanup(m.server.Close)
 	return m
