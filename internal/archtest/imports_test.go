@@ -22,6 +22,7 @@ var allowed = map[string][]string{
 	"internal/peerauth":  nil,
 	"internal/tlsutil":   nil,
 	"internal/nodetest":  nil,
+	"internal/doccheck":  nil, // Markdown and shell scanning; its tests start a local cluster
 	"token":              nil,
 	"client":             nil, // the SDK: standard library only, no server package
 
