@@ -72,7 +72,7 @@ func TestCurlExamplesAnswerAsDocumented(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			r := runner{curl: curl, nodes: c.URLs()}
+			r := &runner{curl: curl, nodes: c.URLs(), tokens: map[string]string{}, logf: t.Logf}
 			if curl == "" {
 				t.Log("no curl binary: sending the requests curl would send")
 			}
@@ -102,15 +102,35 @@ func TestCurlExamplesAnswerAsDocumented(t *testing.T) {
 type runner struct {
 	curl  string   // the curl binary, "" to send the requests from Go
 	nodes []string // base URLs of n1, n2, n3
+	// tokens maps a fencing token a document shows in an answer to the
+	// one the cluster granted, as a reader pastes the token they got.
+	tokens map[string]string
+	// logf logs each answer (go test -v shows them).
+	logf func(format string, args ...any)
 }
+
+var (
+	// docToken finds the fencing token a documented answer shows.
+	docToken = regexp.MustCompile(`"?fencing_token"?\s*[:=]?\s*([0-9]+)`)
+	// bodyToken finds a fencing token in a request body or an answer.
+	bodyToken = regexp.MustCompile(`("fencing_token"\s*:\s*)([0-9]+)`)
+)
 
 var makeRunAddr = regexp.MustCompile(`(?:http://)?(?:127\.0\.0\.1|localhost):810([1-9])`)
 
-// rewrite replaces make run's node addresses with the cluster's.
-func (r runner) rewrite(args []string) ([]string, error) {
+// rewrite replaces make run's node addresses with the cluster's, and the
+// fencing tokens the document showed with the ones the cluster granted.
+func (r *runner) rewrite(args []string) ([]string, error) {
 	out := make([]string, len(args))
 	var err error
 	for i, a := range args {
+		a = bodyToken.ReplaceAllStringFunc(a, func(m string) string {
+			sub := bodyToken.FindStringSubmatch(m)
+			if got, ok := r.tokens[sub[2]]; ok {
+				return sub[1] + got
+			}
+			return m
+		})
 		out[i] = makeRunAddr.ReplaceAllStringFunc(a, func(m string) string {
 			n, _ := strconv.Atoi(m[len(m)-1:])
 			if n > len(r.nodes) {
@@ -125,7 +145,7 @@ func (r runner) rewrite(args []string) ([]string, error) {
 
 // run runs one step: a curl command whose status must be the documented
 // one, or a wait that reads until the answer contains a word.
-func (r runner) run(ctx context.Context, s Step) error {
+func (r *runner) run(ctx context.Context, s Step) error {
 	args, err := r.rewrite(s.Args)
 	if err != nil {
 		return err
@@ -137,14 +157,18 @@ func (r runner) run(ctx context.Context, s Step) error {
 	if err != nil {
 		return err
 	}
+	r.logf("line %d: %d %s", s.Line, status, body)
 	if status != s.Want {
 		return fmt.Errorf("answered %d, the doc documents %d: curl %s\n  answer: %s", status, s.Want, strings.Join(args, " "), body)
+	}
+	if doc, got := docToken.FindStringSubmatch(s.Answer), bodyToken.FindStringSubmatch(body); doc != nil && got != nil {
+		r.tokens[doc[1]] = got[2]
 	}
 	return nil
 }
 
 // wait reads until the answer contains word, as the doc's until-loop does.
-func (r runner) wait(ctx context.Context, args []string, word string) error {
+func (r *runner) wait(ctx context.Context, args []string, word string) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -162,7 +186,7 @@ func (r runner) wait(ctx context.Context, args []string, word string) error {
 
 // do runs curl (or sends the request it would) and returns the status and
 // body.
-func (r runner) do(ctx context.Context, args []string) (int, string, error) {
+func (r *runner) do(ctx context.Context, args []string) (int, string, error) {
 	if r.curl == "" {
 		return send(ctx, args)
 	}

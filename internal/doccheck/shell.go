@@ -200,6 +200,9 @@ type Step struct {
 	Args []string
 	// Want is the documented status code (0 for a wait).
 	Want int
+	// Answer is the rest of the documented answer's comment (after the
+	// status): what the document shows of the body.
+	Answer string
 	// WaitFor, for a wait ("until curl ARGS | grep -q WORD; do ...; done"),
 	// is the word the read's answer must contain.
 	WaitFor string
@@ -248,19 +251,22 @@ func CurlSteps(d *Doc) ([]Step, error) {
 				errs = append(errs, fmt.Errorf("line %d: %w", l.Line, err))
 				continue
 			}
-			want := 0
+			want, answer := 0, ""
 			if m := wantRE.FindStringSubmatch(comment); m != nil {
 				want, _ = strconv.Atoi(m[1])
+				answer = strings.TrimSpace(comment[len(m[1]):])
 			} else if i+1 < len(lines) && strings.HasPrefix(lines[i+1].Text, "#") {
-				if m := wantRE.FindStringSubmatch(strings.TrimSpace(strings.TrimPrefix(lines[i+1].Text, "#"))); m != nil {
+				next := strings.TrimSpace(strings.TrimPrefix(lines[i+1].Text, "#"))
+				if m := wantRE.FindStringSubmatch(next); m != nil {
 					want, _ = strconv.Atoi(m[1])
+					answer = strings.TrimSpace(next[len(m[1]):])
 				}
 			}
 			if want == 0 {
 				errs = append(errs, fmt.Errorf("line %d: curl example without a documented status (a comment starting with it, e.g. \"# 201 granted\")", l.Line))
 				continue
 			}
-			steps = append(steps, Step{Line: l.Line, Args: args, Want: want})
+			steps = append(steps, Step{Line: l.Line, Args: args, Want: want, Answer: answer})
 		}
 	}
 	return steps, errors.Join(errs...)
