@@ -157,9 +157,9 @@ func (r *runner) run(ctx context.Context, s Step) error {
 	if err != nil {
 		return err
 	}
-	r.logf("line %d: %d %s", s.Line, status, body)
+	r.logf("line %d: %d %s", s.Line, status, clip(body))
 	if status != s.Want {
-		return fmt.Errorf("answered %d, the doc documents %d: curl %s\n  answer: %s", status, s.Want, strings.Join(args, " "), body)
+		return fmt.Errorf("answered %d, the doc documents %d: curl %s\n  answer: %s", status, s.Want, quote(args), clip(body))
 	}
 	if doc, got := docToken.FindStringSubmatch(s.Answer), bodyToken.FindStringSubmatch(body); doc != nil && got != nil {
 		r.tokens[doc[1]] = got[2]
@@ -178,7 +178,7 @@ func (r *runner) wait(ctx context.Context, args []string, word string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waited for %q in the answer of curl %s: %w (last answer: %s)", word, strings.Join(args, " "), ctx.Err(), body)
+			return fmt.Errorf("waited for %q in the answer of curl %s: %w (last answer: %s)", word, quote(args), ctx.Err(), clip(body))
 		case <-tick.C:
 		}
 	}
@@ -202,7 +202,7 @@ func (r *runner) do(ctx context.Context, args []string) (int, string, error) {
 	body, _ := os.ReadFile(out.Name())
 	status, convErr := strconv.Atoi(strings.TrimSpace(string(code)))
 	if convErr != nil || status == 0 {
-		return 0, string(body), fmt.Errorf("curl %s: no answer (%v)", strings.Join(args, " "), err)
+		return 0, string(body), fmt.Errorf("curl %s: no answer (%v)", quote(args), err)
 	}
 	return status, string(body), nil
 }
@@ -228,4 +228,24 @@ func send(ctx context.Context, args []string) (int, string, error) {
 		return 0, "", fmt.Errorf("%s %s: read answer: %w", cr.Method, cr.URL, err)
 	}
 	return resp.StatusCode, string(body), nil
+}
+
+// quote writes args as a shell would need them.
+func quote(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if strings.ContainsAny(a, " '\"{}$&|;<>()*?#") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
+}
+
+// clip shortens an answer for a log line.
+func clip(s string) string {
+	if len(s) > 240 {
+		return s[:240] + "…"
+	}
+	return s
 }
