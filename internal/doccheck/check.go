@@ -24,11 +24,15 @@ type Problem struct {
 func (p Problem) String() string { return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Msg) }
 
 // skipDir reports whether a directory of the work tree holds no files of
-// the repository's own: version control, build output, caches, fault-run
-// results, local data and certificates, installed dependencies.
+// the repository's own: version control, hidden directories other than
+// CI's (caches, virtual environments), build output, fault-run results,
+// local data and certificates, installed dependencies.
 func skipDir(rel, name string) bool {
+	if strings.HasPrefix(name, ".") && name != ".ci" && name != ".github" {
+		return true
+	}
 	switch name {
-	case ".git", ".cache", "node_modules":
+	case "node_modules", "__pycache__", "venv":
 		return true
 	}
 	switch rel {
