@@ -72,7 +72,7 @@ fuzz: deps
 bench: build
 	./scripts/bench-local.sh
 
-## bench-compare: intentd vs etcd 3.5 side by side; updates the README table (BENCH_QUICK=1: 1 rep, 3 s, no README)
+## bench-compare: intentd vs etcd 3.5 side by side; updates the table in docs/benchmarks.md (BENCH_QUICK=1: 1 rep, 3 s, no table update)
 ## bench-fsm: heap bytes per intent, snapshot and restore of 1 M intents (Go benchmarks in fsm/)
 .PHONY: bench-compare bench-fsm bench-sdk
 BENCH_ARGS ?=
@@ -86,9 +86,13 @@ bench-fsm:
 bench-sdk: build
 	./scripts/bench-sdk.sh
 
+## verify: vet, the gofmt check, and the documentation checks: every relative Markdown link and
+## anchor resolves inside the repository, every `make` target the docs name exists, and no file refers
+## outside the repository (internal/doccheck; its cluster test runs with the other Go tests)
 verify: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) test -short -count=1 ./internal/doccheck/
 
 ## vet: the product build and the fault suite's build (-tags faults: seeded bugs compiled in)
 vet:

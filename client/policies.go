@@ -8,7 +8,7 @@ import (
 )
 
 // Policy selects intents by tool pattern and sets how they are gated (see
-// the README's Gate section). Zero fields defer to the default policy.
+// docs/gate.md). Zero fields defer to the default policy.
 type Policy struct {
 	Name              string   `json:"name"`
 	Version           uint64   `json:"version,omitempty"`

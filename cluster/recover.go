@@ -15,7 +15,7 @@ import (
 // peers.json format ([{"id":"n1","address":"10.0.0.1:8200","non_voter":false}]).
 // A node that finds it at start rewrites its Raft configuration to exactly
 // those servers (raft.RecoverCluster), renames the file to
-// PeersFile+".applied" and starts normally. See README "Backup and restore".
+// PeersFile+".applied" and starts normally. See docs/operations.md, "Disaster recovery".
 const PeersFile = "peers.json"
 
 // recoverPeers applies PeersFile if it exists. It must run before

@@ -12,7 +12,7 @@ import (
 	"github.com/intentledger/intentd/ledger/ledgertest"
 )
 
-// TestGateWalkthrough is the README's Gate section end to end: policy →
+// TestGateWalkthrough is the walk-through of docs/gate.md end to end: policy →
 // pending → approvals (N of M, bound to the fingerprint) → granted with a
 // token → the tool verifies it once → complete → the audit chain verifies.
 func TestGateWalkthrough(t *testing.T) {

@@ -5,11 +5,13 @@
 # the bench-compare driver into .cache/bench-bin (never committed), then
 # starts a fresh 3-node cluster of each system in turn on loopback, drives
 # both with the same closed-loop load and writes results.json, table.md and
-# an SVG plot into .cache/bench-run/<time>/. A full run updates the README
-# Benchmarks table and docs/img/bench-compare.svg.
+# an SVG plot into .cache/bench-run/<time>/. A full run updates the table
+# in docs/benchmarks.md (between its bench-compare markers) and
+# docs/img/bench-compare.svg.
 #
 #   BENCH_QUICK=1   one repetition, 1 s warm-up + 3 s per level (~3 minutes)
-#   BENCH_README=   path of the README to update ("" to leave it alone)
+#   BENCH_README=   path of the page whose table to update (default
+#                   docs/benchmarks.md; "" to leave it alone)
 #   BENCH_TIMEOUT=  hard bound on the whole run (default 3h)
 # Extra arguments go to bench-compare (e.g. --clients 1,64 --modes unique).
 set -euo pipefail
@@ -30,7 +32,7 @@ if [ "${BENCH_QUICK:-}" = 1 ]; then
   args+=(--reps 1 --warmup 1s --duration 3s)
   readme=${BENCH_README-}
 else
-  readme=${BENCH_README-README.md}
+  readme=${BENCH_README-docs/benchmarks.md}
 fi
 [ -n "$readme" ] && args+=(--readme "$readme" --svg docs/img/bench-compare.svg)
 

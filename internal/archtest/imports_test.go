@@ -25,6 +25,7 @@ var allowed = map[string][]string{
 	"internal/tlsutil":   nil,
 	"internal/nodetest":  nil,
 	"internal/progress":  nil, // status lines redrawn on a terminal, plain lines in a log
+	"internal/doccheck":  nil, // Markdown and shell scanning; its tests start a local cluster
 	"token":              nil,
 	"client":             nil, // the SDK: standard library only, no server package (clientMayImport)
 	"client/":            {"client", "client/"},
