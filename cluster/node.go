@@ -168,17 +168,19 @@ func (c *Config) setDefaults() error {
 
 // Node is one member of the ledger cluster.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	raft   *raft.Raft
-	store  logStore
-	logs   raft.LogStore // store behind an in-memory cache of recent entries
-	trans  *raft.NetworkTransport
-	stream *streamLayer // under trans: closeInbound on shutdown
-	snaps  raft.SnapshotStore
-	sm     *stateMachine
-	ml     *memberlist.Memberlist
-	gossip *gossip
+	cfg   Config
+	log   *slog.Logger
+	raft  *raft.Raft
+	store logStore
+	logs  raft.LogStore // store behind an in-memory cache of recent entries
+	trans *raft.NetworkTransport
+	// raftTrans is trans as raft gets it: without the heartbeat fast path.
+	raftTrans raft.Transport
+	stream    *streamLayer // under trans: closeInbound on shutdown
+	snaps     raft.SnapshotStore
+	sm        *stateMachine
+	ml        *memberlist.Memberlist
+	gossip    *gossip
 	// gossipAddr is read once at start: memberlist's LocalNode races with
 	// its own UpdateNode.
 	gossipAddr string
@@ -234,6 +236,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.trans = trans
+	n.raftTrans = serialTransport{trans}
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -251,14 +254,14 @@ func New(cfg Config) (*Node, error) {
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("cluster: raft config: %w", err)
 	}
-	if err := n.recoverPeers(rc, store, n.snaps, trans); err != nil {
+	if err := n.recoverPeers(rc, store, n.snaps, n.raftTrans); err != nil {
 		return nil, err
 	}
 	hasState, err := raft.HasExistingState(store, store, n.snaps)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: inspect raft state: %w", err)
 	}
-	r, err := raft.NewRaft(rc, n.sm, n.logs, store, n.snaps, trans)
+	r, err := raft.NewRaft(rc, n.sm, n.logs, store, n.snaps, n.raftTrans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}

@@ -246,6 +246,29 @@ func (s *streamLayer) verifyServer(address, id string) error {
 	return nil
 }
 
+// serialTransport is the Raft transport with raft's heartbeat fast path
+// turned off, so every RPC, heartbeats included, is handled on Raft's main
+// goroutine.
+//
+// hashicorp/raft (v1.7.3, hashicorp/raft#695, open) answers a heartbeat on
+// the transport's goroutine through appendEntries, whose own comment says
+// it must run on the main goroutine. A heartbeat from a newer leader then
+// raises the term while a deposed leader's main goroutine dispatches a
+// client's entries, and those entries are written with the new leader's
+// term. They match the new leader's terms at the same indexes, so the
+// follower keeps them ("clearing log suffix" never runs) and applies them
+// when the commit index passes: the replicas' state machines diverge. The
+// fault suite found it: a leader paused with SIGSTOP while claims queued
+// applied its own claims at eight indexes where every other node applied
+// the new leader's (digests-equal, long profile seed 2). The cost is that a
+// heartbeat waits behind whatever the main goroutine is doing (a log
+// append and its fsync), which the election timeout easily covers.
+type serialTransport struct{ *raft.NetworkTransport }
+
+// SetHeartbeatHandler keeps raft's fast path unset: heartbeats reach the
+// consumer channel like every other RPC.
+func (serialTransport) SetHeartbeatHandler(func(raft.RPC)) {}
+
 // newTransport builds the Raft network transport over the stream layer.
 func (n *Node) newTransport() (*raft.NetworkTransport, error) {
 	sl, err := newStreamLayer(n.cfg.RaftAddr, n.cfg.RaftAdvertise, n.cfg.RaftTLS, n.cfg.PeerIdentity)
