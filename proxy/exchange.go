@@ -205,7 +205,7 @@ func (ex *exchange) execute(grant *client.ClaimResponse) {
 		h[k] = vs
 	}
 	ex.w.WriteHeader(resp.StatusCode)
-	t := newTee(ex.w, cfg.MaxResult)
+	t := newTee(ex.w, cfg.MaxResult, h.Get("Content-Length") != "")
 	n, rerr := t.copyFrom(resp.Body)
 	stopRenewing()
 	cfg.Metrics.upstreamDone(ex.route.Name, resp.StatusCode, time.Since(start))
@@ -333,13 +333,15 @@ func (h *Handler) releaseLater(req client.ClaimRequest) {
 }
 
 // tee streams an upstream body to the client while keeping up to max
-// bytes of it for the record. It holds back the last byte it has read
-// until finish, so the client cannot see a whole answer before the proxy
-// recorded it.
+// bytes of it for the record. When the answer declares its length it
+// holds back the last byte it has read until finish, so the client cannot
+// see a whole answer before the proxy recorded it; a chunked answer needs
+// no holding back, as its end is only sent when the handler returns.
 type tee struct {
 	w        http.ResponseWriter
 	rc       *http.ResponseController
 	max      int
+	holdBack bool
 	buf      []byte
 	overflow bool
 	held     []byte
@@ -347,8 +349,8 @@ type tee struct {
 	wErr     error // the client went away: keep reading, to record
 }
 
-func newTee(w http.ResponseWriter, max int) *tee {
-	return &tee{w: w, rc: http.NewResponseController(w), max: max, held: make([]byte, 0, 1)}
+func newTee(w http.ResponseWriter, max int, holdBack bool) *tee {
+	return &tee{w: w, rc: http.NewResponseController(w), max: max, holdBack: holdBack, held: make([]byte, 0, 1)}
 }
 
 // copyFrom reads r to its end; the error is the upstream's.
@@ -366,9 +368,13 @@ func (t *tee) copyFrom(r io.Reader) (int64, error) {
 					t.overflow, t.buf = true, nil
 				}
 			}
-			t.write(t.held)
-			t.write(p[:k-1])
-			t.held = append(t.held[:0], p[k-1])
+			if t.holdBack {
+				t.write(t.held)
+				t.write(p[:k-1])
+				t.held = append(t.held[:0], p[k-1])
+			} else {
+				t.write(p)
+			}
 			t.flush()
 		}
 		if errors.Is(err, io.EOF) {
