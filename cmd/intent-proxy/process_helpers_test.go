@@ -139,19 +139,19 @@ func (l *lockedBuffer) String() string {
 // executions per Idempotency-Key and does what a request's X-Upstream
 // header says: status=NNN, big=N (N bytes of text), hang (never answers),
 // reset (resets the connection after reading the request), block (announces
-// the arrival on arrived and answers once gate(key) is closed, or has its
-// connection cut if the test closes the connections first).
+// the arrival on arrivals(key) and answers once gate(key) is closed, or has
+// its connection cut if the test closes the connections first).
 type upstream struct {
 	*httptest.Server
 	mu      sync.Mutex
 	counts  map[string]int
 	gates   map[string]chan struct{}
-	arrived chan string
+	arrived map[string]chan struct{}
 	quit    chan struct{}
 }
 
 func newUpstream(t *testing.T) *upstream {
-	u := &upstream{counts: map[string]int{}, gates: map[string]chan struct{}{}, arrived: make(chan string, 256), quit: make(chan struct{})}
+	u := &upstream{counts: map[string]int{}, gates: map[string]chan struct{}{}, arrived: map[string]chan struct{}{}, quit: make(chan struct{})}
 	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
 	t.Cleanup(func() {
 		close(u.quit)
@@ -172,6 +172,18 @@ func (u *upstream) gate(key string) chan struct{} {
 		u.gates[key] = g
 	}
 	return g
+}
+
+// arrivals returns the channel that announces each blocked request of key.
+func (u *upstream) arrivals(key string) chan struct{} {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a, ok := u.arrived[key]
+	if !ok {
+		a = make(chan struct{}, 64)
+		u.arrived[key] = a
+	}
+	return a
 }
 
 func (u *upstream) count(key string) int {
@@ -212,7 +224,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	case mode == "block":
-		u.arrived <- key
+		u.arrivals(key) <- struct{}{}
 		select {
 		case <-u.gate(key):
 		case <-r.Context().Done():

@@ -314,10 +314,7 @@ func TestProxyProcesses(t *testing.T) {
 func awaitArrival(t *testing.T, w *world, key string) {
 	t.Helper()
 	select {
-	case k := <-w.up.arrived:
-		if k != key {
-			t.Fatalf("request %s arrived, want %s", k, key)
-		}
+	case <-w.up.arrivals(key):
 	case <-time.After(time.Minute):
 		t.Fatalf("request %s never reached the upstream", key)
 	}
@@ -357,24 +354,36 @@ func concurrentDuplicates(t *testing.T, w *world, path, key string, proxies []st
 	t.Helper()
 	const n = 16
 	waits := strings.HasSuffix(path, "/wait")
-	replies := make(chan reply, n)
+	type result struct {
+		r   reply
+		err error
+	}
+	results := make(chan result, n)
 	var wg sync.WaitGroup
+	defer wg.Wait()
+	release := sync.OnceFunc(func() { close(w.up.gate(`"` + key + `"`)) })
+	defer release()
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r, err := send(proxies[i%len(proxies)], "POST", path, key, `{"order":"o-16"}`, "X-Upstream", "block")
-			if err != nil {
-				t.Errorf("request %d: %v", i, err)
-			}
-			replies <- r
+			results <- result{r, err}
 		}()
 	}
 	awaitArrival(t, w, `"`+key+`"`)
+	secondArrival := func() {
+		select {
+		case <-w.up.arrivals(`"` + key + `"`):
+			t.Fatalf("a second request with key %s reached the upstream", key)
+		default:
+		}
+	}
 	var conflicts []reply
 	if waits {
 		// Every other request has claimed and found the key in flight.
 		nodetest.WaitFor(t, time.Minute, "15 waiting requests", func() bool {
+			secondArrival()
 			trail, err := w.ledger.Audit(context.Background(), ledgerKey("wait", key))
 			if err != nil {
 				return false
@@ -390,37 +399,41 @@ func concurrentDuplicates(t *testing.T, w *world, path, key string, proxies []st
 	} else {
 		for len(conflicts) < n-1 {
 			select {
-			case r := <-replies:
-				if r.code != 409 || r.problemCode() != proxy.CodeInFlight || r.header.Get("Retry-After") == "" {
-					t.Fatalf("a duplicate while the first is in flight: %v", r)
+			case res := <-results:
+				if res.err != nil || res.r.code != 409 || res.r.problemCode() != proxy.CodeInFlight || res.r.header.Get("Retry-After") == "" {
+					t.Fatalf("a duplicate while the first is in flight: %v %v", res.r, res.err)
 				}
-				conflicts = append(conflicts, r)
+				conflicts = append(conflicts, res.r)
+			case <-w.up.arrivals(`"` + key + `"`):
+				t.Fatalf("a second request with key %s reached the upstream", key)
 			case <-time.After(time.Minute):
 				t.Fatalf("only %d of %d duplicates answered", len(conflicts), n-1)
 			}
 		}
 	}
-	close(w.up.gate(`"` + key + `"`))
+	release()
 	wg.Wait()
-	close(replies)
+	close(results)
 	var first *reply
 	var replays []reply
-	for r := range replies {
-		if r.replayed() {
-			replays = append(replays, r)
+	for res := range results {
+		if res.err != nil {
+			t.Fatalf("request: %v", res.err)
+		}
+		if res.r.replayed() {
+			replays = append(replays, res.r)
 			continue
 		}
-		if first != nil || r.code != 201 {
-			t.Fatalf("answers: %v and %v", first, r)
+		if first != nil || res.r.code != 201 {
+			t.Fatalf("answers: %v and %v", first, res.r)
 		}
-		first = &r
+		first = &res.r
 	}
 	if first == nil {
 		t.Fatal("no request ran")
 	}
 	for range conflicts { // the 409s retry
-		r := mustSend(t, proxies[len(replays)%len(proxies)], "POST", path, key, `{"order":"o-16"}`)
-		replays = append(replays, r)
+		replays = append(replays, mustSend(t, proxies[len(replays)%len(proxies)], "POST", path, key, `{"order":"o-16"}`))
 	}
 	if len(replays) != n-1 {
 		t.Fatalf("%d replays, want %d", len(replays), n-1)
