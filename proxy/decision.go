@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/intentledger/intentd/client"
 )
@@ -40,6 +41,11 @@ func Decide(status int, on On5xx) Recording {
 	return RecordExecuted
 }
 
+// maxInFlightRetryAfter caps the Retry-After of in-flight answers: the
+// ledger's is the rest of the holder's lease (up to 30 s by default), but
+// most requests answer long before their lease would pass.
+const maxInFlightRetryAfter = 5 * time.Second
+
 // ClaimProblem turns a claim that did not grant (an SDK error) into the
 // client's problem and the metrics result. unsettled says the claim never
 // got a definite answer; unknown that it may have been granted.
@@ -51,7 +57,7 @@ func ClaimProblem(err error, ledgerKey string) (*Problem, Result) {
 		intent = lp.Intent
 	}
 	with := func(p *Problem) *Problem {
-		p.LedgerKey, p.Intent = ledgerKey, intent
+		p.LedgerKey, p.Intent = ledgerKey, viewOf(intent)
 		return p
 	}
 	if u, ok := unsettledOf(err); ok {
@@ -70,7 +76,7 @@ func ClaimProblem(err error, ledgerKey string) (*Problem, Result) {
 			holder = fmt.Sprintf(" (owner %q)", intent.Owner)
 		}
 		return with(NewProblem(CodeInFlight, "another request with this Idempotency-Key is being processed"+holder+
-			"; retry after Retry-After to get its answer")).RetryAfter(retryAfterOf(err)), ResultInFlight
+			"; retry after Retry-After to get its answer")).RetryAfter(min(retryAfterOf(err), maxInFlightRetryAfter)), ResultInFlight
 	case errors.Is(err, client.ErrInDoubt):
 		return with(NewProblem(CodeInDoubt, "an earlier request with this Idempotency-Key was sent to the upstream and no answer was recorded, "+
 			"so whether it acted is unknown; it is never sent again automatically. Check the upstream and resolve the intent "+

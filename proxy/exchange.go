@@ -117,7 +117,7 @@ func (ex *exchange) replay(in *client.Intent) {
 		ex.done(ResultNoRecordedResponse)
 		p := NewProblem(CodeNoRecordedResponse, "a request with this Idempotency-Key ran (the intent is "+stateOf(in)+
 			") but the ledger holds no response the proxy recorded (resolved by hand, or recorded without one): "+err.Error())
-		p.LedgerKey, p.Intent = ex.key, in
+		p.LedgerKey, p.Intent = ex.key, viewOf(in)
 		p.Write(ex.w)
 		return
 	}
@@ -136,12 +136,12 @@ func stateOf(in *client.Intent) string {
 
 // pendingAnswer is the 202 body of a claim a policy holds for approval.
 type pendingAnswer struct {
-	Status    client.Status  `json:"status"`
-	Detail    string         `json:"detail"`
-	LedgerKey string         `json:"ledger_key"`
-	IntentURL string         `json:"intent_url"`
-	Approve   string         `json:"approve_url"`
-	Intent    *client.Intent `json:"intent,omitempty"`
+	Status    client.Status `json:"status"`
+	Detail    string        `json:"detail"`
+	LedgerKey string        `json:"ledger_key"`
+	IntentURL string        `json:"intent_url"`
+	Approve   string        `json:"approve_url"`
+	Intent    *IntentView   `json:"intent,omitempty"`
 }
 
 // pending answers 202 with where the intent waits for approval.
@@ -149,7 +149,7 @@ func (ex *exchange) pending(in *client.Intent) {
 	ex.done(ResultPendingApproval)
 	intentURL := ex.h.cfg.LedgerURL + "/v1/intents/" + url.PathEscape(ex.key)
 	body, _ := json.Marshal(pendingAnswer{
-		Status: client.StatusPendingApproval, LedgerKey: ex.key, IntentURL: intentURL, Approve: intentURL + "/approve", Intent: in,
+		Status: client.StatusPendingApproval, LedgerKey: ex.key, IntentURL: intentURL, Approve: intentURL + "/approve", Intent: viewOf(in),
 		Detail: "a ledger policy holds this request for approval; nothing was sent to the upstream. Once approved, " +
 			"send the same request with the same Idempotency-Key again.",
 	})

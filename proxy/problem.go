@@ -71,8 +71,8 @@ type Problem struct {
 	Retryable bool `json:"retryable"`
 	// LedgerKey is the intent's key in the ledger.
 	LedgerKey string `json:"ledger_key,omitempty"`
-	// Intent is the ledger's record, when the answer is about it.
-	Intent *client.Intent `json:"intent,omitempty"`
+	// Intent shows the ledger's record, when the answer is about it.
+	Intent *IntentView `json:"intent,omitempty"`
 	// Fingerprint (recorded) and RequestFingerprint (this request's) on
 	// fingerprint-mismatch.
 	Fingerprint        string `json:"fingerprint,omitempty"`
@@ -80,6 +80,34 @@ type Problem struct {
 	RetryAfterMS       int64  `json:"retry_after_ms,omitempty"`
 
 	retryAfter time.Duration
+}
+
+// IntentView is what the proxy's answers show of an intent: its state and
+// identity, never its payload (the body of the request that claimed it,
+// maybe another client's) nor its recorded result.
+type IntentView struct {
+	Key               string       `json:"key"`
+	State             client.State `json:"state"`
+	Owner             string       `json:"owner,omitempty"`
+	FencingToken      uint64       `json:"fencing_token,omitempty"`
+	Generation        uint64       `json:"generation,omitempty"`
+	Fingerprint       string       `json:"fingerprint,omitempty"`
+	Policy            string       `json:"policy,omitempty"`
+	ApprovalsRequired int          `json:"approvals_required,omitempty"`
+	Approvals         int          `json:"approvals,omitempty"`
+	LeaseDeadline     time.Time    `json:"lease_deadline,omitzero"`
+	UpdatedAt         time.Time    `json:"updated_at,omitzero"`
+	Version           uint64       `json:"version,omitempty"`
+}
+
+// viewOf is the view of in (nil for nil).
+func viewOf(in *client.Intent) *IntentView {
+	if in == nil {
+		return nil
+	}
+	return &IntentView{Key: in.Key, State: in.State, Owner: in.Owner, FencingToken: in.FencingToken, Generation: in.Generation,
+		Fingerprint: in.Fingerprint, Policy: in.Policy, ApprovalsRequired: in.ApprovalsRequired, Approvals: len(in.Approvals),
+		LeaseDeadline: in.LeaseDeadline, UpdatedAt: in.UpdatedAt, Version: in.Version}
 }
 
 // NewProblem makes the problem of code with a detail.
