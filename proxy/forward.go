@@ -50,6 +50,7 @@ func upstreamRequest(ctx context.Context, in *http.Request, target *url.URL, bod
 			out.Header[lowerASCII(name)] = vs
 		}
 	}
+	out.Trailer, out.TransferEncoding = nil, nil // the body is sent whole, with its length
 	out.ContentLength = int64(len(body))
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	if len(body) == 0 {
