@@ -116,6 +116,24 @@ func (p *proxyProc) kill() {
 	}
 }
 
+// stop sends SIGTERM and waits up to limit for the exit; exited is false
+// if the process still runs.
+func (p *proxyProc) stop(limit time.Duration) (exited bool, err error) {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return false, err
+	}
+	select {
+	case err := <-done:
+		done <- err
+		return true, err
+	case <-time.After(limit):
+		return false, nil
+	}
+}
+
 func (p *proxyProc) url() string { return "http://" + p.addr }
 
 type lockedBuffer struct {

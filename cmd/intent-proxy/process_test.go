@@ -275,6 +275,37 @@ func TestProxyProcesses(t *testing.T) {
 		}
 	})
 
+	t.Run("SIGTERM finishes the requests in flight", func(t *testing.T) {
+		done := make(chan reply, 1)
+		go func() { r, _ := send(B, "POST", "/v1/charges", "term", `{}`, "X-Upstream", "block"); done <- r }()
+		awaitArrival(t, w, `"term"`)
+		stopped := make(chan error, 1)
+		go func() {
+			exited, err := w.b.stop(time.Minute)
+			if !exited {
+				err = errors.New("no exit after SIGTERM")
+			}
+			stopped <- err
+		}()
+		// The proxy stops accepting and waits for the request in flight.
+		nodetest.WaitFor(t, 30*time.Second, "proxy b to stop accepting", func() bool {
+			_, err := send(B, "GET", "/-/healthz", "", "")
+			return err != nil
+		})
+		close(w.up.gate(`"term"`))
+		first := <-done
+		if err := <-stopped; err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+		if first.code != 201 {
+			t.Fatalf("the request in flight: %v", first)
+		}
+		if r := mustSend(t, A, "POST", "/v1/charges", "term", `{}`); !sameAnswer(first, r) || !r.replayed() {
+			t.Errorf("replay after the graceful stop: %v", r)
+		}
+		w.b.start(t)
+	})
+
 	// Last: it leaves the cluster with two nodes.
 	t.Run("ledger leader killed between grant and complete", func(t *testing.T) {
 		done := make(chan reply, 1)
