@@ -199,9 +199,9 @@ func (r *Route) Normalize() error {
 		}
 		return fmt.Errorf("method: %q is not an HTTP method", r.Method)
 	}
-	for field, v := range map[string]string{"tool": r.Tool, "scope": r.Scope, "policy": r.Policy} {
-		if len(v) > maxNameBytes || !printable(v) {
-			return fmt.Errorf("%s: must be printable UTF-8 of at most %d bytes", field, maxNameBytes)
+	for _, f := range []struct{ field, v string }{{"tool", r.Tool}, {"scope", r.Scope}, {"policy", r.Policy}} {
+		if len(f.v) > maxNameBytes || !printable(f.v) {
+			return fmt.Errorf("%s: must be printable UTF-8 of at most %d bytes", f.field, maxNameBytes)
 		}
 	}
 	if l := time.Duration(r.Lease); l != 0 && (l < minLease || l > maxLease) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -413,7 +414,10 @@ func TestStreamsWhileRecording(t *testing.T) {
 	if s := readLine(t, br); s != "second\n" {
 		t.Fatalf("second chunk %q", s)
 	}
-	// Whoever has read the whole answer finds it recorded.
+	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 { // the end of the answer
+		t.Fatalf("after the last chunk: %q, %v", rest, err)
+	}
+	// Whoever has read the whole answer, to its end, finds it recorded.
 	if r := hs.send("POST", "/v1/charges", "stream", "{}"); string(r.body) != "first\nsecond\n" || r.header.Get(HeaderReplayed) != "true" {
 		t.Errorf("replay: %v", r)
 	}
