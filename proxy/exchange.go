@@ -232,11 +232,7 @@ func (ex *exchange) execute(grant *client.ClaimResponse) {
 	switch rec {
 	case RecordExecuted:
 		ex.done(ResultExecuted)
-		ctx, cancel := context.WithTimeout(ex.detached(), commitTimeout)
-		if _, err := cfg.Ledger.Commit(ctx, client.CommitRequest{Key: ex.key, Owner: ex.claim.Owner}); err != nil {
-			ex.log.Debug("commit (best effort) failed", "err", err)
-		}
-		cancel()
+		ex.h.commitLater(ex.key, ex.claim.Owner, ex.log)
 	case RecordFailed:
 		ex.done(ResultFailed)
 	case RecordNothing:
@@ -308,6 +304,21 @@ func (ex *exchange) upstreamFailed(outcome sendOutcome, err error, token uint64)
 		p.WithStatus(http.StatusGatewayTimeout)
 	}
 	p.Write(ex.w)
+}
+
+// commitLater acknowledges an executed intent (executed → committed) in
+// the background, best effort, as client.Do does: the handler returns at
+// once, which is when a chunked answer ends.
+func (h *Handler) commitLater(key, owner string, log *slog.Logger) {
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+		defer cancel()
+		if _, err := h.cfg.Ledger.Commit(ctx, client.CommitRequest{Key: key, Owner: owner}); err != nil {
+			log.Debug("commit (best effort) failed", "err", err)
+		}
+	}()
 }
 
 // releaseLater settles, in the background, a claim the proxy gave up on

@@ -135,8 +135,8 @@ func New(cfg Config) (*Handler, error) {
 	return h, nil
 }
 
-// Wait blocks until the background work of earlier requests (releasing
-// claims whose answers were lost) is done, or ctx ends.
+// Wait blocks until the background work of earlier requests (commits, and
+// releases of claims whose answers were lost) is done, or ctx ends.
 func (h *Handler) Wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { h.bg.Wait(); close(done) }()
