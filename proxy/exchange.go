@@ -33,7 +33,11 @@ type exchange struct {
 // so a client that hangs up and retries gets the answer replayed.
 func (ex *exchange) detached() context.Context { return context.WithoutCancel(ex.r.Context()) }
 
-func (ex *exchange) done(res Result) { ex.h.cfg.Metrics.request(ex.route.Name, res) }
+// done counts and logs (at debug) how the request was answered.
+func (ex *exchange) done(res Result) {
+	ex.h.cfg.Metrics.request(ex.route.Name, res)
+	ex.log.Debug("answered", "result", res, "elapsed", time.Since(ex.startedAt))
+}
 
 func (ex *exchange) run() {
 	ctx, cancel := context.WithTimeout(ex.detached(), ex.h.cfg.LedgerTimeout)
