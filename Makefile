@@ -16,6 +16,7 @@ build: deps
 	$(GO) build -o $(BIN)/intentd ./cmd/intentd
 	$(GO) build -o $(BIN)/intentctl ./cmd/intentctl
 	$(GO) build -o $(BIN)/intent-bench ./cmd/intent-bench
+	$(GO) build -o $(BIN)/intent-proxy ./cmd/intent-proxy
 
 ## run: a local 3-node cluster on loopback (Ctrl-C stops it)
 run: build

@@ -49,6 +49,9 @@ var allowed = map[string][]string{
 	// etcdutl reads etcd's.
 	"cmd/intentctl":    {"auth", "client", "fsm", "internal/namespace", "internal/tlsutil", "token"},
 	"cmd/intent-bench": {"client", "internal/progress"},
+	// The Idempotency-Key reverse proxy: the ledger through the SDK only.
+	"proxy":            {"client"},
+	"cmd/intent-proxy": {"client", "proxy"},
 	"canary":           {"client"},
 	"cmd/canary":       {"canary", "internal/localcluster", "internal/progress"},
 	"examples/":        {"client"},
