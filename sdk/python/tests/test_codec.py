@@ -50,5 +50,33 @@ class ParseTimeTest(unittest.TestCase):
         self.assertIsNone(parse_time(None))
 
 
+class LazyTimesTest(unittest.TestCase):
+    def test_times_read_as_parse_time_would_give_them(self):
+        from intentd.types import Intent
+        d = {"key": "k", "created_at": "2026-11-29T22:36:52.561493774Z", "updated_at": "0001-01-01T00:00:00Z",
+             "lease_deadline": 17}
+        got = Intent.from_dict(d)
+        self.assertEqual(got.created_at, parse_time(d["created_at"]))
+        self.assertIsInstance(got.created_at, dt.datetime)
+        self.assertIsNone(got.updated_at)  # the zero time
+        self.assertIsNone(got.lease_deadline)  # not text
+        eager = Intent(key="k", created_at=parse_time(d["created_at"]), raw=dict(d))
+        self.assertEqual(got, eager)
+        self.assertIn("created_at=datetime.datetime(2026, 11, 29", repr(got))
+        self.assertIsNone(Intent().created_at)
+
+    def test_answers_decode_their_intent_when_read(self):
+        from intentd.types import ClaimResult, Intent, IntentResult
+        raw = {"key": "k", "state": "declared", "fencing_token": 4, "created_at": "2026-11-29T22:36:52.5Z"}
+        claim = ClaimResult.from_dict({"status": "granted", "fencing_token": 4, "intent": raw}, created=True, owner="o")
+        self.assertIsInstance(claim.intent, Intent)
+        self.assertEqual(claim.intent, Intent.from_dict(raw))
+        self.assertIs(claim.intent, claim.intent)  # decoded once
+        self.assertEqual(claim, ClaimResult(status="granted", fencing_token=4, intent=Intent.from_dict(raw),
+                                            created=True, owner="o"))
+        self.assertIsNone(IntentResult.from_dict({"status": "ok", "intent": "not an object"}).intent)
+        self.assertIsNone(IntentResult().intent)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from . import _flow
 from ._core import DISCOVERY_PROBE_TIMEOUT, IDLE_CONN_MAX_AGE, Backoff, Request, Route, left
 from ._flow import Attempt, Pause, Step, as_outcome_unknown, transport_error
-from ._http11 import READ_LINE, BadResponse, ReadExactly, Response, read_response, request_bytes
+from ._http11 import MAX_HEAD, READ_HEAD, READ_LINE, BadResponse, ReadExactly, Response, read_response, request_bytes
 from .errors import OutcomeUnknown, Unavailable, parse_problem
 
 
@@ -45,7 +45,9 @@ def read_answer(rfile: BinaryIO, head_only: bool) -> Response:
             step = reads.send(arg)
         except StopIteration as stop:
             return stop.value
-        if step is READ_LINE:
+        if step is READ_HEAD:
+            arg = read_head(rfile)
+        elif step is READ_LINE:
             arg = rfile.readline(65537)
         elif type(step) is ReadExactly:
             arg = rfile.read(step.n)
@@ -53,6 +55,25 @@ def read_answer(rfile: BinaryIO, head_only: bool) -> Response:
                 raise EOFError("the connection was closed in the body")
         else:
             arg = rfile.read()
+
+
+def read_head(rfile: BinaryIO) -> bytes:
+    """The bytes up to and including the first empty line (b"" when the
+    stream ends before any byte)."""
+    lines = []
+    size = 0
+    while True:
+        line = rfile.readline(65537)
+        if not line:
+            if lines:
+                raise BadResponse("the connection was closed in the headers")
+            return b""
+        lines.append(line)
+        size += len(line)
+        if line == b"\r\n" or size > MAX_HEAD:
+            return b"".join(lines)
+        if not line.endswith(b"\r\n"):
+            raise BadResponse("a header line that does not end with CRLF: %r" % line[:80])
 
 
 class _NodePool:

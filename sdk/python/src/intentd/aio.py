@@ -29,7 +29,7 @@ from ._core import (DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_MAX, DEFAULT_DISCOVERY
 from . import _flow
 from ._decorate import CallSpec, KeySpec, reset_grant, set_grant
 from ._flow import Attempt, Pause, Run, Step, as_outcome_unknown, attach, transport_error
-from ._http11 import READ_LINE, ReadExactly, Response, read_response, request_bytes
+from ._http11 import READ_HEAD, READ_LINE, BadResponse, ReadExactly, Response, read_response, request_bytes
 from .client import _Settings, check_effect, lease_of
 from .errors import (EffectUnknown, Fenced, InDoubt, InvalidState, NoLeader, NotFound, OutcomeUnknown, Problem,
                      Unavailable, parse_problem)
@@ -110,7 +110,14 @@ async def _read_answer(reader: asyncio.StreamReader, head_only: bool) -> Respons
             step = reads.send(arg)
         except StopIteration as stop:
             return stop.value
-        if step is READ_LINE:
+        if step is READ_HEAD:
+            try:
+                arg = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError as e:
+                if e.partial:
+                    raise BadResponse("the connection was closed in the headers") from None
+                arg = b""
+        elif step is READ_LINE:
             arg = await reader.readline()
         elif type(step) is ReadExactly:
             arg = await reader.readexactly(step.n)
