@@ -1,17 +1,14 @@
 package fsm
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math/big"
-	"strings"
 
 	"github.com/gowebpki/jcs"
+	"github.com/intentledger/intentd/internal/jsonexact"
 )
 
 // Fingerprint canonicalizes payload with RFC 8785 (JCS) and returns the
@@ -75,57 +72,9 @@ func plainDocument(tool string, canonical []byte) ([]byte, bool) {
 	return append(doc, `"}`...), true
 }
 
-// writtenAsItself reports whether the canonical form of the integer
-// literal n (of value i) reads back as exactly i.
-func writtenAsItself(n json.Number, i *big.Int) bool {
-	c, err := jcs.Transform([]byte(n))
-	if err != nil {
-		return false
-	}
-	r, ok := new(big.Rat).SetString(string(c))
-	return ok && r.IsInt() && r.Num().Cmp(i) == 0
-}
-
-// exactIntegerDigits is the most digits an integer can have and still be
-// below 2^53 (9007199254740992 has 16).
-const exactIntegerDigits = 15
-
 func checkExactNumbers(payload []byte) error {
-	run := 0
-	long := false
-	for _, c := range payload {
-		if c >= '0' && c <= '9' {
-			if run++; run > exactIntegerDigits {
-				long = true
-				break
-			}
-		} else {
-			run = 0
-		}
+	if n, bad := jsonexact.Inexact(payload); bad {
+		return fmt.Errorf("%w: %s", ErrInexactNumber, n)
 	}
-	if !long {
-		return nil // no integer with 16 or more digits: every one is exact
-	}
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return nil // jcs.Transform reports syntax errors
-		}
-		n, ok := tok.(json.Number)
-		if !ok || strings.ContainsAny(string(n), ".eE") {
-			continue
-		}
-		i, ok := new(big.Int).SetString(string(n), 10)
-		if !ok {
-			continue
-		}
-		if _, acc := new(big.Float).SetInt(i).Float64(); acc != big.Exact || !writtenAsItself(n, i) {
-			return fmt.Errorf("%w: %s", ErrInexactNumber, n)
-		}
-	}
+	return nil
 }

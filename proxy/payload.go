@@ -6,15 +6,13 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"math/big"
 	"mime"
 	"net/http"
 	"strings"
 
 	"github.com/gowebpki/jcs"
+	"github.com/intentledger/intentd/internal/jsonexact"
 )
 
 // payloadVersion is the "v" of every claim payload: a later change of the
@@ -149,7 +147,7 @@ func isJSONType(ct string) bool {
 // JSON the ledger canonicalizes the same way (not JSON, or an integer a
 // double cannot hold exactly).
 func canonicalJSON(body []byte) []byte {
-	if !json.Valid(body) || !exactNumbers(body) {
+	if _, inexact := jsonexact.Inexact(body); !json.Valid(body) || inexact {
 		return nil
 	}
 	c, err := jcs.Transform(body)
@@ -157,58 +155,4 @@ func canonicalJSON(body []byte) []byte {
 		return nil
 	}
 	return c
-}
-
-// exactIntegerDigits is the most digits an integer can have and still be
-// below 2^53.
-const exactIntegerDigits = 15
-
-// exactNumbers reports whether every integer in the JSON text body reads
-// back as itself after canonicalization (RFC 8785 writes numbers as IEEE
-// doubles), the check the ledger makes before it accepts a payload.
-func exactNumbers(body []byte) bool {
-	run, long := 0, false
-	for _, c := range body {
-		if c >= '0' && c <= '9' {
-			if run++; run > exactIntegerDigits {
-				long = true
-				break
-			}
-		} else {
-			run = 0
-		}
-	}
-	if !long {
-		return true
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return true
-		}
-		if err != nil {
-			return false
-		}
-		n, ok := tok.(json.Number)
-		if !ok || strings.ContainsAny(string(n), ".eE") {
-			continue
-		}
-		i, ok := new(big.Int).SetString(string(n), 10)
-		if !ok {
-			return false
-		}
-		if _, acc := new(big.Float).SetInt(i).Float64(); acc != big.Exact {
-			return false
-		}
-		c, err := jcs.Transform([]byte(n))
-		if err != nil {
-			return false
-		}
-		r, ok := new(big.Rat).SetString(string(c))
-		if !ok || !r.IsInt() || r.Num().Cmp(i) != 0 {
-			return false
-		}
-	}
 }
