@@ -75,7 +75,7 @@ bench: build
 
 ## bench-compare: intentd vs etcd 3.5 side by side; updates the table in docs/benchmarks.md (BENCH_QUICK=1: 1 rep, 3 s, no table update)
 ## bench-fsm: heap bytes per intent, snapshot and restore of 1 M intents (Go benchmarks in fsm/)
-.PHONY: bench-compare bench-fsm bench-sdk
+.PHONY: bench-compare bench-fsm bench-sdk bench-proxy
 BENCH_ARGS ?=
 bench-compare:
 	./scripts/bench-compare.sh $(BENCH_ARGS)
@@ -86,6 +86,10 @@ bench-fsm:
 ## bench-sdk: the Go, Python and TypeScript SDKs side by side on one local cluster (ROUNDS, DURATION, LEVELS)
 bench-sdk: build
 	./scripts/bench-sdk.sh
+
+## bench-proxy: intent-proxy's cost: an upstream straight, through the proxy, and the ledger's claim + complete (ROUNDS, DURATION, WARMUP, LEVELS; PROFILE=1 profiles the proxy)
+bench-proxy: build
+	./scripts/bench-proxy.sh
 
 ## verify: vet, the gofmt check, and the documentation checks: every relative Markdown link and
 ## anchor resolves inside the repository, every `make` target the docs name exists, and no file refers

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
@@ -161,6 +162,18 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, mln)
 	}
+	if cfg.pprof != "" {
+		pln, err := net.Listen("tcp", cfg.pprof)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return fmt.Errorf("--pprof: %w", err)
+		}
+		servers = append(servers, &http.Server{Handler: pprofMux(), ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, pln)
+		logger.Warn("pprof enabled: profiling endpoints served", "addr", pln.Addr().String())
+	}
 	errc := make(chan error, len(servers))
 	for i, s := range servers {
 		go func() { errc <- s.Serve(listeners[i]) }()
@@ -191,6 +204,17 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	return first
 }
 
+// pprofMux serves Go's profiling endpoints (/debug/pprof/...).
+func pprofMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
 func metricsWhere(cfg config) string {
 	if cfg.metricsListen != "" {
 		return "http://" + cfg.metricsListen + "/metrics"
@@ -216,6 +240,7 @@ func readiness(ledger *client.Client) http.Handler {
 // config is the parsed command line.
 type config struct {
 	listen, metricsListen string
+	pprof                 string
 	upstream              *url.URL
 	ledger                []string
 	apiKey                string
@@ -285,6 +310,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.reportTimeout, "report-timeout", proxy.DefaultReportTimeout, "how long the proxy keeps trying to record an upstream answer")
 	fs.DurationVar(&c.maxWait, "max-wait", proxy.DefaultMaxWait, "longest wait of a wait_in_flight request")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz on this separate address; empty: /-/metrics, /-/healthz, /-/readyz on --listen")
+	fs.StringVar(&c.pprof, "pprof", "", "serve Go's /debug/pprof/ profiling endpoints on this separate address (e.g. 127.0.0.1:6061; off when empty)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long requests in flight may take to finish and record")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
