@@ -423,6 +423,64 @@ func TestStreamsWhileRecording(t *testing.T) {
 	}
 }
 
+// hookLedger calls onComplete before each Complete.
+type hookLedger struct {
+	Ledger
+	onComplete func()
+}
+
+func (l *hookLedger) Complete(ctx context.Context, req client.CompleteRequest) (*client.IntentResponse, error) {
+	l.onComplete()
+	return l.Ledger.Complete(ctx, req)
+}
+
+// countingWriter is a ResponseWriter that counts the body bytes written
+// to it.
+type countingWriter struct {
+	header http.Header
+	code   int
+	n      atomic.Int64
+}
+
+func (c *countingWriter) Header() http.Header         { return c.header }
+func (c *countingWriter) WriteHeader(code int)        { c.code = code }
+func (c *countingWriter) Flush()                      {}
+func (c *countingWriter) Write(p []byte) (int, error) { c.n.Add(int64(len(p))); return len(p), nil }
+
+// TestAnswerEndWaitsForTheRecord checks the guarantee that whoever saw a
+// whole answer finds it recorded: when the record is written, the client
+// has not been given the whole body yet, whether the answer fits in one
+// read or takes several.
+func TestAnswerEndWaitsForTheRecord(t *testing.T) {
+	var cw *countingWriter
+	var atComplete atomic.Int64
+	hs := newHarness(t, testRoutes(), func(c *Config) {
+		c.Ledger = &hookLedger{Ledger: c.Ledger, onComplete: func() { atComplete.Store(cw.n.Load()) }}
+	})
+	for _, size := range []int{1, 100, 200_000} {
+		hs.up.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+			w.WriteHeader(http.StatusOK)
+			for left := size; left > 0; left -= 10_000 {
+				_, _ = w.Write([]byte(strings.Repeat("x", min(left, 10_000))))
+				_ = http.NewResponseController(w).Flush()
+			}
+		})
+		cw = &countingWriter{header: http.Header{}}
+		atComplete.Store(-1)
+		req, _ := http.NewRequest("POST", "/v1/charges", strings.NewReader("{}"))
+		req.Header.Set(HeaderIdempotencyKey, strconv.Quote("end-"+strconv.Itoa(size)))
+		req.Header.Set("Content-Type", "application/json")
+		hs.h.ServeHTTP(cw, req)
+		if got := cw.n.Load(); cw.code != http.StatusOK || got != int64(size) {
+			t.Fatalf("size %d: the client got %d and %d bytes", size, cw.code, got)
+		}
+		if at := atComplete.Load(); at < 0 || at >= int64(size) {
+			t.Errorf("size %d: %d bytes were written to the client when the answer was recorded (want fewer than all)", size, at)
+		}
+	}
+}
+
 func TestLedgerAnswerLost(t *testing.T) {
 	hs := newHarness(t, testRoutes(), func(c *Config) { c.LedgerTimeout = 300 * time.Millisecond })
 	hs.dropClaims.Store(1000) // every claim is applied, its answer lost

@@ -64,7 +64,25 @@ until curl -fsS "http://$PROXY/-/readyz" >/dev/null 2>&1 && grep -q 'upstream li
   sleep 0.2
 done
 
-# run PATH CLIENTS: one measurement; prints "ops/s p50ms p99ms errors".
+# The cluster's node processes (started by run-local.sh with --data-dir
+# $RUN_DIR/nN) and this script's upstream and proxy, for CPU accounting.
+node_pids=$(pgrep -f -- "--data-dir $RUN_DIR/n[0-9]" | tr '\n' ' ')
+[ -n "$node_pids" ] || { echo "bench-proxy: cannot find the cluster's node processes" >&2; exit 1; }
+up_pid=${pids[0]} proxy_pid=${pids[1]}
+# cpu_ticks PID...: user + system clock ticks of the processes so far.
+cpu_ticks() {
+  local p t=0 f
+  for p in "$@"; do
+    f=$(cut -d')' -f2 "/proc/$p/stat" 2>/dev/null) || continue
+    t=$(( t + $(awk '{ print $12 + $13 }' <<<"$f") ))
+  done
+  echo "$t"
+}
+HZ=$(getconf CLK_TCK)
+
+# run PATH CLIENTS: one measurement; prints "ops/s p50ms p99ms errors"
+# and the CPU ms per op of the nodes, the proxy, the upstream and the
+# load generator over the whole run (warm-up included).
 run() {
   local path=$1 n=$2 out err
   local common=(--clients "$n" --duration "${DURATION}s" --warmup "${WARMUP}s" --payload-bytes 32)
@@ -73,11 +91,23 @@ run() {
     proxy) cmd=(bin/intent-bench --via idem --url "http://$PROXY/v1/charges" "${common[@]}") ;;
     ledger) cmd=(bin/intent-bench --via sdk --addr "$ADDRS" "${common[@]}") ;;
   esac
-  err=$(mktemp)
-  out=$("${cmd[@]}" 2>"$err") || { echo "bench-proxy: $path at $n clients failed:" >&2; tail -n 5 "$err" >&2; rm -f "$err"; return 1; }
-  rm -f "$err"
+  err=$(mktemp) tf=$(mktemp)
+  local c0 p0 u0
+  c0=$(cpu_ticks $node_pids) p0=$(cpu_ticks "$proxy_pid") u0=$(cpu_ticks "$up_pid")
+  out=$(/usr/bin/time -f 'CPU %U %S' -o "$tf" "${cmd[@]}" 2>"$err") || {
+    echo "bench-proxy: $path at $n clients failed:" >&2; tail -n 5 "$err" >&2; rm -f "$err" "$tf"; return 1; }
+  out+=$'\n'"TICKS $(( $(cpu_ticks $node_pids) - c0 )) $(( $(cpu_ticks "$proxy_pid") - p0 )) $(( $(cpu_ticks "$up_pid") - u0 ))"
+  out+=$'\n'$(cat "$tf")
+  rm -f "$err" "$tf"
   # | clients | ops/s | p50 ms | p99 ms | p99.9 ms | ops | errors | unknown |
-  awk -F'|' -v n="$n" '$2 + 0 == n && $2 ~ /[0-9]/ { printf "%.0f %.2f %.2f %d\n", $3, $4, $5, $8 + $9 }' <<<"$out"
+  awk -F'|' -v n="$n" -v hz="$HZ" -v secs="$((WARMUP + DURATION))" '
+    $2 + 0 == n && $2 ~ /[0-9]/ { rate = $3 + 0; p50 = $4 + 0; p99 = $5 + 0; errs = $8 + $9 }
+    /^TICKS / { split($0, t, " "); nodes = t[2] / hz; px = t[3] / hz; up = t[4] / hz }
+    /^CPU / { split($0, c, " "); gen = c[2] + c[3] }
+    END {
+      ops = rate * secs  # ops over warm-up + measured time, at the measured rate
+      per = (ops > 0 ? 1000 / ops : 0)
+      printf "%.0f %.2f %.2f %d %.3f %.3f %.3f %.3f\n", rate, p50, p99, errs, nodes * per, px * per, up * per, gen * per }' <<<"$out"
 }
 
 results=$RUN_DIR/results
@@ -108,15 +138,17 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 echo
-echo "| clients | path | requests/s (each round) | p50 ms | p99 ms | errors |"
-echo "| ---: | --- | --- | --- | --- | ---: |"
+echo "| clients | path | requests/s (each round) | p50 ms | p99 ms | errors | CPU ms per request: nodes / proxy / upstream / load generator |"
+echo "| ---: | --- | --- | --- | --- | ---: | --- |"
 for n in $LEVELS; do
   for path in "${PATHS[@]}"; do
     awk -v path="$path" -v n="$n" '
-      $1 == path && $2 == n { k++; sep = (k > 1 ? " / " : ""); r = r sep $4; p = p sep $5; q = q sep $6; e += $7 }
+      $1 == path && $2 == n { k++; sep = (k > 1 ? " / " : ""); r = r sep $4; p = p sep $5; q = q sep $6; e += $7
+                              cn += $8; cp += $9; cu += $10; cg += $11 }
       END {
         label = (path == "direct" ? "upstream direct" : path == "proxy" ? "through intent-proxy" : "ledger claim + complete (Go SDK)")
-        printf "| %s | %s | %s | %s | %s | %d |\n", n, label, r, p, q, e }' "$results"
+        cpu = sprintf("%.3f / %.3f / %.3f / %.3f", cn / k, cp / k, cu / k, cg / k)
+        printf "| %s | %s | %s | %s | %s | %d | %s |\n", n, label, r, p, q, e, cpu }' "$results"
   done
 done
 
