@@ -377,9 +377,15 @@ func newTee(w http.ResponseWriter, max int, holdBack bool, length int64) *tee {
 	return &tee{w: w, rc: http.NewResponseController(w), max: max, holdBack: holdBack, length: length, held: make([]byte, 0, 1)}
 }
 
+// chunks are copyFrom's read buffers: one per request in flight, reused
+// (a fresh 32 KiB per request was most of the garbage a busy proxy made).
+var chunks = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 // copyFrom reads r to its end; the error is the upstream's.
 func (t *tee) copyFrom(r io.Reader) (int64, error) {
-	chunk := make([]byte, 32<<10)
+	bp := chunks.Get().(*[]byte)
+	defer chunks.Put(bp)
+	chunk := *bp
 	for {
 		k, err := r.Read(chunk)
 		if k > 0 {
