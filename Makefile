@@ -111,9 +111,12 @@ clean:
 	rm -rf $(BIN)
 
 ## ---- operations: container image, compose cluster, dev certificates ----
-.PHONY: image up down compose-test certs
+.PHONY: image image-proxy up up-proxy down compose-test certs
 IMAGE ?= intentd:local
+PROXY_IMAGE ?= intent-proxy:local
+CHARGE_API_IMAGE ?= charge-api:local
 COMPOSE ?= docker-compose
+COMPOSE_FILES := -f docker-compose.yml -f docker-compose.proxy.yml
 
 ## image: static binary built on the host (no registry), then a FROM scratch image
 image: deps
@@ -121,19 +124,32 @@ image: deps
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/image/intentd ./cmd/intentd
 	docker build -t $(IMAGE) .
 
+## image-proxy: intent-proxy and the example upstream (examples/charge-api) as FROM scratch images, from static binaries built on the host
+image-proxy: deps
+	@mkdir -p $(BIN)/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/image/intent-proxy ./cmd/intent-proxy
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/image/charge-api ./examples/charge-api
+	docker build -f deploy/image/intent-proxy.Dockerfile -t $(PROXY_IMAGE) .
+	docker build -f deploy/image/charge-api.Dockerfile -t $(CHARGE_API_IMAGE) .
+
 ## up: a 3-container cluster (docker-compose.yml), HTTP on 127.0.0.1:8101-8103
 up: image
 	INTENTD_IMAGE=$(IMAGE) $(COMPOSE) up -d
 	@echo "intentd: containers n1 n2 n3 starting; try: bin/intentctl cluster (after make build)"
 
-## down: stop the compose cluster and delete its volumes
-down:
-	INTENTD_IMAGE=$(IMAGE) $(COMPOSE) down -v --remove-orphans
+## up-proxy: the cluster plus intent-proxy (127.0.0.1:8480) in front of an example API (127.0.0.1:9000): docker-compose.proxy.yml
+up-proxy: image image-proxy
+	INTENTD_IMAGE=$(IMAGE) INTENT_PROXY_IMAGE=$(PROXY_IMAGE) CHARGE_API_IMAGE=$(CHARGE_API_IMAGE) $(COMPOSE) $(COMPOSE_FILES) up -d
+	@echo "intentd: n1 n2 n3, charge-api and intent-proxy starting; try the curl examples of docs/proxy.md#compose-example"
 
-## compose-test: kill and restart a containerized leader (skipped without a Docker engine)
+## down: stop the compose cluster (and the proxy example, if up) and delete its volumes
+down:
+	INTENTD_IMAGE=$(IMAGE) INTENT_PROXY_IMAGE=$(PROXY_IMAGE) CHARGE_API_IMAGE=$(CHARGE_API_IMAGE) $(COMPOSE) $(COMPOSE_FILES) down -v --remove-orphans
+
+## compose-test: kill and restart a containerized leader, with a request and its replay through intent-proxy (skipped without a Docker engine)
 compose-test:
-	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory image; fi
-	INTENTD_IMAGE=$(IMAGE) ./scripts/compose-test.sh
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory image image-proxy; fi
+	INTENTD_IMAGE=$(IMAGE) INTENT_PROXY_IMAGE=$(PROXY_IMAGE) CHARGE_API_IMAGE=$(CHARGE_API_IMAGE) ./scripts/compose-test.sh
 
 ## certs: a development CA, node certificates n1-n3 and a client certificate in CERTS_DIR
 CERTS_DIR ?= certs
