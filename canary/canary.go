@@ -11,6 +11,13 @@
 // to a fresh tool process that kills itself with SIGKILL at the crash
 // point.
 //
+// With Config.Via set to ViaHTTPProxy the tool service does not use the
+// SDK: it is a plain HTTP API (NewPlainTool) and intent-proxy
+// (proxy.Handler) stands between the fault proxy and it; the agent sends
+// the episode's key as an Idempotency-Key header, and the same faults,
+// checks and broken modes apply (no-ledger: the proxy's route passes
+// requests through).
+//
 // An episode is one logical effect (its key derived from the seed, the
 // failure class and the episode number) that a simulated agent delivers
 // over HTTP through the proxy until it gets an answer. The proxy draws the

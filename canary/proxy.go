@@ -66,6 +66,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	plan := NewPlan(seed, class, n)
+	key := append([]string(nil), req.Header.Values(idem.HeaderIdempotencyKey)...) // goes along with every copy
 	rec := p.book.get(label)
 	rec.mu.Lock()
 	rec.deliveries++
@@ -85,9 +86,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			rec.deliveries++
 			rec.mu.Unlock()
 			rec.add("%s: proxy delivers a copy", dup)
-			p.background(rec, func() { p.forward(p.ctx, rec, label, dup, "", body, req.Header) })
+			p.background(rec, func() { p.forward(p.ctx, rec, label, dup, "", body, key) })
 		}
-		status, header, answer := p.forward(req.Context(), rec, label, delivery, "", body, req.Header)
+		status, header, answer := p.forward(req.Context(), rec, label, delivery, "", body, key)
 		p.relay(w, status, header, answer)
 	case class == Reorder && attempt == 0:
 		plannedLine(fmt.Sprintf("%s held %v, agent times out", delivery, plan.Delay))
@@ -100,7 +101,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			case <-p.ctx.Done():
 				return
 			}
-			p.forward(p.ctx, rec, label, delivery, "", body, req.Header)
+			p.forward(p.ctx, rec, label, delivery, "", body, key)
 		})
 		http.Error(w, "canary proxy: upstream timed out", http.StatusGatewayTimeout)
 	case class == Crash && attempt == 0:
@@ -112,11 +113,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		rec.mu.Lock()
 		rec.crashes++
 		rec.mu.Unlock()
-		p.forward(req.Context(), rec, label, delivery, where, body, req.Header)
+		p.forward(req.Context(), rec, label, delivery, where, body, key)
 		rec.add("%s: connection reset; the agent gets no answer", delivery)
 		panic(http.ErrAbortHandler)
 	default:
-		status, header, answer := p.forward(req.Context(), rec, label, delivery, "", body, req.Header)
+		status, header, answer := p.forward(req.Context(), rec, label, delivery, "", body, key)
 		if attempt < plan.LostAcks {
 			plannedLine(fmt.Sprintf("%s deliver, ack lost", delivery))
 			rec.mu.Lock()
@@ -146,7 +147,7 @@ func (p *proxy) background(rec *episodeRecord, f func()) {
 // records the tool's outcome and returns its status, headers and body;
 // status 0 means the tool gave no answer. The agent's Idempotency-Key
 // header, if any, goes along.
-func (p *proxy) forward(ctx context.Context, rec *episodeRecord, label, delivery, crash string, body []byte, in http.Header) (int, http.Header, []byte) {
+func (p *proxy) forward(ctx context.Context, rec *episodeRecord, label, delivery, crash string, body []byte, key []string) (int, http.Header, []byte) {
 	target, reap := p.tool, func() string { return "" }
 	if crash != "" && p.crashLane == nil && p.crashTool != "" {
 		target = p.crashTool
@@ -169,8 +170,8 @@ func (p *proxy) forward(ctx context.Context, rec *episodeRecord, label, delivery
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderEpisode, label)
 	req.Header.Set(HeaderDelivery, delivery)
-	if k := in.Values(idem.HeaderIdempotencyKey); len(k) > 0 {
-		req.Header[idem.HeaderIdempotencyKey] = k
+	if len(key) > 0 {
+		req.Header[idem.HeaderIdempotencyKey] = key
 	}
 	if crash != "" {
 		req.Header.Set(HeaderCrash, crash)

@@ -58,7 +58,7 @@ func TestFirstRequestRunsOnceAndRetriesReplay(t *testing.T) {
 	}
 	in := hs.intent(LedgerKey("charge", "", "k-1"))
 	if (in.State != client.StateExecuted && in.State != client.StateCommitted) || in.Tool != "charge" {
-		t.Errorf("intent %s %s", in.State, in.Tool) // committed right after the answer, best effort
+		t.Errorf("intent %s %s", in.State, in.Tool)
 	}
 	// The payload the ledger holds is the request, readable.
 	var payload map[string]any
@@ -420,6 +420,30 @@ func TestStreamsWhileRecording(t *testing.T) {
 	// Whoever has read the whole answer, to its end, finds it recorded.
 	if r := hs.send("POST", "/v1/charges", "stream", "{}"); string(r.body) != "first\nsecond\n" || r.header.Get(HeaderReplayed) != "true" {
 		t.Errorf("replay: %v", r)
+	}
+}
+
+// TestCommitOnlyWhenAsked: an executed intent stays executed (replayable
+// all the same) unless Config.Commit asks for the acknowledgement.
+func TestCommitOnlyWhenAsked(t *testing.T) {
+	for _, commit := range []bool{false, true} {
+		hs := newHarness(t, testRoutes(), func(c *Config) { c.Commit = commit })
+		if r := hs.send("POST", "/v1/charges", "c-1", `{"amount":1}`); r.code != http.StatusCreated {
+			t.Fatalf("commit=%v: %v", commit, r)
+		}
+		if err := hs.h.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		want := client.StateExecuted
+		if commit {
+			want = client.StateCommitted
+		}
+		if in := hs.intent(LedgerKey("charge", "", "c-1")); in.State != want {
+			t.Errorf("commit=%v: intent %s, want %s", commit, in.State, want)
+		}
+		if r := hs.send("POST", "/v1/charges", "c-1", `{"amount":1}`); r.header.Get(HeaderReplayed) != "true" {
+			t.Errorf("commit=%v: retry not replayed: %v", commit, r)
+		}
 	}
 }
 
