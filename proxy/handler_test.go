@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -428,8 +429,15 @@ func TestStreamsWhileRecording(t *testing.T) {
 func TestCommitOnlyWhenAsked(t *testing.T) {
 	for _, commit := range []bool{false, true} {
 		hs := newHarness(t, testRoutes(), func(c *Config) { c.Commit = commit })
-		if r := hs.send("POST", "/v1/charges", "c-1", `{"amount":1}`); r.code != http.StatusCreated {
-			t.Fatalf("commit=%v: %v", commit, r)
+		// Served synchronously: when ServeHTTP returns, the commit (if
+		// any) is started, and Wait waits for it.
+		req := httptest.NewRequest("POST", "/v1/charges", strings.NewReader(`{"amount":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(HeaderIdempotencyKey, `"c-1"`)
+		w := httptest.NewRecorder()
+		hs.h.ServeHTTP(w, req)
+		if w.Code != http.StatusCreated {
+			t.Fatalf("commit=%v: %d %s", commit, w.Code, w.Body)
 		}
 		if err := hs.h.Wait(context.Background()); err != nil {
 			t.Fatal(err)
