@@ -4,7 +4,7 @@ BIN       := bin
 PKGS      := ./...
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build run test test-go test-sdk canary test-unit test-integration jepsen jepsen-short jepsen-long fuzz bench vet fmt verify clean deps
+.PHONY: all build run test test-go test-sdk canary canary-proxy test-unit test-integration jepsen jepsen-short jepsen-long fuzz bench vet fmt verify clean deps
 
 all: build
 
@@ -34,10 +34,16 @@ test-go: deps verify
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 	$(GO) test -tags faults $(TEST_FLAGS) -run Parse ./internal/faults/ ./cmd/intentd/
 
-## canary: the agent-side gate: 200 episodes x 5 failure classes x 3 seeds, each seed twice (CANARY_ARGS adds flags)
+## canary: the agent-side gate: 200 episodes x 5 failure classes x 3 seeds, each seed twice (CANARY_ARGS adds flags); then seed 1 through intent-proxy (CANARY_PROXY_ARGS)
 CANARY_ARGS ?=
+CANARY_PROXY_ARGS ?= --seeds 1
 canary: deps
 	$(GO) run ./cmd/canary $(CANARY_ARGS)
+	$(GO) run ./cmd/canary --via http-proxy $(CANARY_PROXY_ARGS)
+
+## canary-proxy: the whole gate (3 seeds) with the tool a plain HTTP API behind intent-proxy (CANARY_ARGS adds flags)
+canary-proxy: deps
+	$(GO) run ./cmd/canary --via http-proxy $(CANARY_ARGS)
 
 ## jepsen: one fault run; pass flags with JEPSEN_ARGS="--nodes 5 --nemesis all --duration 5m --seed 7"
 JEPSEN_ARGS ?=
@@ -75,7 +81,7 @@ bench: build
 
 ## bench-compare: intentd vs etcd 3.5 side by side; updates the table in docs/benchmarks.md (BENCH_QUICK=1: 1 rep, 3 s, no table update)
 ## bench-fsm: heap bytes per intent, snapshot and restore of 1 M intents (Go benchmarks in fsm/)
-.PHONY: bench-compare bench-fsm bench-sdk
+.PHONY: bench-compare bench-fsm bench-sdk bench-proxy
 BENCH_ARGS ?=
 bench-compare:
 	./scripts/bench-compare.sh $(BENCH_ARGS)
@@ -86,6 +92,10 @@ bench-fsm:
 ## bench-sdk: the Go, Python and TypeScript SDKs side by side on one local cluster (ROUNDS, DURATION, LEVELS)
 bench-sdk: build
 	./scripts/bench-sdk.sh
+
+## bench-proxy: intent-proxy's cost: an upstream straight, through the proxy, and the ledger's claim + complete (ROUNDS, DURATION, WARMUP, LEVELS; PROFILE=1 profiles the proxy)
+bench-proxy: build
+	./scripts/bench-proxy.sh
 
 ## verify: vet, the gofmt check, and the documentation checks: every relative Markdown link and
 ## anchor resolves inside the repository, every `make` target the docs name exists, and no file refers
@@ -107,9 +117,12 @@ clean:
 	rm -rf $(BIN)
 
 ## ---- operations: container image, compose cluster, dev certificates ----
-.PHONY: image up down compose-test certs
+.PHONY: image image-proxy up up-proxy down compose-test certs
 IMAGE ?= intentd:local
+PROXY_IMAGE ?= intent-proxy:local
+CHARGE_API_IMAGE ?= charge-api:local
 COMPOSE ?= docker-compose
+COMPOSE_FILES := -f docker-compose.yml -f docker-compose.proxy.yml
 
 ## image: static binary built on the host (no registry), then a FROM scratch image
 image: deps
@@ -117,19 +130,32 @@ image: deps
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/image/intentd ./cmd/intentd
 	docker build -t $(IMAGE) .
 
+## image-proxy: intent-proxy and the example upstream (examples/charge-api) as FROM scratch images, from static binaries built on the host
+image-proxy: deps
+	@mkdir -p $(BIN)/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/image/intent-proxy ./cmd/intent-proxy
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/image/charge-api ./examples/charge-api
+	docker build -f deploy/image/intent-proxy.Dockerfile -t $(PROXY_IMAGE) .
+	docker build -f deploy/image/charge-api.Dockerfile -t $(CHARGE_API_IMAGE) .
+
 ## up: a 3-container cluster (docker-compose.yml), HTTP on 127.0.0.1:8101-8103
 up: image
 	INTENTD_IMAGE=$(IMAGE) $(COMPOSE) up -d
 	@echo "intentd: containers n1 n2 n3 starting; try: bin/intentctl cluster (after make build)"
 
-## down: stop the compose cluster and delete its volumes
-down:
-	INTENTD_IMAGE=$(IMAGE) $(COMPOSE) down -v --remove-orphans
+## up-proxy: the cluster plus intent-proxy (127.0.0.1:8480) in front of an example API (127.0.0.1:9000): docker-compose.proxy.yml
+up-proxy: image image-proxy
+	INTENTD_IMAGE=$(IMAGE) INTENT_PROXY_IMAGE=$(PROXY_IMAGE) CHARGE_API_IMAGE=$(CHARGE_API_IMAGE) $(COMPOSE) $(COMPOSE_FILES) up -d
+	@echo "intentd: n1 n2 n3, charge-api and intent-proxy starting; try the curl examples of docs/proxy.md#compose-example"
 
-## compose-test: kill and restart a containerized leader (skipped without a Docker engine)
+## down: stop the compose cluster (and the proxy example, if up) and delete its volumes
+down:
+	INTENTD_IMAGE=$(IMAGE) INTENT_PROXY_IMAGE=$(PROXY_IMAGE) CHARGE_API_IMAGE=$(CHARGE_API_IMAGE) $(COMPOSE) $(COMPOSE_FILES) down -v --remove-orphans
+
+## compose-test: kill and restart a containerized leader, with a request and its replay through intent-proxy (skipped without a Docker engine)
 compose-test:
-	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory image; fi
-	INTENTD_IMAGE=$(IMAGE) ./scripts/compose-test.sh
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory image image-proxy; fi
+	INTENTD_IMAGE=$(IMAGE) INTENT_PROXY_IMAGE=$(PROXY_IMAGE) CHARGE_API_IMAGE=$(CHARGE_API_IMAGE) ./scripts/compose-test.sh
 
 ## certs: a development CA, node certificates n1-n3 and a client certificate in CERTS_DIR
 CERTS_DIR ?= certs

@@ -11,6 +11,13 @@
 // to a fresh tool process that kills itself with SIGKILL at the crash
 // point.
 //
+// With Config.Via set to ViaHTTPProxy the tool service does not use the
+// SDK: it is a plain HTTP API (NewPlainTool) and intent-proxy
+// (proxy.Handler) stands between the fault proxy and it; the agent sends
+// the episode's key as an Idempotency-Key header, and the same faults,
+// checks and broken modes apply (no-ledger: the proxy's route passes
+// requests through).
+//
 // An episode is one logical effect (its key derived from the seed, the
 // failure class and the episode number) that a simulated agent delivers
 // over HTTP through the proxy until it gets an answer. The proxy draws the
@@ -55,6 +62,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
+	idem "github.com/intentledger/intentd/proxy"
 )
 
 // Class is a failure class the fault layer injects.
@@ -142,6 +150,8 @@ type Config struct {
 	Concurrency int
 	// Broken breaks the agent or the tool on purpose.
 	Broken Broken
+	// Via says what guards the tool: ViaSDK (default) or ViaHTTPProxy.
+	Via Via
 	// Lease is the lease of a grant whose delivery the plan crashes
 	// (default 1 s): how soon the dead tool's key turns in_doubt. Other
 	// grants get 10 s, so a slow machine never turns a live holder's key
@@ -243,6 +253,7 @@ type ClassStats struct {
 type Result struct {
 	Seed    uint64        `json:"seed"`
 	Broken  Broken        `json:"broken,omitempty"`
+	Via     Via           `json:"via"`
 	Classes []*ClassStats `json:"classes"`
 	// Digest is the SHA-256 of Log.
 	Digest string `json:"digest"`
@@ -287,6 +298,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Lease <= 0 {
 		cfg.Lease = time.Second
 	}
+	if cfg.Via == "" {
+		cfg.Via = ViaSDK
+	}
 	cl, err := newLedgerClient(cfg.Addrs)
 	if err != nil {
 		return nil, err
@@ -320,20 +334,26 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	px := &proxy{book: b, hc: newHTTPClient(cfg.Concurrency), ctx: runCtx}
+	px := &proxy{book: b, hc: newHTTPClient(cfg.Concurrency), ctx: runCtx, via: cfg.Via}
 	defer px.wg.Wait() // after cancel: held deliveries end at once
-	if len(cfg.ToolCommand) > 0 {
-		start := func(ctx context.Context) (*toolProcess, error) {
-			return startToolProcess(ctx, cfg.ToolCommand, cfg.Addrs, providerURL, cfg.Lease, cfg.Broken == NoLedger)
+	switch {
+	case len(cfg.ToolCommand) > 0:
+		// In http-proxy mode a tool process is intent-proxy and the plain
+		// tool together: the long-lived one with the grant lease, each
+		// crash delivery's with the crash lease, and SIGKILL at the crash
+		// point kills the proxy holding the claim with the tool.
+		start := func(ctx context.Context, lease time.Duration) (*toolProcess, error) {
+			return startToolProcess(ctx, cfg.ToolCommand, toolProcessArgs{ledger: cfg.Addrs, provider: providerURL,
+				crashLease: cfg.Lease, proxyLease: lease, noLedger: cfg.Broken == NoLedger, via: cfg.Via})
 		}
-		tp, err := start(runCtx)
+		tp, err := start(runCtx, grantLease)
 		if err != nil {
 			return nil, err
 		}
 		defer tp.stop()
 		px.tool = tp.url
 		px.crashLane = func(ctx context.Context) (string, func() string, error) {
-			one, err := start(ctx)
+			one, err := start(ctx, cfg.Lease)
 			if err != nil {
 				return "", nil, err
 			}
@@ -343,7 +363,36 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return how
 			}, nil
 		}
-	} else {
+	case cfg.Via == ViaHTTPProxy:
+		// The plain tool, and intent-proxy in front of it twice: the lane
+		// every delivery takes, and the crash lane with the crash lease,
+		// where the tool drops the connection at the crash point.
+		toolURL, err := serve(NewPlainTool(PlainToolConfig{Provider: providerURL, HTTP: newHTTPClient(cfg.Concurrency)}))
+		if err != nil {
+			return nil, err
+		}
+		ledger, err := newLedgerClient(cfg.Addrs)
+		if err != nil {
+			return nil, err
+		}
+		for _, lane := range []struct {
+			lease time.Duration
+			url   *string
+		}{{grantLease, &px.tool}, {cfg.Lease, &px.crashTool}} {
+			h, err := newProxyLane(ledger, toolURL, lane.lease, cfg.Broken == NoLedger)
+			if err != nil {
+				return nil, err
+			}
+			defer func() { // its background releases of claims whose answers were lost
+				wctx, wcancel := context.WithTimeout(context.Background(), idem.DefaultReportTimeout)
+				defer wcancel()
+				_ = h.Wait(wctx)
+			}()
+			if *lane.url, err = serve(h); err != nil {
+				return nil, err
+			}
+		}
+	default:
 		tcfg := ToolConfig{Provider: providerURL, CrashLease: cfg.Lease, HTTP: newHTTPClient(cfg.Concurrency)}
 		if cfg.Broken != NoLedger {
 			if tcfg.Ledger, err = newLedgerClient(cfg.Addrs); err != nil {
@@ -397,7 +446,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 
-	res := &Result{Seed: cfg.Seed, Broken: cfg.Broken}
+	res := &Result{Seed: cfg.Seed, Broken: cfg.Broken, Via: cfg.Via}
 	stats := map[Class]*ClassStats{}
 	for _, c := range cfg.Classes {
 		s := &ClassStats{Class: c.String()}
@@ -513,6 +562,9 @@ func (r *runner) episode(ctx context.Context, class Class, n int) *episode {
 	if successKey == "" {
 		successKey = key
 	}
+	if r.cfg.Via == ViaHTTPProxy {
+		successKey = proxyLedgerKey(successKey)
+	}
 	ledgerState := r.ledgerState(ctx, successKey)
 	rec.add("ledger shows %s; the provider has %d effect(s)", ledgerState, len(effects))
 
@@ -565,8 +617,15 @@ func (r *runner) episode(ctx context.Context, class Class, n int) *episode {
 // deliver sends one delivery of the agent's call through the proxy and
 // returns the tool's outcome, or "" and why when the agent got no answer
 // (a dropped connection, a gateway error).
+//
+// Through intent-proxy (ViaHTTPProxy) the call is what an agent sends a
+// plain API: the charge's arguments as the body and the episode's key as
+// the Idempotency-Key header.
 func (r *runner) deliver(ctx context.Context, label, delivery string, call ChargeRequest) (outcome, detail string) {
 	body, _ := json.Marshal(call)
+	if r.cfg.Via == ViaHTTPProxy {
+		body, _ = json.Marshal(plainCharge{Amount: call.Amount})
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.proxy+"/charge", bytes.NewReader(body))
 	if err != nil {
 		return "", err.Error()
@@ -574,6 +633,10 @@ func (r *runner) deliver(ctx context.Context, label, delivery string, call Charg
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderEpisode, label)
 	req.Header.Set(HeaderDelivery, delivery)
+	if r.cfg.Via == ViaHTTPProxy {
+		req.Header.Set(idem.HeaderIdempotencyKey, idempotencyKey(call.Key))
+	}
+	deliverOnce(req)
 	resp, err := r.agent.Do(req)
 	if err != nil {
 		return "", "connection closed"
@@ -583,11 +646,14 @@ func (r *runner) deliver(ctx context.Context, label, delivery string, call Charg
 	if resp.StatusCode == http.StatusGatewayTimeout || resp.StatusCode == http.StatusBadGateway && !json.Valid(raw) {
 		return "", resp.Status
 	}
-	var cr ChargeResponse
-	if err != nil || json.Unmarshal(raw, &cr) != nil || cr.Outcome == "" {
+	o, _ := answerOutcome(r.cfg.Via, resp.StatusCode, resp.Header, raw)
+	switch {
+	case err != nil || o == "":
 		return "", "unreadable answer " + resp.Status
+	case o == outcomeNoAnswer:
+		return "", "intent-proxy: the tool gave no answer"
 	}
-	return cr.Outcome, ""
+	return o, ""
 }
 
 // ledgerState reads the key linearizably and folds the state to what the

@@ -2,6 +2,7 @@ package canary
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -54,20 +55,24 @@ func TestParse(t *testing.T) {
 // TestGate runs a short gate twice against one real 3-node cluster and
 // checks that it passes with identical digests, and that each broken mode
 // fails it with I1 violations; once with the tool service in-process and
-// once as real processes killed at the crash point.
+// once as real processes killed at the crash point, and each of those with
+// the tool guarded by client.Do and as a plain HTTP API behind
+// intent-proxy.
 func TestGate(t *testing.T) {
-	for _, mode := range []string{"in-process", "process"} {
-		t.Run(mode, func(t *testing.T) {
-			var tool []string
-			if mode == "process" {
-				tool = []string{os.Args[0]}
-			}
-			testGate(t, tool)
-		})
+	for _, via := range []Via{ViaSDK, ViaHTTPProxy} {
+		for _, mode := range []string{"in-process", "process"} {
+			t.Run(string(via)+"/"+mode, func(t *testing.T) {
+				var tool []string
+				if mode == "process" {
+					tool = []string{os.Args[0]}
+				}
+				testGate(t, tool, via)
+			})
+		}
 	}
 }
 
-func testGate(t *testing.T, toolCommand []string) {
+func testGate(t *testing.T, toolCommand []string, via Via) {
 	if testing.Short() {
 		t.Skip("starts a real cluster")
 	}
@@ -81,7 +86,8 @@ func testGate(t *testing.T, toolCommand []string) {
 	defer cl.Close()
 	run := func(id string, broken Broken) *Result {
 		t.Helper()
-		res, err := Run(ctx, Config{Addrs: cl.URLs(), Seed: 1, Episodes: 10, Concurrency: 16, Broken: broken, RunID: id, ToolCommand: toolCommand})
+		res, err := Run(ctx, Config{Addrs: cl.URLs(), Seed: 1, Episodes: 10, Concurrency: 16, Broken: broken, RunID: id,
+			ToolCommand: toolCommand, Via: via})
 		if err != nil {
 			t.Fatalf("run %s: %v", id, err)
 		}
@@ -129,6 +135,52 @@ func testGate(t *testing.T, toolCommand []string) {
 				t.Fatalf("violation without its event order or seed: %+v", v)
 			}
 		})
+	}
+}
+
+func TestAnswerOutcome(t *testing.T) {
+	problem := func(code string) (http.Header, []byte) {
+		return http.Header{"Content-Type": {"application/problem+json"}}, []byte(`{"code":"` + code + `","detail":"d"}`)
+	}
+	jsonH := http.Header{"Content-Type": {"application/json"}}
+	replayed := http.Header{"Content-Type": {"application/json"}, "Idempotency-Replayed": {"true"}}
+	for _, c := range []struct {
+		via    Via
+		status int
+		header http.Header
+		body   string
+		want   string
+	}{
+		{ViaSDK, 200, jsonH, `{"outcome":"executed"}`, "executed"},
+		{ViaSDK, 409, jsonH, `{"outcome":"in_doubt"}`, "in_doubt"},
+		{ViaSDK, 502, jsonH, `not json`, ""},
+		{ViaHTTPProxy, 201, jsonH, `{"txn":"t1"}`, "executed"},
+		{ViaHTTPProxy, 201, replayed, `{"txn":"t1"}`, "duplicate"},
+		{ViaHTTPProxy, 201, jsonH, `{}`, "error"},
+		{ViaHTTPProxy, 502, jsonH, `{"error":"provider"}`, "error"},
+	} {
+		if got, _ := answerOutcome(c.via, c.status, c.header, []byte(c.body)); got != c.want {
+			t.Errorf("%s %d %v %s: %q, want %q", c.via, c.status, c.header, c.body, got, c.want)
+		}
+	}
+	for code, want := range map[string]string{"in-flight": "in_flight", "in-doubt": "in_doubt", "fingerprint-mismatch": "divergent",
+		"upstream-no-answer": outcomeNoAnswer, "ledger-unavailable": "error"} {
+		h, b := problem(code)
+		if got, _ := answerOutcome(ViaHTTPProxy, 409, h, b); got != want {
+			t.Errorf("problem %s: %q, want %q", code, got, want)
+		}
+	}
+	if v, err := ParseVia(""); err != nil || v != ViaSDK {
+		t.Errorf(`ParseVia(""): %q, %v`, v, err)
+	}
+	if v, err := ParseVia("http-proxy"); err != nil || v != ViaHTTPProxy {
+		t.Errorf(`ParseVia("http-proxy"): %q, %v`, v, err)
+	}
+	if _, err := ParseVia("grpc"); err == nil {
+		t.Error("ParseVia accepted an unknown mode")
+	}
+	if got := idempotencyKey(`canary:a"b\c`); got != `"canary:a\"b\\c"` {
+		t.Errorf("idempotencyKey: %s", got)
 	}
 }
 

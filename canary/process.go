@@ -31,7 +31,10 @@ const toolReadyPrefix = "canary-tool listening "
 // port, prints "canary-tool listening URL" on stdout, and exits when its
 // stdin closes (its parent is gone). At a crash point it kills itself with
 // SIGKILL, so nothing of the call survives but what already reached the
-// provider and the ledger. It returns the exit code.
+// provider and the ledger. With --via http-proxy it serves the plain tool
+// on a port of its own and intent-proxy (claiming with --proxy-lease) in
+// front of it on the announced one: the crash kills the proxy holding the
+// claim together with the tool. It returns the exit code.
 func ToolProcessMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("canary-tool", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -40,13 +43,30 @@ func ToolProcessMain(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	lease := fs.Duration("lease", 10*time.Second, "lease of a grant")
 	crashLease := fs.Duration("crash-lease", time.Second, "lease of a grant for a delivery that crashes")
 	noLedger := fs.Bool("no-ledger", false, "run effects without the ledger (broken on purpose)")
+	viaFlag := fs.String("via", string(ViaSDK), "sdk (the tool service calls client.Do) or http-proxy (intent-proxy in front of the plain tool)")
+	proxyLease := fs.Duration("proxy-lease", grantLease, "--via http-proxy: the lease intent-proxy claims with")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg := ToolConfig{Provider: *provider, Lease: *lease, CrashLease: *crashLease, Die: func() {
+	via, err := ParseVia(*viaFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	die := func() {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
-	}}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_, _ = io.Copy(io.Discard, stdin)
+		cancel()
+	}()
+	if via == ViaHTTPProxy {
+		return proxyProcessMain(ctx, strings.Split(*ledger, ","), *provider, *proxyLease, *noLedger, die, stdout, stderr)
+	}
+	cfg := ToolConfig{Provider: *provider, Lease: *lease, CrashLease: *crashLease, Die: die}
 	if !*noLedger {
 		cl, err := newLedgerClient(strings.Split(*ledger, ","))
 		if err != nil {
@@ -60,17 +80,67 @@ func ToolProcessMain(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		_, _ = io.Copy(io.Discard, stdin)
-		cancel()
-	}()
 	fmt.Fprintf(stdout, "%shttp://%s\n", toolReadyPrefix, ln.Addr())
 	if err := ServeTool(ctx, ln, cfg); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	return 0
+}
+
+// proxyProcessMain is ToolProcessMain with --via http-proxy: the plain
+// tool, and intent-proxy in front of it on the announced port, until ctx
+// ends.
+func proxyProcessMain(ctx context.Context, ledger []string, provider string, lease time.Duration, noLedger bool, die func(),
+	stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	cl, err := newLedgerClient(ledger)
+	if err != nil {
+		return fail(err)
+	}
+	toolLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(err)
+	}
+	h, err := newProxyLane(cl, "http://"+toolLn.Addr().String(), lease, noLedger)
+	if err != nil {
+		return fail(err)
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- servePlainTool(ctx, toolLn, PlainToolConfig{Provider: provider, Die: die}) }()
+	go func() { errc <- serveUntil(ctx, ln, h) }()
+	fmt.Fprintf(stdout, "%shttp://%s\n", toolReadyPrefix, ln.Addr())
+	var first error
+	for range 2 {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	_ = h.Wait(wctx)
+	if first != nil {
+		return fail(first)
+	}
+	return 0
+}
+
+// toolProcessArgs are what a tool process is started with.
+type toolProcessArgs struct {
+	ledger     []string
+	provider   string
+	crashLease time.Duration
+	// proxyLease is the lease of the process's intent-proxy (ViaHTTPProxy).
+	proxyLease time.Duration
+	noLedger   bool
+	via        Via
 }
 
 // newLedgerClient is the ledger client a tool uses.
@@ -92,11 +162,14 @@ type toolProcess struct {
 
 // startToolProcess starts argv as a tool process for the run and waits
 // until it serves.
-func startToolProcess(ctx context.Context, argv []string, ledger []string, provider string, crashLease time.Duration, noLedger bool) (*toolProcess, error) {
+func startToolProcess(ctx context.Context, argv []string, a toolProcessArgs) (*toolProcess, error) {
 	args := append(append([]string(nil), argv[1:]...),
-		"--ledger", strings.Join(ledger, ","), "--provider", provider, "--crash-lease", crashLease.String())
-	if noLedger {
+		"--ledger", strings.Join(a.ledger, ","), "--provider", a.provider, "--crash-lease", a.crashLease.String())
+	if a.noLedger {
 		args = append(args, "--no-ledger")
+	}
+	if a.via == ViaHTTPProxy {
+		args = append(args, "--via", string(a.via), "--proxy-lease", a.proxyLease.String())
 	}
 	cmd := exec.Command(argv[0], args...)
 	cmd.Env = append(os.Environ(), ToolProcessEnv+"=1")

@@ -3,7 +3,6 @@ package canary
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	idem "github.com/intentledger/intentd/proxy"
 )
 
 // proxy is the fault-injecting proxy between the agent and the tool
@@ -38,7 +39,12 @@ type proxy struct {
 	// process to die and says how it died. Unset, crash deliveries go to
 	// tool (an in-process crash point).
 	crashLane func(ctx context.Context) (url string, reap func() string, err error)
-	hc        *http.Client
+	// crashTool, if set (and crashLane is not), is where crash deliveries
+	// go instead of tool: the crash lane's intent-proxy, with a short lease.
+	crashTool string
+	// via says what the tool's answers look like (answerOutcome).
+	via Via
+	hc  *http.Client
 	// ctx bounds the deliveries the proxy makes on its own (held and
 	// duplicated copies) after the agent's request has ended.
 	ctx context.Context
@@ -60,6 +66,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	plan := NewPlan(seed, class, n)
+	key := append([]string(nil), req.Header.Values(idem.HeaderIdempotencyKey)...) // goes along with every copy
 	rec := p.book.get(label)
 	rec.mu.Lock()
 	rec.deliveries++
@@ -79,10 +86,10 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			rec.deliveries++
 			rec.mu.Unlock()
 			rec.add("%s: proxy delivers a copy", dup)
-			p.background(rec, func() { p.forward(p.ctx, rec, label, dup, "", body) })
+			p.background(rec, func() { p.forward(p.ctx, rec, label, dup, "", body, key) })
 		}
-		status, answer := p.forward(req.Context(), rec, label, delivery, "", body)
-		p.relay(w, status, answer)
+		status, header, answer := p.forward(req.Context(), rec, label, delivery, "", body, key)
+		p.relay(w, status, header, answer)
 	case class == Reorder && attempt == 0:
 		plannedLine(fmt.Sprintf("%s held %v, agent times out", delivery, plan.Delay))
 		rec.add("%s: proxy holds it for %v; the agent times out", delivery, plan.Delay)
@@ -94,7 +101,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			case <-p.ctx.Done():
 				return
 			}
-			p.forward(p.ctx, rec, label, delivery, "", body)
+			p.forward(p.ctx, rec, label, delivery, "", body, key)
 		})
 		http.Error(w, "canary proxy: upstream timed out", http.StatusGatewayTimeout)
 	case class == Crash && attempt == 0:
@@ -106,11 +113,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		rec.mu.Lock()
 		rec.crashes++
 		rec.mu.Unlock()
-		p.forward(req.Context(), rec, label, delivery, where, body)
+		p.forward(req.Context(), rec, label, delivery, where, body, key)
 		rec.add("%s: connection reset; the agent gets no answer", delivery)
 		panic(http.ErrAbortHandler)
 	default:
-		status, answer := p.forward(req.Context(), rec, label, delivery, "", body)
+		status, header, answer := p.forward(req.Context(), rec, label, delivery, "", body, key)
 		if attempt < plan.LostAcks {
 			plannedLine(fmt.Sprintf("%s deliver, ack lost", delivery))
 			rec.mu.Lock()
@@ -120,7 +127,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			panic(http.ErrAbortHandler)
 		}
 		plannedLine(fmt.Sprintf("%s deliver", delivery))
-		p.relay(w, status, answer)
+		p.relay(w, status, header, answer)
 	}
 }
 
@@ -136,16 +143,21 @@ func (p *proxy) background(rec *episodeRecord, f func()) {
 }
 
 // forward sends one delivery to the tool (or, for a crash with a crash
-// lane, to a fresh tool process), records the tool's outcome and returns
-// its status and body; status 0 means the tool gave no answer.
-func (p *proxy) forward(ctx context.Context, rec *episodeRecord, label, delivery, crash string, body []byte) (int, []byte) {
+// lane, to a fresh tool process, or to the crash lane's intent-proxy),
+// records the tool's outcome and returns its status, headers and body;
+// status 0 means the tool gave no answer. The agent's Idempotency-Key
+// header, if any, goes along.
+func (p *proxy) forward(ctx context.Context, rec *episodeRecord, label, delivery, crash string, body []byte, key []string) (int, http.Header, []byte) {
 	target, reap := p.tool, func() string { return "" }
+	if crash != "" && p.crashLane == nil && p.crashTool != "" {
+		target = p.crashTool
+	}
 	if crash != "" && p.crashLane != nil {
 		url, r, err := p.crashLane(ctx)
 		if err != nil {
 			rec.add("%s: cannot start a tool process: %v", delivery, err)
 			p.outcome(rec, "error")
-			return 0, nil
+			return 0, nil, nil
 		}
 		target, reap = url, r
 		rec.add("%s: proxy sends it to a fresh tool process", delivery)
@@ -153,41 +165,54 @@ func (p *proxy) forward(ctx context.Context, rec *episodeRecord, label, delivery
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"/charge", bytes.NewReader(body))
 	if err != nil {
 		p.outcome(rec, "error")
-		return 0, nil
+		return 0, nil, nil
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderEpisode, label)
 	req.Header.Set(HeaderDelivery, delivery)
+	if len(key) > 0 {
+		req.Header[idem.HeaderIdempotencyKey] = key
+	}
 	if crash != "" {
 		req.Header.Set(HeaderCrash, crash)
+	}
+	deliverOnce(req)
+	died := func() (int, http.Header, []byte) {
+		if how := reap(); how != "" {
+			rec.add("%s: %s", delivery, how)
+		}
+		rec.add("%s: the tool died %s the effect", delivery, crash)
+		p.outcome(rec, "crashed")
+		return 0, nil, nil
 	}
 	resp, err := p.hc.Do(req)
 	if err != nil {
 		if crash != "" {
-			if how := reap(); how != "" {
-				rec.add("%s: %s", delivery, how)
-			}
-			rec.add("%s: the tool died %s the effect", delivery, crash)
-			p.outcome(rec, "crashed")
-		} else {
-			rec.add("%s: tool unreachable: %v", delivery, err)
-			p.outcome(rec, "error")
+			return died()
 		}
-		return 0, nil
+		rec.add("%s: tool unreachable: %v", delivery, err)
+		p.outcome(rec, "error")
+		return 0, nil, nil
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxToolBody))
-	var cr ChargeResponse
-	if err != nil || json.Unmarshal(answer, &cr) != nil || cr.Outcome == "" {
-		cr.Outcome = "error"
+	outcome, detail := answerOutcome(p.via, resp.StatusCode, resp.Header, answer)
+	if crash != "" && outcome == outcomeNoAnswer {
+		// intent-proxy in front of a tool that died in-process: the
+		// proxy saw the connection die and records nothing.
+		rec.add("%s: intent-proxy answers %d: the tool gave no answer", delivery, resp.StatusCode)
+		return died()
 	}
-	if cr.Outcome == "error" {
-		rec.add("%s: tool answers error: %s", delivery, cr.Detail)
+	if err != nil || outcome == "" || outcome == outcomeNoAnswer {
+		outcome = "error"
+	}
+	if outcome == "error" {
+		rec.add("%s: tool answers error: %s", delivery, detail)
 	} else {
-		rec.add("%s: tool answers %s", delivery, cr.Outcome)
+		rec.add("%s: tool answers %s", delivery, outcome)
 	}
-	p.outcome(rec, cr.Outcome)
-	return resp.StatusCode, answer
+	p.outcome(rec, outcome)
+	return resp.StatusCode, resp.Header, answer
 }
 
 func (p *proxy) outcome(rec *episodeRecord, o string) {
@@ -196,13 +221,21 @@ func (p *proxy) outcome(rec *episodeRecord, o string) {
 	rec.mu.Unlock()
 }
 
-// relay passes the tool's answer to the agent; no answer becomes a 502.
-func (p *proxy) relay(w http.ResponseWriter, status int, answer []byte) {
+// relay passes the tool's answer to the agent (with the headers that
+// tell its kind: Content-Type and intent-proxy's Idempotency-Replayed);
+// no answer becomes a 502.
+func (p *proxy) relay(w http.ResponseWriter, status int, header http.Header, answer []byte) {
 	if status == 0 {
 		http.Error(w, "canary proxy: the tool gave no answer", http.StatusBadGateway)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if ct := header.Get("Content-Type"); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	if r := header.Get(idem.HeaderReplayed); r != "" {
+		w.Header().Set(idem.HeaderReplayed, r)
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(answer)
 }

@@ -179,7 +179,7 @@ func TestToolProcessCrashIsAKill(t *testing.T) {
 	prov := httptest.NewServer(newProvider(b))
 	defer prov.Close()
 	for _, where := range []string{"before", "after"} {
-		tp, err := startToolProcess(ctx, []string{os.Args[0]}, nil, prov.URL, time.Second, true)
+		tp, err := startToolProcess(ctx, []string{os.Args[0]}, toolProcessArgs{provider: prov.URL, crashLease: time.Second, noLedger: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -70,7 +70,7 @@ func NewToolService(cfg ToolConfig) http.Handler {
 		cfg.HTTP = &http.Client{Timeout: 30 * time.Second}
 	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = 10 * time.Second
+		cfg.Lease = grantLease
 	}
 	if cfg.CrashLease <= 0 {
 		cfg.CrashLease = time.Second

@@ -209,7 +209,7 @@ func (ex *exchange) execute(grant *client.ClaimResponse) {
 		h[k] = vs
 	}
 	ex.w.WriteHeader(resp.StatusCode)
-	t := newTee(ex.w, cfg.MaxResult, h.Get("Content-Length") != "")
+	t := newTee(ex.w, cfg.MaxResult, h.Get("Content-Length") != "", resp.ContentLength)
 	n, rerr := t.copyFrom(resp.Body)
 	stopRenewing()
 	cfg.Metrics.upstreamDone(ex.route.Name, resp.StatusCode, time.Since(start))
@@ -236,7 +236,9 @@ func (ex *exchange) execute(grant *client.ClaimResponse) {
 	switch rec {
 	case RecordExecuted:
 		ex.done(ResultExecuted)
-		ex.h.commitLater(ex.key, ex.claim.Owner, ex.log)
+		if cfg.Commit {
+			ex.h.commitLater(ex.key, ex.claim.Owner, ex.log)
+		}
 	case RecordFailed:
 		ex.done(ResultFailed)
 	case RecordNothing:
@@ -349,14 +351,18 @@ func (h *Handler) releaseLater(req client.ClaimRequest) {
 
 // tee streams an upstream body to the client while keeping up to max
 // bytes of it for the record. When the answer declares its length it
-// holds back the last byte it has read until finish, so the client cannot
-// see a whole answer before the proxy recorded it; a chunked answer needs
-// no holding back, as its end is only sent when the handler returns.
+// holds back what it has read last until finish, so the client cannot see
+// a whole answer before the proxy recorded it: the read that completes the
+// declared length is held back whole (a small answer then goes out in one
+// write, headers included), and otherwise the last byte of each read; a
+// chunked answer needs no holding back, as its end is only sent when the
+// handler returns.
 type tee struct {
 	w        http.ResponseWriter
 	rc       *http.ResponseController
 	max      int
 	holdBack bool
+	length   int64 // the declared length, or -1
 	buf      []byte
 	overflow bool
 	held     []byte
@@ -364,13 +370,22 @@ type tee struct {
 	wErr     error // the client went away: keep reading, to record
 }
 
-func newTee(w http.ResponseWriter, max int, holdBack bool) *tee {
-	return &tee{w: w, rc: http.NewResponseController(w), max: max, holdBack: holdBack, held: make([]byte, 0, 1)}
+func newTee(w http.ResponseWriter, max int, holdBack bool, length int64) *tee {
+	if !holdBack {
+		length = -1
+	}
+	return &tee{w: w, rc: http.NewResponseController(w), max: max, holdBack: holdBack, length: length, held: make([]byte, 0, 1)}
 }
+
+// chunks are copyFrom's read buffers: one per request in flight, reused
+// (a fresh 32 KiB per request was most of the garbage a busy proxy made).
+var chunks = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // copyFrom reads r to its end; the error is the upstream's.
 func (t *tee) copyFrom(r io.Reader) (int64, error) {
-	chunk := make([]byte, 32<<10)
+	bp := chunks.Get().(*[]byte)
+	defer chunks.Put(bp)
+	chunk := *bp
 	for {
 		k, err := r.Read(chunk)
 		if k > 0 {
@@ -383,14 +398,20 @@ func (t *tee) copyFrom(r io.Reader) (int64, error) {
 					t.overflow, t.buf = true, nil
 				}
 			}
-			if t.holdBack {
+			switch {
+			case t.holdBack && t.length >= 0 && t.n >= t.length:
+				// The declared end: hold it all back until finish.
+				t.write(t.held)
+				t.held = append(t.held[:0], p...)
+			case t.holdBack:
 				t.write(t.held)
 				t.write(p[:k-1])
 				t.held = append(t.held[:0], p[k-1])
-			} else {
+				t.flush()
+			default:
 				t.write(p)
+				t.flush()
 			}
-			t.flush()
 		}
 		if errors.Is(err, io.EOF) {
 			return t.n, nil
@@ -418,7 +439,7 @@ func (t *tee) flush() {
 // max).
 func (t *tee) kept() []byte { return t.buf }
 
-// finish sends the held-back byte.
+// finish sends what was held back.
 func (t *tee) finish() {
 	t.write(t.held)
 	t.held = t.held[:0]

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,7 +59,7 @@ func TestFirstRequestRunsOnceAndRetriesReplay(t *testing.T) {
 	}
 	in := hs.intent(LedgerKey("charge", "", "k-1"))
 	if (in.State != client.StateExecuted && in.State != client.StateCommitted) || in.Tool != "charge" {
-		t.Errorf("intent %s %s", in.State, in.Tool) // committed right after the answer, best effort
+		t.Errorf("intent %s %s", in.State, in.Tool)
 	}
 	// The payload the ledger holds is the request, readable.
 	var payload map[string]any
@@ -420,6 +421,95 @@ func TestStreamsWhileRecording(t *testing.T) {
 	// Whoever has read the whole answer, to its end, finds it recorded.
 	if r := hs.send("POST", "/v1/charges", "stream", "{}"); string(r.body) != "first\nsecond\n" || r.header.Get(HeaderReplayed) != "true" {
 		t.Errorf("replay: %v", r)
+	}
+}
+
+// TestCommitOnlyWhenAsked: an executed intent stays executed (replayable
+// all the same) unless Config.Commit asks for the acknowledgement.
+func TestCommitOnlyWhenAsked(t *testing.T) {
+	for _, commit := range []bool{false, true} {
+		hs := newHarness(t, testRoutes(), func(c *Config) { c.Commit = commit })
+		// Served synchronously: when ServeHTTP returns, the commit (if
+		// any) is started, and Wait waits for it.
+		req := httptest.NewRequest("POST", "/v1/charges", strings.NewReader(`{"amount":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(HeaderIdempotencyKey, `"c-1"`)
+		w := httptest.NewRecorder()
+		hs.h.ServeHTTP(w, req)
+		if w.Code != http.StatusCreated {
+			t.Fatalf("commit=%v: %d %s", commit, w.Code, w.Body)
+		}
+		if err := hs.h.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		want := client.StateExecuted
+		if commit {
+			want = client.StateCommitted
+		}
+		if in := hs.intent(LedgerKey("charge", "", "c-1")); in.State != want {
+			t.Errorf("commit=%v: intent %s, want %s", commit, in.State, want)
+		}
+		if r := hs.send("POST", "/v1/charges", "c-1", `{"amount":1}`); r.header.Get(HeaderReplayed) != "true" {
+			t.Errorf("commit=%v: retry not replayed: %v", commit, r)
+		}
+	}
+}
+
+// hookLedger calls onComplete before each Complete.
+type hookLedger struct {
+	Ledger
+	onComplete func()
+}
+
+func (l *hookLedger) Complete(ctx context.Context, req client.CompleteRequest) (*client.IntentResponse, error) {
+	l.onComplete()
+	return l.Ledger.Complete(ctx, req)
+}
+
+// countingWriter is a ResponseWriter that counts the body bytes written
+// to it.
+type countingWriter struct {
+	header http.Header
+	code   int
+	n      atomic.Int64
+}
+
+func (c *countingWriter) Header() http.Header         { return c.header }
+func (c *countingWriter) WriteHeader(code int)        { c.code = code }
+func (c *countingWriter) Flush()                      {}
+func (c *countingWriter) Write(p []byte) (int, error) { c.n.Add(int64(len(p))); return len(p), nil }
+
+// TestAnswerEndWaitsForTheRecord checks the guarantee that whoever saw a
+// whole answer finds it recorded: when the record is written, the client
+// has not been given the whole body yet, whether the answer fits in one
+// read or takes several.
+func TestAnswerEndWaitsForTheRecord(t *testing.T) {
+	var cw *countingWriter
+	var atComplete atomic.Int64
+	hs := newHarness(t, testRoutes(), func(c *Config) {
+		c.Ledger = &hookLedger{Ledger: c.Ledger, onComplete: func() { atComplete.Store(cw.n.Load()) }}
+	})
+	for _, size := range []int{1, 100, 200_000} {
+		hs.up.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+			w.WriteHeader(http.StatusOK)
+			for left := size; left > 0; left -= 10_000 {
+				_, _ = w.Write([]byte(strings.Repeat("x", min(left, 10_000))))
+				_ = http.NewResponseController(w).Flush()
+			}
+		})
+		cw = &countingWriter{header: http.Header{}}
+		atComplete.Store(-1)
+		req, _ := http.NewRequest("POST", "/v1/charges", strings.NewReader("{}"))
+		req.Header.Set(HeaderIdempotencyKey, strconv.Quote("end-"+strconv.Itoa(size)))
+		req.Header.Set("Content-Type", "application/json")
+		hs.h.ServeHTTP(cw, req)
+		if got := cw.n.Load(); cw.code != http.StatusOK || got != int64(size) {
+			t.Fatalf("size %d: the client got %d and %d bytes", size, cw.code, got)
+		}
+		if at := atComplete.Load(); at < 0 || at >= int64(size) {
+			t.Errorf("size %d: %d bytes were written to the client when the answer was recorded (want fewer than all)", size, at)
+		}
 	}
 }
 

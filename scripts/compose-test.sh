@@ -4,7 +4,11 @@
 # waits for a leader, claims through n1, reads through n3, kills the
 # leader's container (SIGKILL), checks that a new leader serves the claim,
 # restarts the killed container and waits until it has rejoined and caught
-# up. Containers, networks and volumes are removed on every exit (trap).
+# up. When the intent-proxy and charge-api images exist (make image-proxy;
+# make compose-test builds them), docker-compose.proxy.yml comes up too: a
+# request with an Idempotency-Key through intent-proxy charges once, its
+# retry is replayed, and after the leader's death the retry is still
+# replayed. Containers, networks and volumes are removed on every exit (trap).
 # Every wait polls a condition and is bounded. Skips (exit 0) with a message
 # when no Docker engine answers; COMPOSE_TEST_REQUIRED=1 makes that a failure.
 set -euo pipefail
@@ -26,11 +30,18 @@ acurl() { curl -H "Authorization: Bearer $API_KEY" "$@"; }
 IMAGE=${INTENTD_IMAGE:-intentd:local}
 docker image inspect "$IMAGE" >/dev/null 2>&1 || { echo "compose-test: image $IMAGE missing: run make image" >&2; exit 1; }
 export INTENTD_IMAGE=$IMAGE
+export INTENT_PROXY_IMAGE=${INTENT_PROXY_IMAGE:-intent-proxy:local} CHARGE_API_IMAGE=${CHARGE_API_IMAGE:-charge-api:local}
+files=(-f docker-compose.yml)
+WITH_PROXY=0
+if docker image inspect "$INTENT_PROXY_IMAGE" "$CHARGE_API_IMAGE" >/dev/null 2>&1; then
+  files+=(-f docker-compose.proxy.yml)
+  WITH_PROXY=1
+fi
 # Let Docker choose the host ports, so the test never collides with make up
 # or make run (the published ports are looked up below).
-export INTENTD_PORT_N1= INTENTD_PORT_N2= INTENTD_PORT_N3=
+export INTENTD_PORT_N1= INTENTD_PORT_N2= INTENTD_PORT_N3= INTENT_PROXY_PORT= CHARGE_API_PORT=
 PROJECT="intentd-ct-$$-$(date +%s)"
-dc() { docker-compose -p "$PROJECT" -f docker-compose.yml "$@"; }
+dc() { docker-compose -p "$PROJECT" "${files[@]}" "$@"; }
 started=$SECONDS
 
 teardown() {
@@ -41,6 +52,7 @@ teardown() {
     dc logs --no-color --tail 40 >&2 2>/dev/null || true
   fi
   dc down -v --remove-orphans --timeout 10 >/dev/null 2>&1 || true
+  [ -z "${TMPD:-}" ] || rm -rf "$TMPD"
   # Belt and braces: nothing of this project may survive the test.
   left=$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT")
   [ -z "$left" ] || docker rm -f $left >/dev/null 2>&1 || true
@@ -66,14 +78,15 @@ wait_for() {
 }
 
 # Published ports, looked up once per container start (docker-compose is
-# slow to start, so it is not asked on every poll).
+# slow to start, so it is not asked on every poll). A service is named
+# alone (a node: its port 8100) or as SERVICE:PORT.
 declare -A PORT
 lookup_ports() {
   local n p
   for n in "$@"; do
-    p=$(dc port "$n" 8100 2>/dev/null | tail -n1)
+    p=$(dc port "${n%%:*}" "$( [[ $n == *:* ]] && echo "${n##*:}" || echo 8100)" 2>/dev/null | tail -n1)
     [ -n "$p" ] || return 1
-    PORT[$n]=$p
+    PORT[${n%%:*}]=$p
   done
 }
 url_of() { [ -n "${PORT[$1]:-}" ] && echo "http://${PORT[$1]}"; }
@@ -96,11 +109,34 @@ all_ready_same_leader() {
   LEADER=$want
 }
 
-log "project $PROJECT, image $IMAGE"
+log "project $PROJECT, image $IMAGE$( [ $WITH_PROXY = 1 ] && echo ", with $INTENT_PROXY_IMAGE in front of $CHARGE_API_IMAGE" || echo "; no proxy images (make image-proxy): the proxy steps are skipped")"
 dc up -d --no-build >/dev/null 2>&1 || { dc up -d --no-build; fail "docker-compose up"; }
 wait_for 30 "published ports" lookup_ports n1 n2 n3
 wait_for 60 "three ready nodes agreeing on a leader" all_ready_same_leader n1 n2 n3
 log "leader is $LEADER"
+
+# proxy_post OUT: one POST through intent-proxy with the test's
+# Idempotency-Key; the answer's headers go to OUT.h, its body to OUT.b;
+# prints the status.
+IKEY="compose-charge-$$-$(date +%s)"
+proxy_post() {
+  curl -sS --max-time 15 -D "$1.h" -o "$1.b" -w '%{http_code}' -XPOST "$(url_of intent-proxy)/v1/charges" \
+    -H 'Content-Type: application/json' -H "Idempotency-Key: \"$IKEY\"" -d '{"amount":1299,"currency":"usd"}'
+}
+replayed() { grep -qi '^Idempotency-Replayed: true' "$1.h"; }
+charges_for_key() { curl -fsS --max-time 5 "$(url_of charge-api)/v1/charges" | grep -o "$IKEY" | wc -l; }
+TMPD=$(mktemp -d)
+if [ $WITH_PROXY = 1 ]; then
+  wait_for 30 "published ports of intent-proxy and charge-api" lookup_ports intent-proxy:8480 charge-api:9000
+  wait_for 60 "intent-proxy ready" curl -fsS --max-time 2 -o /dev/null "$(url_of intent-proxy)/-/readyz"
+  code=$(proxy_post "$TMPD/first")
+  [ "$code" = 201 ] && ! replayed "$TMPD/first" || fail "first request through intent-proxy: HTTP $code: $(cat "$TMPD/first.h" "$TMPD/first.b")"
+  code=$(proxy_post "$TMPD/retry")
+  [ "$code" = 201 ] && replayed "$TMPD/retry" || fail "retry through intent-proxy: HTTP $code, not replayed: $(cat "$TMPD/retry.h" "$TMPD/retry.b")"
+  cmp -s "$TMPD/first.b" "$TMPD/retry.b" || fail "the replay differs from the first answer: $(cat "$TMPD/first.b") vs $(cat "$TMPD/retry.b")"
+  [ "$(charges_for_key)" = 1 ] || fail "charge-api holds $(charges_for_key) charges for $IKEY, want 1"
+  log "intent-proxy: the first request charged (201), its retry was replayed byte for byte; charge-api holds 1 charge"
+fi
 
 KEY="compose:charge-$$"
 N1=$(url_of n1)
@@ -140,6 +176,13 @@ other=$(acurl -sS --max-time 10 -o /dev/null -w '%{http_code}' -XPOST "$(url_of 
   -d "{\"key\":\"$KEY\",\"tool\":\"stripe.charge\",\"owner\":\"compose-test/2\",\"payload\":{\"amount\":1299}}")
 [ "$other" = 409 ] || fail "a second owner got HTTP $other, want 409 in_flight"
 log "the claim survived the leader's death; a second owner gets 409 in_flight"
+if [ $WITH_PROXY = 1 ]; then
+  replay_after_failover() { [ "$(proxy_post "$TMPD/again")" = 201 ] && replayed "$TMPD/again"; }
+  wait_for 60 "a replay through intent-proxy from the new leader" replay_after_failover
+  cmp -s "$TMPD/first.b" "$TMPD/again.b" || fail "the replay after the failover differs: $(cat "$TMPD/again.b")"
+  [ "$(charges_for_key)" = 1 ] || fail "charge-api holds $(charges_for_key) charges for $IKEY after the failover, want 1"
+  log "intent-proxy: after the leader's death the retry is still replayed; still 1 charge"
+fi
 
 docker start "$cid" >/dev/null
 log "restarted $victim"

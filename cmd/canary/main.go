@@ -6,11 +6,14 @@
 //
 //	canary [--episodes 200] [--classes all] [--seeds 1,2,3] [--concurrency 32]
 //	       [--broken fresh-key|no-ledger] [--tool process|in-process]
-//	       [--addr URL,...] [--json FILE]
+//	       [--via sdk|http-proxy] [--addr URL,...] [--json FILE]
 //
 // The agent reaches the tool service over HTTP through a fault-injecting
 // proxy; the tool service runs as a child process by default (a crash is a
 // real SIGKILL of a tool process) or in-process with --tool in-process.
+// With --via http-proxy the tool is a plain HTTP API that never calls the
+// SDK, intent-proxy stands in front of it, and the agent sends the
+// episode's key as an Idempotency-Key header.
 package main
 
 import (
@@ -35,6 +38,7 @@ import (
 type report struct {
 	Passed      bool         `json:"passed"`
 	Broken      string       `json:"broken,omitempty"`
+	Via         string       `json:"via"`
 	Episodes    int          `json:"episodes_per_class"`
 	Seeds       []seedReport `json:"seeds"`
 	DurationSec float64      `json:"duration_seconds"`
@@ -72,6 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	broken := fs.String("broken", "", "break the protocol on purpose: fresh-key or no-ledger")
 	jsonFile := fs.String("json", "", "write a JSON report to this file")
 	tool := fs.String("tool", "process", "where the tool service runs: process (a child process; each crash kills a real process with SIGKILL) or in-process")
+	via := fs.String("via", "sdk", "what guards the tool: sdk (the tool service calls client.Do) or http-proxy (a plain HTTP tool behind intent-proxy; the agent sends an Idempotency-Key)")
 	addr := fs.String("addr", "", "comma-separated HTTP addresses of an existing cluster (default: start a 3-node cluster on loopback)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -92,6 +97,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if cfg.Broken, err = canary.ParseBroken(*broken); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if cfg.Via, err = canary.ParseVia(*via); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
@@ -144,10 +153,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.Addrs = cl.URLs()
 		where = fmt.Sprintf("3-node cluster up in %v", time.Since(start).Round(time.Millisecond))
 	}
-	fmt.Fprintf(stdout, "canary: %s; tool service %s; %d episodes x %d classes x %d seeds, each run twice, concurrency %d\n",
-		where, *tool, *episodes, len(cfg.Classes), len(seedList), *concurrency)
+	guard := "guarded by client.Do"
+	if cfg.Via == canary.ViaHTTPProxy {
+		guard = "a plain HTTP API behind intent-proxy"
+	}
+	fmt.Fprintf(stdout, "canary: %s; tool service %s, %s; %d episodes x %d classes x %d seeds, each run twice, concurrency %d\n",
+		where, *tool, guard, *episodes, len(cfg.Classes), len(seedList), *concurrency)
 
-	rep := report{Passed: true, Broken: string(cfg.Broken), Episodes: *episodes}
+	rep := report{Passed: true, Broken: string(cfg.Broken), Via: string(cfg.Via), Episodes: *episodes}
 	totalRuns := 2 * len(seedList)
 	runNo := 0
 	prog := progress.New(stderr)
@@ -255,6 +268,9 @@ func printSeed(w io.Writer, a, b *canary.Result) {
 		extra := ""
 		if a.Broken != canary.NotBroken {
 			extra = " --broken " + string(a.Broken)
+		}
+		if a.Via == canary.ViaHTTPProxy {
+			extra += " --via " + string(a.Via)
 		}
 		fmt.Fprintf(w, "  reproduce: go run ./cmd/canary --seeds %d --classes %s --episodes %d%s\n", v.Seed, v.Class, v.Episode+1, extra)
 	}

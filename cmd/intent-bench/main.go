@@ -4,6 +4,16 @@
 // percentiles as a markdown table. Every run is bounded in time.
 //
 //	intent-bench --addr http://127.0.0.1:8101,http://127.0.0.1:8102 --clients 1,16,64,256 --duration 10s
+//
+// With --via idem it drives any HTTP endpoint the way agents drive an API
+// behind intent-proxy instead: each op is a POST of a small JSON body to
+// --url with a fresh Idempotency-Key, and a 2xx answer is a success. With
+// --serve-upstream ADDR it is the other end: a trivial upstream API that
+// answers every request 201 with a small JSON body, until it is stopped
+// (make bench-proxy runs both, scripts/bench-proxy.sh).
+//
+//	intent-bench --serve-upstream 127.0.0.1:8490
+//	intent-bench --via idem --url http://127.0.0.1:8480/v1/charges --clients 1,64 --duration 10s
 package main
 
 import (
@@ -15,7 +25,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -46,8 +58,10 @@ type config struct {
 	claimants    int    // per key in contended mode
 	complete     bool
 	target       string // leader or all
-	via          string // http (hand-written requests) or sdk (the Go SDK)
+	via          string // http (hand-written requests), sdk (the Go SDK) or idem (POSTs with an Idempotency-Key to url)
+	url          string // the endpoint of --via idem
 	apiKey       string
+	serve        string // --serve-upstream: serve the trivial upstream here instead of driving load
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
@@ -63,10 +77,16 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.claimants, "claimants", 10, "claimants racing for each key in contended mode")
 	fs.BoolVar(&c.complete, "complete", true, "complete each granted claim (claim + complete is one op)")
 	fs.StringVar(&c.target, "target", "leader", "send to the leader (as the SDK does) or spread over all nodes (followers forward)")
-	fs.StringVar(&c.via, "via", "http", "http: hand-written requests (the server's cost alone); sdk: the Go SDK's Claim and Complete (what an agent pays)")
+	fs.StringVar(&c.via, "via", "http", "http: hand-written requests (the server's cost alone); sdk: the Go SDK's Claim and Complete (what an agent pays); "+
+		"idem: a POST of a small JSON body with a fresh Idempotency-Key to --url (an API, or intent-proxy in front of one)")
+	fs.StringVar(&c.url, "url", "", "--via idem: the URL every op POSTs to, e.g. http://127.0.0.1:8480/v1/charges")
 	fs.StringVar(&c.apiKey, "api-key", os.Getenv("INTENTD_API_KEY"), "API key for a cluster with auth on (also INTENTD_API_KEY)")
+	fs.StringVar(&c.serve, "serve-upstream", "", "serve a trivial upstream API on this address (201 and a small JSON body to every request) until stopped, instead of driving load")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.serve != "" {
+		return c, nil
 	}
 	for _, a := range strings.Split(*addrs, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -84,8 +104,16 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		c.clients = append(c.clients, n)
 	}
 	if len(c.addrs) == 0 || c.duration <= 0 || (c.mode != "unique" && c.mode != "contended") ||
-		(c.target != "leader" && c.target != "all") || c.claimants < 1 || (c.via != "http" && c.via != "sdk") {
-		return c, errors.New("bad flags: need --addr, a positive --duration, --mode unique|contended, --target leader|all, --via http|sdk")
+		(c.target != "leader" && c.target != "all") || c.claimants < 1 || (c.via != "http" && c.via != "sdk" && c.via != "idem") {
+		return c, errors.New("bad flags: need --addr, a positive --duration, --mode unique|contended, --target leader|all, --via http|sdk|idem")
+	}
+	if c.via == "idem" {
+		u, err := url.Parse(c.url)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || c.mode != "unique" {
+			return c, errors.New("bad flags: --via idem needs --url http(s)://host[:port]/path and --mode unique")
+		}
+	} else if c.url != "" {
+		return c, errors.New("bad flags: --url is for --via idem")
 	}
 	return c, nil
 }
@@ -99,10 +127,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "intent-bench:", err)
 		return 2
 	}
+	if cfg.serve != "" {
+		if err := serveUpstream(ctx, cfg.serve, stdout); err != nil {
+			fmt.Fprintln(stderr, "intent-bench:", err)
+			return 1
+		}
+		return 0
+	}
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
 	targets := cfg.addrs
-	if cfg.target == "leader" {
+	switch {
+	case cfg.via == "idem":
+		targets = []string{cfg.url}
+	case cfg.target == "leader":
 		leader, err := findLeader(ctx, hc, cfg.addrs)
 		if err != nil {
 			fmt.Fprintln(stderr, "intent-bench:", err)
@@ -113,7 +151,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	do := func(ctx context.Context, target, key, owner, payload string) error {
 		return op(ctx, hc, cfg.apiKey, target, key, owner, payload, cfg.complete)
 	}
-	if cfg.via == "sdk" {
+	switch cfg.via {
+	case "idem":
+		do = func(ctx context.Context, target, key, _, payload string) error {
+			return idemOp(ctx, hc, target, key, payload)
+		}
+	case "sdk":
 		sdk, err := client.New(cfg.addrs, client.WithAPIKey(cfg.apiKey))
 		if err != nil {
 			fmt.Fprintln(stderr, "intent-bench:", err)
@@ -342,4 +385,72 @@ func sdkOp(ctx context.Context, c *client.Client, key, owner, payload string, co
 		return fmt.Errorf("%w: %w", errUnknown, err)
 	}
 	return err
+}
+
+// idemOp is one proxy-shaped request: a POST of a small JSON body to target
+// with key as its Idempotency-Key (an RFC 8941 string). A 2xx answer is a
+// success; a replayed one means two ops shared a key, an error; a 502,
+// 503 or 504 or a broken exchange leaves the outcome unknown.
+func idemOp(ctx context.Context, hc *http.Client, target, key, payload string) error {
+	body, _ := json.Marshal(map[string]any{"amount": 1299, "currency": "usd", "d": payload})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", `"`+key+`"`)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUnknown, err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return fmt.Errorf("%w: %w", errUnknown, err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusGatewayTimeout:
+		return fmt.Errorf("%w: HTTP %d", errUnknown, resp.StatusCode)
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	case resp.Header.Get("Idempotency-Replayed") != "":
+		return errors.New("a fresh key got a replayed answer")
+	}
+	return nil
+}
+
+// serveUpstream serves the trivial upstream API on addr until ctx ends:
+// every request is read and answered 201 with a small JSON body, as a
+// payment API creating a charge would.
+func serveUpstream(ctx context.Context, addr string, stdout io.Writer) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--serve-upstream: %w", err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: upstreamHandler()}
+	fmt.Fprintf(stdout, "intent-bench: upstream listening on http://%s\n", ln.Addr())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("--serve-upstream: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("--serve-upstream: shutdown: %w", err)
+	}
+	return nil
+}
+
+// upstreamHandler is the trivial upstream: it reads the request and
+// answers 201 with a small JSON body naming a new charge.
+func upstreamHandler() http.Handler {
+	var n atomic.Uint64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":"ch_%d","object":"charge","status":"succeeded"}`+"\n", n.Add(1))
+	})
 }

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
@@ -100,7 +101,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	opts := []client.Option{}
+	// The SDK's default HTTP client keeps 2 idle connections per node; the
+	// proxy has up to one claim per request in flight.
+	opts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: client.DefaultHTTPTimeout, Transport: proxy.NewTransport()})}
 	if cfg.apiKey != "" {
 		opts = append(opts, client.WithAPIKey(cfg.apiKey))
 	}
@@ -114,7 +117,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Upstream: cfg.upstream, Ledger: ledger, LedgerURL: ledger.Addrs()[0], Router: router,
 		MaxBody: cfg.maxBody, MaxPayload: cfg.maxPayload, MaxResult: cfg.maxResult,
 		UpstreamTimeout: cfg.upstreamTimeout, LedgerTimeout: cfg.ledgerTimeout, ReportTimeout: cfg.reportTimeout, MaxWait: cfg.maxWait,
-		Logger: logger, Metrics: proxy.NewMetrics(reg),
+		Commit: cfg.commit, Logger: logger, Metrics: proxy.NewMetrics(reg),
 	})
 	if err != nil {
 		return err
@@ -161,6 +164,18 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, mln)
 	}
+	if cfg.pprof != "" {
+		pln, err := net.Listen("tcp", cfg.pprof)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return fmt.Errorf("--pprof: %w", err)
+		}
+		servers = append(servers, &http.Server{Handler: pprofMux(), ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, pln)
+		logger.Warn("pprof enabled: profiling endpoints served", "addr", pln.Addr().String())
+	}
 	errc := make(chan error, len(servers))
 	for i, s := range servers {
 		go func() { errc <- s.Serve(listeners[i]) }()
@@ -191,6 +206,17 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	return first
 }
 
+// pprofMux serves Go's profiling endpoints (/debug/pprof/...).
+func pprofMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
 func metricsWhere(cfg config) string {
 	if cfg.metricsListen != "" {
 		return "http://" + cfg.metricsListen + "/metrics"
@@ -216,6 +242,7 @@ func readiness(ledger *client.Client) http.Handler {
 // config is the parsed command line.
 type config struct {
 	listen, metricsListen string
+	pprof                 string
 	upstream              *url.URL
 	ledger                []string
 	apiKey                string
@@ -227,6 +254,7 @@ type config struct {
 	ledgerTimeout         time.Duration
 	reportTimeout         time.Duration
 	maxWait               time.Duration
+	commit                bool
 	shutdownTimeout       time.Duration
 	logLevel, logFormat   string
 }
@@ -284,7 +312,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.ledgerTimeout, "ledger-timeout", proxy.DefaultLedgerTimeout, "how long a claim may stay without a definite answer from the ledger before the client gets 503")
 	fs.DurationVar(&c.reportTimeout, "report-timeout", proxy.DefaultReportTimeout, "how long the proxy keeps trying to record an upstream answer")
 	fs.DurationVar(&c.maxWait, "max-wait", proxy.DefaultMaxWait, "longest wait of a wait_in_flight request")
+	fs.BoolVar(&c.commit, "commit", false, "acknowledge each executed intent (executed -> committed) after its answer, as client.Do does: a third ledger write per request that changes nothing a retry sees")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz on this separate address; empty: /-/metrics, /-/healthz, /-/readyz on --listen")
+	fs.StringVar(&c.pprof, "pprof", "", "serve Go's /debug/pprof/ profiling endpoints on this separate address (e.g. 127.0.0.1:6061; off when empty)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long requests in flight may take to finish and record")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")

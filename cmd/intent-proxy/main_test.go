@@ -20,7 +20,7 @@ func TestParseConfig(t *testing.T) {
 	}
 	if c.listen != "127.0.0.1:8480" || c.maxBody != 64<<10 || c.maxPayload != 64<<10 || c.maxResult != 64<<10 ||
 		len(c.ledger) != 2 || c.upstreamTimeout != 30*time.Second || c.defaultRoute.Key != proxy.KeyRequired ||
-		c.defaultRoute.On5xx != proxy.On5xxRecord || c.defaultRoute.Tool != "http" || c.apiKey != "" || c.metricsListen != "" {
+		c.defaultRoute.On5xx != proxy.On5xxRecord || c.defaultRoute.Tool != "http" || c.apiKey != "" || c.metricsListen != "" || c.pprof != "" {
 		t.Errorf("defaults: %+v", c)
 	}
 	routes, err := c.loadRoutes()
@@ -31,13 +31,13 @@ func TestParseConfig(t *testing.T) {
 	// The environment sets flags; flags win; INTENTD_API_KEY is the
 	// last resort for the key.
 	env = map[string]string{"INTENT_PROXY_UPSTREAM": "http://up:1", "INTENT_PROXY_LEDGER": "n1:8100", "INTENTD_API_KEY": "ik_env",
-		"INTENT_PROXY_ON_5XX": "retry", "INTENT_PROXY_FINGERPRINT_HEADERS": "content-type, x-account", "INTENT_PROXY_LEASE": "10s"}
+		"INTENT_PROXY_ON_5XX": "retry", "INTENT_PROXY_FINGERPRINT_HEADERS": "content-type, x-account", "INTENT_PROXY_LEASE": "10s", "INTENT_PROXY_PPROF": "127.0.0.1:6061"}
 	c, err = parseConfig([]string{"--on-5xx", "in_doubt"}, getenv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.upstream.Host != "up:1" || c.apiKey != "ik_env" || c.defaultRoute.On5xx != proxy.On5xxInDoubt ||
-		strings.Join(c.defaultRoute.FingerprintHeaders, ",") != "content-type,x-account" || time.Duration(c.defaultRoute.Lease) != 10*time.Second {
+		strings.Join(c.defaultRoute.FingerprintHeaders, ",") != "content-type,x-account" || time.Duration(c.defaultRoute.Lease) != 10*time.Second || c.pprof != "127.0.0.1:6061" {
 		t.Errorf("env: %+v", c)
 	}
 	env["INTENT_PROXY_API_KEY"] = "ik_proxy"

@@ -53,7 +53,7 @@ var allowed = map[string][]string{
 	// The Idempotency-Key reverse proxy: the ledger through the SDK only.
 	"proxy":            {"client", "internal/jsonexact"},
 	"cmd/intent-proxy": {"client", "proxy"},
-	"canary":           {"client"},
+	"canary":           {"client", "proxy"}, // --via http-proxy puts proxy.Handler in front of a plain tool
 	"cmd/canary":       {"canary", "internal/localcluster", "internal/progress"},
 	"examples/":        {"client"},
 	"sdk/":             {"client"}, // the SDK conformance suite (its code is tests)
