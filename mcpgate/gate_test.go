@@ -339,7 +339,9 @@ func TestGateToolListFollowsUpstream(t *testing.T) {
 		t.Fatalf("tools %v", n)
 	}
 	h.up.server.AddTool(&mcp.Tool{Name: "refund", InputSchema: map[string]any{"type": "object"}},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	<-changed
 	waitFor(t, "refund to be listed", func() bool { return names()["refund"] })
 	h.up.server.RemoveTools("read")
