@@ -56,18 +56,18 @@ func binary(t *testing.T, pkg string) string {
 // process, and what a host needs to launch gates in front of it and of a
 // stdio test upstream.
 type world struct {
-	dir              string
-	nodes            []*nodetest.Proc
-	addrs            []string
-	ledger           *client.Client
-	gateBin, upBin   string
-	effPay, effWeb   string // the effects files of the stdio (pay) and HTTP (web) upstreams
-	web              *exec.Cmd
-	webURL           string
-	configFile       string
-	extraArgs        []string
-	gateLogs         []*lockedBuffer
-	mu               sync.Mutex
+	dir            string
+	nodes          []*nodetest.Proc
+	addrs          []string
+	ledger         *client.Client
+	gateBin, upBin string
+	effPay, effWeb string // the effects files of the stdio (pay) and HTTP (web) upstreams
+	web            *exec.Cmd
+	webURL         string
+	configFile     string
+	extraArgs      []string
+	gateLogs       []*lockedBuffer
+	mu             sync.Mutex
 }
 
 func startWorld(t *testing.T) *world {

@@ -196,4 +196,3 @@ func (u *upstream) addTool(_ context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	u.server.AddTool(&mcp.Tool{Name: in.Name, InputSchema: map[string]any{"type": "object"}}, u.simple(in.Name))
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "added " + in.Name}}}, nil
 }
-
