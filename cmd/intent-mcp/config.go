@@ -1,0 +1,174 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/intentledger/intentd/mcpgate"
+)
+
+// config is the parsed command line, environment and configuration file.
+type config struct {
+	listen                      string
+	ledger                      []string
+	apiKey, ledgerURL           string
+	upstreams                   []mcpgate.Upstream
+	tools                       []mcpgate.ToolRule
+	keys                        mcpgate.KeyPolicy
+	lease, callTimeout, maxWait time.Duration
+	ledgerTimeout               time.Duration
+	reportTimeout               time.Duration
+	startTimeout                time.Duration
+	shutdownTimeout             time.Duration
+	maxPayload, maxResult       int
+	logLevel, logFormat         string
+}
+
+// envPrefix is the prefix of the environment variables that set flags.
+const envPrefix = "INTENT_MCP_"
+
+// upstreamFlags collects repeated --upstream flags.
+type upstreamFlags []mcpgate.Upstream
+
+func (u *upstreamFlags) String() string { return fmt.Sprint(len(*u)) }
+
+func (u *upstreamFlags) Set(s string) error {
+	up, err := mcpgate.ParseUpstreamFlag(s)
+	if err != nil {
+		return err
+	}
+	*u = append(*u, up)
+	return nil
+}
+
+// parseConfig reads flags (with INTENT_MCP_* environment variables as
+// defaults) and the configuration file; flags set explicitly win over the
+// file, the file over the flags' defaults. A command after "--" is one more
+// upstream, named by --name.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	c := config{}
+	fs := flag.NewFlagSet("intent-mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: intent-mcp --ledger ADDRS [flags] [-- COMMAND [ARGS...]]")
+		fs.PrintDefaults()
+	}
+	var ledger, configFile, name, hostIDs, mode, scope string
+	var ups upstreamFlags
+	var window time.Duration
+	fs.StringVar(&ledger, "ledger", "", "comma-separated intentd node addresses (required), e.g. http://127.0.0.1:8101,http://127.0.0.1:8102")
+	fs.StringVar(&c.apiKey, "api-key", "", "intentd API key (role agent) the gate claims with; also INTENT_MCP_API_KEY or INTENTD_API_KEY")
+	fs.StringVar(&c.ledgerURL, "ledger-url", "", "the ledger's base URL named in answers (approve and resolve links); default: the first --ledger address")
+	fs.StringVar(&configFile, "config", "", "JSON configuration file: upstreams, tool rules, key policy (docs/mcp.md)")
+	fs.Var(&ups, "upstream", "an upstream MCP server, repeatable: NAME=http(s)://host/mcp (streamable HTTP) or NAME=COMMAND ARGS... (stdio, split on spaces)")
+	fs.StringVar(&name, "name", mcpgate.DefaultUpstreamName, "name of the upstream given after --")
+	fs.StringVar(&c.listen, "listen", "", "serve streamable HTTP at http://ADDR/mcp instead of stdio")
+	fs.StringVar(&scope, "scope", mcpgate.DefaultScope, "key scope: gates with the same scope (and ledger namespace) share keys")
+	fs.DurationVar(&window, "window", mcpgate.DefaultWindow, "derivation window: identical calls without a key inside it are one call")
+	fs.StringVar(&hostIDs, "host-id-keys", strings.Join(mcpgate.DefaultHostIDKeys, ","), "comma-separated _meta keys read as a host's call id, in order; \"none\" for none")
+	fs.StringVar(&mode, "default-mode", string(mcpgate.ModeAuto), "mode of tools no rule names: auto (from annotations), gate or pass")
+	fs.DurationVar(&c.lease, "lease", mcpgate.DefaultLease, "lease of claims, renewed every lease/3 while the upstream works; a crashed gate's calls turn in_doubt this long after")
+	fs.DurationVar(&c.callTimeout, "call-timeout", mcpgate.DefaultCallTimeout, "bound on one upstream call; past it the call is in doubt")
+	fs.DurationVar(&c.maxWait, "max-wait", mcpgate.DefaultMaxWait, "how long a call whose key is in flight waits for the first call's result")
+	fs.DurationVar(&c.ledgerTimeout, "ledger-timeout", mcpgate.DefaultLedgerTimeout, "how long a claim may stay without a definite answer from the ledger")
+	fs.DurationVar(&c.reportTimeout, "report-timeout", mcpgate.DefaultReportTimeout, "how long the gate keeps trying to record a result")
+	fs.IntVar(&c.maxPayload, "max-payload", mcpgate.DefaultMaxPayload, "the ledger's --max-payload-bytes: claim payloads are made to fit it")
+	fs.IntVar(&c.maxResult, "max-result", mcpgate.DefaultMaxResult, "the ledger's --max-result-bytes: larger results are recorded by size and digest only")
+	fs.DurationVar(&c.startTimeout, "start-timeout", 30*time.Second, "how long to wait for the first connection attempt of each upstream before serving")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long calls in flight may take to finish and record")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := envPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(env); v != "" {
+			if err := f.Value.Set(v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s=%q: %w", env, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.VisitAll(func(f *flag.Flag) {
+		if getenv(envPrefix+strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))) != "" {
+			set[f.Name] = true
+		}
+	})
+	if c.apiKey == "" {
+		c.apiKey = getenv("INTENTD_API_KEY")
+	}
+	if c.ledger = splitList(ledger); len(c.ledger) == 0 {
+		return c, errors.New("--ledger is required: the intentd node addresses")
+	}
+
+	var file mcpgate.File
+	if configFile != "" {
+		data, err := os.ReadFile(configFile)
+		if err != nil {
+			return c, fmt.Errorf("--config: %w", err)
+		}
+		f, err := mcpgate.ParseFile(data)
+		if err != nil {
+			return c, fmt.Errorf("--config %s: %w", configFile, err)
+		}
+		file = *f
+	}
+	c.upstreams = append(append(c.upstreams, file.Upstreams...), ups...)
+	if rest := fs.Args(); len(rest) > 0 {
+		c.upstreams = append(c.upstreams, mcpgate.Upstream{Name: name, Command: rest})
+	}
+	c.tools = file.Tools
+	c.keys = file.KeyPolicy
+	if set["scope"] || c.keys.Scope == "" {
+		c.keys.Scope = scope
+	}
+	if set["window"] || c.keys.Window == 0 {
+		c.keys.Window = mcpgate.Duration(window)
+	}
+	if set["default-mode"] || c.keys.DefaultMode == "" {
+		c.keys.DefaultMode = mcpgate.Mode(mode)
+	}
+	if set["host-id-keys"] || c.keys.HostIDKeys == nil {
+		c.keys.HostIDKeys = []string{}
+		if hostIDs != "none" {
+			c.keys.HostIDKeys = splitList(hostIDs)
+		}
+	}
+	if file.Lease > 0 && !set["lease"] {
+		c.lease = time.Duration(file.Lease)
+	}
+	if file.CallTimeout > 0 && !set["call-timeout"] {
+		c.callTimeout = time.Duration(file.CallTimeout)
+	}
+	switch {
+	case len(c.upstreams) == 0:
+		return c, errors.New("no upstream: give --upstream NAME=COMMAND|URL, a command after --, or upstreams in --config")
+	case c.maxPayload <= 0, c.maxResult <= 0:
+		return c, errors.New("--max-payload and --max-result must be positive")
+	case c.lease <= 0, c.callTimeout <= 0, c.maxWait <= 0, c.ledgerTimeout <= 0, c.reportTimeout <= 0, c.startTimeout <= 0, c.shutdownTimeout <= 0:
+		return c, errors.New("durations must be positive")
+	}
+	return c, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

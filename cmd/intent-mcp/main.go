@@ -1,0 +1,183 @@
+// Command intent-mcp is an MCP gateway that runs every side-effecting
+// tools/call at most once per logical call, with an intentd cluster as the
+// replicated store of keys and recorded results. Hosts launch it (stdio) or
+// connect to it (streamable HTTP, --listen) in place of the MCP servers it
+// fronts:
+//
+//	intent-mcp --ledger http://127.0.0.1:8101,http://127.0.0.1:8102 -- npx -y some-mcp-server
+//	intent-mcp --ledger http://127.0.0.1:8101 --config gate.json --listen 127.0.0.1:8490
+//
+// Every flag can also be set through the environment as
+// INTENT_MCP_<FLAG> (upper case, dashes as underscores); --api-key also
+// reads INTENTD_API_KEY. Flags win over the environment and the
+// configuration file. It logs to stderr only: on stdio, stdout is the
+// protocol. docs/mcp.md is the guide.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/intentledger/intentd/client"
+	"github.com/intentledger/intentd/mcpgate"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run parses flags, the environment and the configuration file, serves
+// until ctx ends (or, on stdio, the host closes stdin), then shuts down.
+// It returns the process exit code.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) int {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "intent-mcp:", err)
+		return 2
+	}
+	logger, err := newLogger(stderr, cfg.logFormat, cfg.logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "intent-mcp:", err)
+		return 2
+	}
+	if err := serve(ctx, cfg, logger, stdin, stdout, stderr); err != nil {
+		logger.Error("stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
+}
+
+// serve runs the gate on stdio or on --listen until ctx ends.
+func serve(ctx context.Context, cfg config, logger *slog.Logger, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) error {
+	var opts []client.Option
+	if cfg.apiKey != "" {
+		opts = append(opts, client.WithAPIKey(cfg.apiKey))
+	}
+	ledger, err := client.New(cfg.ledger, opts...)
+	if err != nil {
+		return err
+	}
+	ledgerURL := cfg.ledgerURL
+	if ledgerURL == "" {
+		ledgerURL = ledger.Addrs()[0]
+	}
+	gate, err := mcpgate.New(mcpgate.Config{
+		Upstreams: cfg.upstreams, Tools: cfg.tools, Keys: cfg.keys, Ledger: ledger, LedgerURL: ledgerURL,
+		Lease: cfg.lease, CallTimeout: cfg.callTimeout, MaxWait: cfg.maxWait, LedgerTimeout: cfg.ledgerTimeout,
+		ReportTimeout: cfg.reportTimeout, MaxPayload: cfg.maxPayload, MaxResult: cfg.maxResult,
+		Logger: logger, UpstreamStderr: stderr, Version: version(),
+	})
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
+	err = gate.Start(sctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+		defer ccancel()
+		if err := gate.Close(cctx); err != nil {
+			logger.Warn("shutdown", "err", err)
+		}
+	}()
+	names := make([]string, len(cfg.upstreams))
+	for i, u := range cfg.upstreams {
+		names[i] = u.Name
+	}
+	if cfg.listen == "" {
+		logger.Info("intent-mcp serving on stdio", "upstreams", strings.Join(names, ","), "ledger", strings.Join(ledger.Addrs(), ","))
+		err := gate.Server().Run(ctx, mcpgate.LiftSEP3182(stdin, stdout))
+		if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) {
+			return err
+		}
+		logger.Info("stdio closed; stopping")
+		return nil
+	}
+	return serveHTTP(ctx, cfg, logger, gate, ledger, names)
+}
+
+// serveHTTP serves the streamable-HTTP transport at /mcp, and /healthz
+// and /readyz, until ctx ends.
+func serveHTTP(ctx context.Context, cfg config, logger *slog.Logger, gate *mcpgate.Gate, ledger *client.Client, names []string) error {
+	mux := http.NewServeMux()
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return gate.Server() },
+		&mcp.StreamableHTTPOptions{Logger: logger})
+	mux.Handle("/mcp", mcpgate.LiftSEP3182HTTP(mcpHandler, mcp.DefaultMaxRequestBodyBytes))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		rctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if st, err := ledger.Cluster(rctx); err != nil || st.LeaderID == "" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "the ledger has no leader or cannot be reached\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("intent-mcp serving streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp",
+		"upstreams", strings.Join(names, ","), "ledger", strings.Join(ledger.Addrs(), ","))
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	logger.Info("shutting down: finishing calls in flight", "timeout", cfg.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// version is the module version the binary was built from.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}

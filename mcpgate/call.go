@@ -1,0 +1,458 @@
+package mcpgate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/intentledger/intentd/client"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Bounds of the calls' ledger work.
+const (
+	// commitTimeout bounds the best-effort commit after a result.
+	commitTimeout = 5 * time.Second
+	// maxLongPoll bounds one long-poll while waiting for a call in flight,
+	// below the SDK's 30 s HTTP timeout; progressEvery is the long-poll
+	// (and so the progress notification period) when the caller asked for
+	// progress.
+	maxLongPoll   = 20 * time.Second
+	progressEvery = 5 * time.Second
+	// shortLease is what a grant's lease is cut to when the upstream call
+	// ended without an answer: the key turns in_doubt at once instead of
+	// when the lease would have passed (the ledger's smallest lease).
+	shortLease = 100 * time.Millisecond
+)
+
+// call is one gated tools/call, from claim to answer.
+type call struct {
+	g         *Gate
+	p         *toolPlan
+	req       *mcp.CallToolRequest
+	callerCtx context.Context // ends when the caller cancels or leaves
+	ctx       context.Context // detached: the call is seen through
+	key       CallKey
+	claim     client.ClaimRequest
+	log       *slog.Logger
+}
+
+// callTool answers a tools/call of the downstream tool name.
+func (g *Gate) callTool(ctx context.Context, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p := g.planOf(name)
+	if p == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+	}
+	if p.mode == ModePass {
+		return g.passThrough(ctx, p, req)
+	}
+	canonical, exact, err := CanonicalArguments(req.Params.Arguments)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	key, ok, err := ResolveKey(KeyInput{
+		Meta: req.Params.Meta, Scope: g.scopeOf(req), Upstream: p.up.spec.Name, Tool: p.tool.Name, LedgerTool: p.ledgerTool,
+		Arguments: canonical, HostIDKeys: g.cfg.Keys.HostIDKeys, Derive: p.derive, Window: p.window, Now: g.cfg.Now(),
+	})
+	if err != nil {
+		return nil, badKeyError(err)
+	}
+	if !ok {
+		return g.passThrough(ctx, p, req) // derivation off and no key: a tool meant to repeat
+	}
+	payload, err := BuildPayload(p.up.spec.Name, p.tool.Name, key, canonical, exact, g.cfg.MaxPayload)
+	if err != nil {
+		return ledgerRefusedAnswer(key.Ledger, err), nil
+	}
+	c := &call{g: g, p: p, req: req, callerCtx: ctx, ctx: context.WithoutCancel(ctx), key: key,
+		claim: client.ClaimRequest{Tool: p.ledgerTool, Payload: payload, Owner: g.cfg.NewOwner(), Policy: p.policy, Lease: p.lease}}
+	c.log = g.cfg.Logger.With("tool", name, "key_source", key.Source, "owner", c.claim.Owner)
+	return c.run()
+}
+
+// scopeOf is the key scope of a call: the configured scope, and a digest
+// of the caller's scope headers and session when so configured.
+func (g *Gate) scopeOf(req *mcp.CallToolRequest) []string {
+	k := g.cfg.Keys
+	if len(k.ScopeHeaders) == 0 && !k.SessionScope {
+		return []string{k.Scope}
+	}
+	var session string
+	if k.SessionScope && req.Session != nil {
+		session = req.Session.ID()
+	}
+	var hdr map[string][]string
+	if req.Extra != nil {
+		hdr = req.Extra.Header
+	}
+	return []string{k.Scope, ScopeDigest(hdr, k.ScopeHeaders, session)}
+}
+
+func (c *call) run() (*mcp.CallToolResult, error) {
+	if c.key.Source == SourceDerived {
+		c.slide()
+	}
+	c.claim.Key = c.key.Ledger
+	c.log = c.log.With("key", c.key.Ledger)
+	start := time.Now()
+	resp, err := c.settle()
+	if err != nil && errors.Is(err, client.ErrInFlight) {
+		resp, err = c.waitInFlight(err)
+	}
+	if err != nil {
+		c.log.Debug("claim not granted", "err", err)
+		return c.refused(err, time.Since(start))
+	}
+	switch resp.Status {
+	case client.StatusGranted:
+		return c.execute(resp)
+	case client.StatusDuplicate:
+		c.log.Debug("replayed")
+		return c.replay(resp.Intent)
+	case client.StatusPendingApproval:
+		in := resp.Intent
+		required, approvals := 0, 0
+		if in != nil {
+			required, approvals = in.ApprovalsRequired, len(in.Approvals)
+		}
+		return pendingAnswer(c.g.links, c.key.Ledger, required, approvals), nil
+	}
+	return ledgerRefusedAnswer(c.key.Ledger, fmt.Errorf("the ledger answered the claim with status %q", resp.Status)), nil
+}
+
+// slide keeps a derived key on the window its call started in: when the
+// same call derived a key in the window before and that intent is recent
+// (created less than a window ago) or not settled (in flight, in doubt,
+// waiting for approval), this call is a retry of it and claims that key.
+// So a retry that crosses a window boundary is still a duplicate; an
+// identical call more than a window after a settled one runs again.
+func (c *call) slide() {
+	ctx, cancel := context.WithTimeout(c.ctx, c.g.cfg.LedgerTimeout)
+	defer cancel()
+	in, err := c.g.cfg.Ledger.Get(ctx, c.key.Previous, client.GetOptions{})
+	if err != nil || in == nil {
+		return // not found (the usual case), or unreadable: this window's key
+	}
+	switch {
+	case in.State == client.StateDeclared, in.State == client.StateInDoubt, in.State == client.StatePendingApproval,
+		in.State == client.StateApproved, c.g.cfg.Now().Sub(in.CreatedAt) < c.p.window:
+		c.key.Ledger, c.key.WindowStart = c.key.Previous, c.key.WindowStart.Add(-c.p.window)
+	}
+}
+
+func (c *call) settle() (*client.ClaimResponse, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.g.cfg.LedgerTimeout)
+	defer cancel()
+	return settle(ctx, c.g.cfg.Ledger, c.claim)
+}
+
+// waitInFlight long-polls the intent while another call holds it and
+// claims again after each change, until the answer is something else, the
+// gate's MaxWait passes or the caller leaves. A caller that sent a
+// progress token gets a progress notification every few seconds.
+func (c *call) waitInFlight(err error) (*client.ClaimResponse, error) {
+	ctx, cancel := context.WithTimeout(c.callerCtx, c.g.cfg.MaxWait)
+	defer cancel()
+	poll := maxLongPoll
+	token := c.req.Params.GetProgressToken()
+	if token != nil {
+		poll = progressEvery
+	}
+	started := time.Now()
+	for attempt, n := 0, 0; errors.Is(err, client.ErrInFlight); n++ {
+		var p *client.Problem
+		var after uint64
+		owner := ""
+		if errors.As(err, &p) && p.Intent != nil {
+			after, owner = p.Intent.Version, p.Intent.Owner
+		}
+		left := time.Until(deadlineOf(ctx))
+		if left <= 0 || ctx.Err() != nil {
+			return nil, err
+		}
+		if token != nil && c.req.Session != nil {
+			_ = c.req.Session.NotifyProgress(c.ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n + 1),
+				Message: fmt.Sprintf("waiting for the first call with this key (owner %s) to finish: %s", owner, time.Since(started).Round(time.Second))})
+		}
+		if _, werr := c.g.cfg.Ledger.Wait(ctx, c.key.Ledger, after, min(left, poll)); werr != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			if serr := sleep(ctx, backoff(attempt, retryAfterOf(werr))); serr != nil {
+				return nil, err
+			}
+			attempt++
+		}
+		var resp *client.ClaimResponse
+		if resp, err = c.settle(); err == nil {
+			return resp, nil
+		}
+	}
+	return nil, err
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+// refused answers a claim that was not granted.
+func (c *call) refused(err error, waited time.Duration) (*mcp.CallToolResult, error) {
+	key := c.key.Ledger
+	if u, ok := unsettledOf(err); ok {
+		if u.unknown {
+			c.g.releaseLater(c.claim)
+			return outcomeUnknownAnswer(key, u.last), nil
+		}
+		return ledgerUnavailableAnswer(key, u.last), nil
+	}
+	var p *client.Problem
+	errors.As(err, &p)
+	switch {
+	case errors.Is(err, client.ErrInFlight):
+		return inFlightAnswer(key, waited), nil
+	case errors.Is(err, client.ErrInDoubt):
+		return inDoubtAnswer(c.g.links, key, "An earlier call with this key started and its result was never recorded "+
+			"(the tool's server, the gate or a connection failed mid-call)."), nil
+	case errors.Is(err, client.ErrDivergent):
+		var recorded, request string
+		if p != nil {
+			recorded, request = p.Fingerprint, p.RequestFingerprint
+		}
+		return nil, conflictError(key, recorded, request)
+	case errors.Is(err, client.ErrRejected):
+		return rejectedAnswer(key), nil
+	case errors.Is(err, client.ErrBlocked):
+		return blockedAnswer(key, err), nil
+	}
+	return ledgerRefusedAnswer(key, err), nil
+}
+
+// replay answers with the recorded result of an executed intent.
+func (c *call) replay(in *client.Intent) (*mcp.CallToolResult, error) {
+	var result json.RawMessage
+	if in != nil {
+		result = in.Result
+	}
+	rec, err := DecodeRecord(result)
+	if err != nil {
+		return resolvedAnswer(c.key.Ledger, result), nil
+	}
+	res, err := rec.Replay(c.key.Ledger)
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		return nil, werr
+	}
+	if err != nil {
+		return resolvedAnswer(c.key.Ledger, result), nil
+	}
+	return res, nil
+}
+
+// neverRan reports whether a JSON-RPC error code says the server refused
+// the call before running it: bad JSON or request, no such method, invalid
+// params (an unknown tool too), a header mismatch, a missing capability,
+// an unsupported version, a URL elicitation required first.
+func neverRan(code int64) bool {
+	switch code {
+	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams,
+		mcp.CodeHeaderMismatch, mcp.CodeMissingRequiredClientCapabilities, mcp.CodeUnsupportedProtocolVersion,
+		mcp.CodeURLElicitationRequired:
+		return true
+	}
+	return false
+}
+
+// execute runs a granted call on the upstream, renewing the lease while
+// it runs, and records the result.
+func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error) {
+	cfg := &c.g.cfg
+	token := grant.FencingToken
+	c.log = c.log.With("fencing_token", token)
+	cs := c.p.up.session()
+	if cs == nil {
+		c.report(client.OutcomeFailed, token, json.RawMessage(`{"error":"the upstream was not connected; nothing was sent"}`))
+		return upstreamUnavailableAnswer(c.key.Ledger, c.p.up.spec.Name), nil
+	}
+	lease := c.p.lease
+	if grant.Intent != nil && grant.Intent.LeaseMS > 0 {
+		lease = time.Duration(grant.Intent.LeaseMS) * time.Millisecond
+	}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		keepAlive(cfg.Ledger, stop, client.RenewRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token, Lease: lease},
+			func(err error) {
+				c.log.Warn("lease renewal refused while the upstream works; the call runs on", "err", err)
+			})
+	}()
+	var once sync.Once
+	stopRenewing := func() { once.Do(func() { close(stop); <-stopped }) }
+	defer stopRenewing()
+
+	params := &mcp.CallToolParams{Name: c.p.tool.Name, Arguments: argumentsOf(c.req.Params.Arguments),
+		Meta: withMeta(forwardMeta(c.req.Params.Meta), MetaIdempotencyKey, c.key.Ledger, MetaFencingToken, token,
+			MetaExecutionToken, grant.ExecutionToken)}
+	if pt := c.req.Params.GetProgressToken(); pt != nil && c.req.Session != nil {
+		up, forget := c.g.progress.register(c.ctx, c.req.Session, pt)
+		defer forget()
+		params.SetProgressToken(up)
+	}
+	uctx, cancel := context.WithTimeout(c.ctx, c.p.timeout)
+	defer cancel()
+	started := time.Now()
+	res, err := cs.CallTool(uctx, params)
+	stopRenewing()
+	c.log.Debug("upstream answered", "elapsed", time.Since(started), "err", err)
+	var werr *jsonrpc.Error
+	switch {
+	case errors.As(err, &werr):
+		if neverRan(werr.Code) {
+			c.report(client.OutcomeFailed, token, EncodeErrorRecord(werr))
+		} else {
+			c.record(token, EncodeErrorRecord(werr), false)
+		}
+		return nil, werr
+	case err != nil:
+		// Sent, and no answer: whether the upstream acted is unknown.
+		// Nothing is recorded; the lease is cut so the key is in doubt now.
+		c.log.Warn("the upstream did not answer; the key is in doubt until someone resolves it", "err", err)
+		c.expedite(token)
+		return inDoubtAnswer(c.g.links, c.key.Ledger, "The server behind this tool did not answer ("+err.Error()+")."), nil
+	case res.NeedsInput():
+		c.report(client.OutcomeFailed, token, json.RawMessage(`{"error":"the tool asked for input, which the gate does not relay"}`))
+		return needsInputAnswer(c.key.Ledger), nil
+	}
+	clean := CleanResult(res)
+	rec, err := EncodeRecord(clean, cfg.MaxResult)
+	if err != nil {
+		c.log.Error("the result cannot be recorded", "err", err)
+	}
+	c.record(token, rec, clean.IsError)
+	out := *clean
+	out.Meta = withMeta(forwardMeta(clean.Meta), MetaKey, c.key.Ledger, MetaKeySource, string(c.key.Source))
+	return &out, nil
+}
+
+// argumentsOf is the arguments to send upstream: as the caller sent them,
+// or the empty object.
+func argumentsOf(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return map[string]any{}
+	}
+	return raw
+}
+
+// record reports an answer executed and commits it in the background. A
+// result the ledger refuses as too large is recorded as omitted, then
+// without a result, rather than left to turn in_doubt.
+func (c *call) record(token uint64, result json.RawMessage, isError bool) {
+	cfg := &c.g.cfg
+	ctx, cancel := context.WithTimeout(c.ctx, cfg.ReportTimeout)
+	defer cancel()
+	req := client.CompleteRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token, Outcome: client.OutcomeExecuted, Result: result}
+	err := report(ctx, cfg.Ledger, req)
+	if err != nil && errors.Is(err, client.ErrBadRequest) {
+		req.Result = omittedRecord(isError, result)
+		if err = report(ctx, cfg.Ledger, req); err != nil && errors.Is(err, client.ErrBadRequest) {
+			req.Result = nil
+			err = report(ctx, cfg.Ledger, req)
+		}
+	}
+	if err != nil {
+		c.log.Error("the upstream answered but recording its result failed; the caller gets the result, "+
+			"the key turns in_doubt when its lease passes (unless a late report lands)", "err", err)
+		return
+	}
+	c.g.commitLater(c.key.Ledger, c.claim.Owner, c.log)
+}
+
+// report sends a complete (failed, or executed without the record
+// fallbacks).
+func (c *call) report(outcome client.Outcome, token uint64, result json.RawMessage) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.g.cfg.ReportTimeout)
+	defer cancel()
+	if err := report(ctx, c.g.cfg.Ledger, client.CompleteRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token,
+		Outcome: outcome, Result: result}); err != nil {
+		c.log.Error("reporting the outcome failed; the key turns in_doubt when its lease passes", "outcome", outcome, "err", err)
+	}
+}
+
+// expedite cuts the lease of a grant whose call ended without an answer,
+// so the key shows in_doubt at once (best effort: otherwise it does when
+// the lease passes).
+func (c *call) expedite(token uint64) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.g.cfg.LedgerTimeout)
+	defer cancel()
+	if _, err := c.g.cfg.Ledger.Renew(ctx, client.RenewRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token,
+		Lease: shortLease}); err != nil {
+		c.log.Debug("cutting the lease failed; the key turns in_doubt when its lease passes", "err", err)
+	}
+}
+
+// passThrough sends a call to the upstream without the ledger: read-only
+// tools, tools configured to pass, and calls of tools that opted out of
+// derived keys that carry no key.
+func (g *Gate) passThrough(ctx context.Context, p *toolPlan, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	cs := p.up.session()
+	if cs == nil {
+		return upstreamUnavailableAnswer("", p.up.spec.Name), nil
+	}
+	params := &mcp.CallToolParams{Name: p.tool.Name, Arguments: argumentsOf(req.Params.Arguments), Meta: forwardMeta(req.Params.Meta)}
+	if pt := req.Params.GetProgressToken(); pt != nil && req.Session != nil {
+		up, forget := g.progress.register(ctx, req.Session, pt)
+		defer forget()
+		params.SetProgressToken(up)
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	res, err := cs.CallTool(cctx, params)
+	var werr *jsonrpc.Error
+	switch {
+	case errors.As(err, &werr):
+		return nil, werr
+	case err != nil:
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
+			Text: "The server behind this tool failed the call: " + err.Error()}}}, nil
+	}
+	return CleanResult(res), nil
+}
+
+// commitLater acknowledges an executed intent (executed → committed) in
+// the background, best effort.
+func (g *Gate) commitLater(key, owner string, log *slog.Logger) {
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+		defer cancel()
+		if _, err := g.cfg.Ledger.Commit(ctx, client.CommitRequest{Key: key, Owner: owner}); err != nil {
+			log.Debug("commit (best effort) failed", "err", err)
+		}
+	}()
+}
+
+// releaseLater settles, in the background, a claim the gate gave up on
+// while its outcome was unknown: if it was granted after all, nothing ran
+// under it, so it is reported failed and the next call with the key runs.
+func (g *Gate) releaseLater(req client.ClaimRequest) {
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ReportTimeout)
+		defer cancel()
+		resp, err := settle(ctx, g.cfg.Ledger, req)
+		if err != nil || resp.Status != client.StatusGranted {
+			return
+		}
+		if err := report(ctx, g.cfg.Ledger, client.CompleteRequest{Key: req.Key, Owner: req.Owner, FencingToken: resp.FencingToken,
+			Outcome: client.OutcomeFailed, Result: unusedResult}); err != nil {
+			g.cfg.Logger.Warn("releasing an unused grant failed; it turns in_doubt when its lease passes", "key", req.Key, "err", err)
+		}
+	}()
+}
