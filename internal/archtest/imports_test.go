@@ -53,10 +53,14 @@ var allowed = map[string][]string{
 	// The Idempotency-Key reverse proxy: the ledger through the SDK only.
 	"proxy":            {"client", "internal/jsonexact"},
 	"cmd/intent-proxy": {"client", "proxy"},
-	"canary":           {"client", "proxy"}, // --via http-proxy puts proxy.Handler in front of a plain tool
-	"cmd/canary":       {"canary", "internal/localcluster", "internal/progress"},
-	"examples/":        {"client"},
-	"sdk/":             {"client"}, // the SDK conformance suite (its code is tests)
+	// The MCP gate: the ledger through the SDK only, MCP through go-sdk.
+	"mcpgate":                              {"client"},
+	"cmd/intent-mcp":                       {"client", "mcpgate"},
+	"cmd/intent-mcp/internal/testupstream": nil,                 // the process tests' upstream MCP server
+	"canary":                               {"client", "proxy"}, // --via http-proxy puts proxy.Handler in front of a plain tool
+	"cmd/canary":                           {"canary", "internal/localcluster", "internal/progress"},
+	"examples/":                            {"client"},
+	"sdk/":                                 {"client"}, // the SDK conformance suite (its code is tests)
 
 	// The fault suite: processes, namespaces and histories; never the
 	// server's packages but the state machine's codecs and the test PKI.
