@@ -1,6 +1,7 @@
 // Package node wires one intentd node: the cluster member (Raft and
 // gossip), the ledger service, the HTTP API with its authentication, rate
-// limits and metrics, and the optional pprof and fault-suite endpoints.
+// limits and metrics, the web console under /ui/, and the optional pprof
+// and fault-suite endpoints.
 // cmd/intentd fills a Config from flags and calls Run; the local cluster,
 // the canary and every test that needs a node start the same wiring with
 // New and Start, so what they test is what runs in production.
@@ -25,6 +26,7 @@ import (
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/cluster"
+	"github.com/intentledger/intentd/console"
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/internal/faults"
 	"github.com/intentledger/intentd/internal/tlsutil"
@@ -231,7 +233,9 @@ func (n *Node) Start(ctx context.Context) error {
 		Logger:        n.log,
 		NodeID:        n.cfg.ID,
 	})
-	handler := api.Handler()
+	// The web console: static files under /ui/, no key needed to load
+	// them; every call its pages make is an API call with the person's key.
+	handler := console.Mount(api.Handler())
 	if n.cfg.TestHooks {
 		n.log.Warn("test hooks enabled: /debug/digest and /debug/clock-offset are served")
 		handler = n.withTestHooks(handler, keys)
