@@ -56,9 +56,10 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 // call sends one API request and returns { data, text, status }: data is
 // the JSON answer parsed with json.js (so json.raw finds the exact source
-// of any member), text the answer as received. An error answer throws a
-// Problem, no answer an Unreachable. body is sent as JSON.
-export async function call(method, path, { body, key, signal } = {}) {
+// of any member), text the answer as received (rawText: not parsed, for
+// a JSON-lines export). An error answer throws a Problem, no answer an
+// Unreachable. body is sent as JSON.
+export async function call(method, path, { body, key, signal, rawText } = {}) {
   const headers = { Accept: "application/json" };
   const k = key === undefined ? apiKey() : key;
   if (k) headers.Authorization = "Bearer " + k;
@@ -80,7 +81,7 @@ export async function call(method, path, { body, key, signal } = {}) {
   let data = null;
   try {
     text = utf8.decode(bytes);
-    data = text.trim() === "" ? null : parse(text);
+    if (!rawText || !resp.ok) data = text.trim() === "" ? null : parse(text);
   } catch (e) {
     if (resp.ok) throw new Problem(resp.status, { title: "The answer is not JSON", detail: String(e.message || e) }, method, path);
   }
@@ -146,12 +147,14 @@ export function explain(err, write) {
     if (err.status === 503 || err.status === 429) {
       return { kind: "warn", title: `Not applied: ${err.title} (${err.code})`, text: `${err.message}. Nothing was written; try again.` };
     }
-    if (err.code === "divergent" && b.fingerprint) {
-      const now = b.intent && b.intent.fingerprint;
+    if (err.code === "divergent" && b.request_fingerprint) {
+      // A decision's divergent: request_fingerprint is the one the person
+      // saw and sent, fingerprint the intent's own.
+      const now = b.fingerprint || (b.intent && b.intent.fingerprint);
       return {
         kind: "bad",
         title: "Refused: the payload changed after this page showed it",
-        text: `You reviewed the payload with fingerprint ${b.fingerprint}` +
+        text: `You reviewed the payload with fingerprint ${b.request_fingerprint}` +
           (now ? `; the intent now has fingerprint ${now}` : "") +
           ". Nothing was recorded for you. Reload the page and review the new payload before deciding.",
       };

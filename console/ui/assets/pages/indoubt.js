@@ -105,7 +105,7 @@ class Card {
       h("div", {}, executed, h("label", { for: executed.id }, " Executed: the effect happened")),
       h("div", {}, failed, h("label", { for: failed.id }, " Failed: it did not happen (the key may be claimed again)")));
     const result = h("textarea", { name: "result", rows: 3, spellcheck: "false", placeholder: "{\"charge_id\": \"ch_…\"}" });
-    const reason = h("input", { type: "text", name: "reason", autocomplete: "off" });
+    const reason = h("input", { type: "text", name: "reason", autocomplete: "off", class: "reason" });
     const parts = [outcome,
       field("Result (JSON, optional, for executed)", result, "What the tool returned, as found on its side: the agent's retries get it as the recorded result."),
       field("Reason", reason, "What you checked; recorded in the audit log.")];
