@@ -75,6 +75,11 @@ fuzz: deps
 	  done; \
 	done
 
+## console-screenshots: the web console's screenshots in docs/img, taken at 1280 px by its browser tests (needs chromium)
+.PHONY: console-screenshots
+console-screenshots: deps
+	INTENTD_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run TestConsoleInABrowser ./console/
+
 ## bench: load generator against a fresh local 3-node cluster
 bench: build
 	./scripts/bench-local.sh

@@ -21,7 +21,7 @@ export async function render(ctx) {
   const resolve = can("resolve");
   const status = h("p", { class: "live", id: "live-status" }, "Loading…");
   const count = h("p", { id: "in-doubt-count", role: "status" });
-  const list = h("div", { class: "cards", id: "in-doubt" });
+  const list = h("div", { class: "cards two", id: "in-doubt" });
   clear(main,
     h("h1", {}, "In doubt"),
     h("p", { class: "muted" }, "The lease of each of these passed without a report, so the effect may or may not have happened. " +
