@@ -271,7 +271,24 @@ func (b *tab) goTo(url string) { b.t.Helper(); b.do("open "+url, chromedp.Naviga
 
 func (b *tab) waitVisible(sel string) {
 	b.t.Helper()
-	b.do("wait for "+sel, chromedp.WaitVisible(chromedp.CSS(sel)))
+	ctx, cancel := context.WithTimeout(b.ctx, step)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
+		b.t.Fatalf("tab %s: waiting for %s: %v\n%s", b.name, sel, err, b.diagnose())
+	}
+}
+
+// diagnose says where the page is and what it loaded, for a failure.
+func (b *tab) diagnose() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + " (" + document.readyState + ")\n" +
+		performance.getEntriesByType("resource").map((e) => "  " + e.name + " " + Math.round(e.duration) + " ms" +
+			(e.responseEnd ? "" : " (no answer)")).join("\n")`))
+	if err != nil {
+		return "the page cannot be read: " + err.Error()
+	}
+	return "the page: " + s
 }
 
 // waitText waits until the element sel holds text. It checks again
@@ -296,7 +313,7 @@ func (b *tab) waitJS(what, js string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("tab %s: timed out waiting for %s (last error: %v)", b.name, what, err)
+			b.t.Fatalf("tab %s: timed out waiting for %s (last error: %v)\n%s", b.name, what, err, b.diagnose())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -59,11 +59,16 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 // of any member), text the answer as received (rawText: not parsed, for
 // a JSON-lines export). An error answer throws a Problem, no answer an
 // Unreachable. body is sent as JSON.
-export async function call(method, path, { body, key, signal, rawText } = {}) {
+//
+// A call that gets no answer within timeoutMs (20 s; 0: no bound, for a
+// long-poll or an export) is an Unreachable, so a page never waits for
+// ever on a node that went away.
+export async function call(method, path, { body, key, signal, rawText, timeoutMs = 20000 } = {}) {
   const headers = { Accept: "application/json" };
   const k = key === undefined ? apiKey() : key;
   if (k) headers.Authorization = "Bearer " + k;
-  const init = { method, headers, signal, cache: "no-store", credentials: "omit", redirect: "error" };
+  const signals = [signal, timeoutMs > 0 ? AbortSignal.timeout(timeoutMs) : null].filter(Boolean);
+  const init = { method, headers, signal: signals.length ? AbortSignal.any(signals) : undefined, cache: "no-store", credentials: "omit", redirect: "error" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = typeof body === "string" ? body : JSON.stringify(body);
@@ -74,7 +79,8 @@ export async function call(method, path, { body, key, signal, rawText } = {}) {
     resp = await fetch(path, init);
     bytes = new Uint8Array(await resp.arrayBuffer());
   } catch (e) {
-    if (e && e.name === "AbortError") throw e;
+    if (signal && signal.aborted) throw e; // the caller stopped it
+    if (e && e.name === "TimeoutError") throw new Unreachable(method, path, new Error(`no answer within ${timeoutMs / 1000} s`));
     throw new Unreachable(method, path, e);
   }
   let text = "";

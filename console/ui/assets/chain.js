@@ -93,7 +93,7 @@ export async function verifyLog(progress = () => {}, signal) {
   let v = null;
   let head = null;
   for (;;) {
-    const page = await get(`/v1/audit?since=${since}&limit=1000`, { signal });
+    const page = await get(`/v1/audit?since=${since}&limit=1000`, { signal, timeoutMs: 60000 });
     head = page.head;
     if (!v) v = new ChainVerifier(head);
     for (const r of page.events || []) await v.add(r);

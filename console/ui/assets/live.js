@@ -30,7 +30,8 @@ export function follow(refresh, status) {
           await refresh();
           say(`Live: up to date at ${new Date().toLocaleTimeString()}`);
         }
-        const page = await get(`/v1/audit?since=${since}&limit=1&wait=30s`, { signal: ctl.signal });
+        // The node answers within 30 s; the bound is a guard on top.
+        const page = await get(`/v1/audit?since=${since}&limit=1&wait=30s`, { signal: ctl.signal, timeoutMs: 60000 });
         if (page.head.last_seq >= since || page.head.last_seq + 1 < since) {
           since = page.head.last_seq + 1;
           await refresh();

@@ -84,7 +84,7 @@ export async function render({ me, main, params, can }) {
       // The server's export: {"head":...} then one event per line, each
       // event's bytes exactly as hashed (a plain link could not send the
       // API key, so the page fetches it and saves it).
-      const r = await call("GET", "/v1/audit?format=jsonl", { rawText: true });
+      const r = await call("GET", "/v1/audit?format=jsonl", { rawText: true, timeoutMs: 0 });
       const lines = r.text.split("\n").filter((l) => l !== "").length - 1;
       const blob = new Blob([r.text], { type: "application/jsonl" });
       const a = h("a", { href: URL.createObjectURL(blob), download: `audit-${me.namespace}.jsonl`, id: "export-link" }, `audit-${me.namespace}.jsonl`);
