@@ -111,7 +111,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Run("AuditTamperedPage", s.testAuditTampered)
 	t.Run("ReaderCannotApprove", s.testReader)
 	t.Run("KeyboardLabelsAndWidths", s.testAccessible)
-	t.Run("AuthOffBanner", func(t *testing.T) { testAuthOff(t, s.browser) })
+	t.Run("AuthOff", func(t *testing.T) { testAuthOff(t, s.browser) })
 	t.Logf("the browser tests took %v after the cluster started", time.Since(start).Round(time.Millisecond))
 }
 
@@ -753,8 +753,9 @@ func (s *suite) testAccessible(t *testing.T) {
 	}
 }
 
-// testAuthOff: a node with --auth=off needs no sign-in and says so in a
-// banner on every page.
+// testAuthOff: a node with --auth=off (as make run starts it) needs no
+// sign-in and says so in a banner; the person names the actor, and a
+// rejection made in the browser is recorded under that name.
 func testAuthOff(t *testing.T, browserCtx context.Context) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard for the start
 	defer cancel()
@@ -763,11 +764,34 @@ func testAuthOff(t *testing.T, browserCtx context.Context) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	addr := strings.TrimPrefix(c.URLs()[0], "http://")
 	b := newTab(t, browserCtx, "dev")
 	b.goTo(c.URLs()[0] + "/ui/approvals")
 	b.waitText("#banner", "Auth is off (development mode)")
 	b.waitText("#approvals-count", "Nothing waits for approval in namespace default")
 	if n := b.count("#sign-out"); n != 0 {
 		t.Errorf("auth off shows a sign-out button")
+	}
+	send := func(method, path string, body any, want int) nodetest.Answer {
+		t.Helper()
+		a, err := nodetest.Send(method, addr, path, body)
+		if err != nil || a.Code != want {
+			t.Fatalf("%s %s = %d %v (%v), want %d", method, path, a.Code, a.Body, err, want)
+		}
+		return a
+	}
+	send("PUT", "/v1/policies/deploys", map[string]any{"tools": []string{"deploy.*"}, "require_approval": true}, 200)
+	send("POST", "/v1/intents", map[string]any{"key": "deploy:v42", "tool": "deploy.prod", "owner": "ci/1", "payload": map[string]any{"version": "v42"}}, 202)
+	c1 := card("deploy:v42")
+	b.waitVisible(c1)
+	b.fill(c1+` input[name="actor"]`, "ops-on-call")
+	b.fill(c1+" input.reason", "freeze week")
+	b.click(c1 + " button.reject")
+	b.waitText(c1+" .result", "Rejected")
+	trail := send("GET", "/v1/intents/deploy:v42/audit", nil, 200)
+	events, _ := trail.Body["events"].([]any)
+	last, _ := events[len(events)-1].(map[string]any)
+	if last["op"] != "reject" || last["actor"] != "ops-on-call" || last["reason"] != "freeze week" {
+		t.Errorf("the rejection made in the browser: %v", last)
 	}
 }
