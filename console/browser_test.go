@@ -111,6 +111,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Run("AuditTamperedPage", s.testAuditTampered)
 	t.Run("ReaderCannotApprove", s.testReader)
 	t.Run("KeyboardLabelsAndWidths", s.testAccessible)
+	t.Run("PolicyCompareAndSet", s.testPolicyEdit)
 	t.Run("AuthOff", func(t *testing.T) { testAuthOff(t, s.browser) })
 	t.Logf("the browser tests took %v after the cluster started", time.Since(start).Round(time.Millisecond))
 }
@@ -422,6 +423,7 @@ func (s *suite) testApprovalsLive(t *testing.T) {
 			t.Fatalf("tab %s reloaded to show the claim", b.name)
 		}
 	}
+	alice.waitText(c+" .owner", "agent-7/refund:ord_98231")
 	if fp := alice.text(c + " .fp"); fp != pending["fingerprint"] {
 		t.Errorf("the card shows fingerprint %q, the intent has %v", fp, pending["fingerprint"])
 	}
@@ -793,5 +795,36 @@ func testAuthOff(t *testing.T, browserCtx context.Context) {
 	last, _ := events[len(events)-1].(map[string]any)
 	if last["op"] != "reject" || last["actor"] != "ops-on-call" || last["reason"] != "freeze week" {
 		t.Errorf("the rejection made in the browser: %v", last)
+	}
+}
+
+// testPolicyEdit: an admin edits a policy in the browser; a change made
+// by someone else after the editor opened makes the save a refused
+// compare-and-set (nothing saved, said clearly); edited again, it saves.
+func (s *suite) testPolicyEdit(t *testing.T) {
+	b := s.tab(t, "admin")
+	b.signIn(s, 2, "admin", "/ui/cluster")
+	edit := `button[aria-label="Edit policy quick"]`
+	b.waitVisible(edit)
+	b.click(edit)
+	b.waitVisible("#policy-editor textarea")
+	s.api(t, "admin", "PUT", "/v1/policies/quick", map[string]any{"tools": []string{"payments.quick"},
+		"require_approval": true, "approvals_required": 1, "dedupe_window_ms": 1000, "priority": 1}, 200)
+	mine := `{"tools":["payments.quick"],"require_approval":true,"approvals_required":1,"dedupe_window_ms":1000,"priority":5}`
+	b.fill("#policy-editor textarea", mine)
+	b.click(`#policy-editor button[type="submit"]`)
+	b.waitText("#policy-editor", "Not saved: someone changed the policy since you opened it")
+	if p := s.api(t, "reader", "GET", "/v1/policies/quick", nil, 200).Body["policy"].(map[string]any); p["priority"] != float64(1) {
+		t.Fatalf("a refused save changed the policy: %v", p)
+	}
+
+	b.goTo(s.nodes[2] + "/ui/cluster")
+	b.waitVisible(edit)
+	b.click(edit)
+	b.fill("#policy-editor textarea", mine)
+	b.click(`#policy-editor button[type="submit"]`)
+	b.waitText("#policy-editor", "Saved: quick is now version")
+	if p := s.api(t, "reader", "GET", "/v1/policies/quick", nil, 200).Body["policy"].(map[string]any); p["priority"] != float64(5) {
+		t.Fatalf("the save did not reach the policy: %v", p)
 	}
 }

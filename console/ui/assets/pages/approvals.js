@@ -49,6 +49,7 @@ export async function render(ctx) {
       }
     }
     for (const [key, c] of cards) if (!seen.has(key)) c.gone();
+    for (const c of fresh) c.loadOwner();
     // New cards go on top (newest first); cards already shown stay where
     // they are, so nothing moves under the person's keyboard or pointer.
     list.prepend(...fresh.map((c) => c.el));
@@ -76,6 +77,7 @@ class Card {
     this.me = me;
     const hid = uid("card");
     this.approvals = h("dd", { class: "approvals" }, approvalsText(it));
+    this.owner = h("span", { class: "owner" }, it.owner || "…");
     this.change = h("div", { class: "change", role: "status" });
     this.result = h("div", { class: "result", role: "status", "aria-live": "polite" });
     const pol = policies.get(it.policy);
@@ -87,7 +89,7 @@ class Card {
         badge(it.state)),
       facts([
         ["Tool", it.tool],
-        ["Owner", it.owner],
+        ["Owner", this.owner],
         ["Claimed by key", it.principal],
         ["Policy", it.policy ? `${it.policy} (version ${it.policy_version})` : ""],
         ["Approvers", approvers],
@@ -102,11 +104,24 @@ class Card {
       this.result);
   }
 
+  // loadOwner shows who asked: a pending intent has no owner yet (it gets
+  // one with its grant), its trail's claims name it.
+  async loadOwner() {
+    try {
+      const trail = await get(intentPath(this.key, "audit"));
+      const asked = (trail.events || []).filter((ev) => ev.op === "claim" && ev.owner).pop();
+      clear(this.owner, asked ? asked.owner : "(not recorded)");
+    } catch (e) {
+      clear(this.owner, "(unknown: " + explain(e, false).title + ")");
+    }
+  }
+
   // form is the decision: a reason (and, with auth off, who decides) and
   // the two buttons.
   form() {
     const reason = h("input", { type: "text", name: "reason", autocomplete: "off", class: "reason" });
-    const parts = [field("Reason", reason, "Recorded in the audit log with your decision; required to reject.")];
+    const who = this.me.auth === "off" ? "" : ` as ${this.me.name}`;
+    const parts = [field("Reason", reason, `Recorded in the audit log with your decision${who}; required to reject.`)];
     let actor = null;
     if (this.me.auth === "off") {
       actor = h("input", { type: "text", name: "actor", autocomplete: "name", required: true, value: sessionStorage.getItem("intentd.actor") || "" });

@@ -108,7 +108,7 @@ class Card {
     const reason = h("input", { type: "text", name: "reason", autocomplete: "off", class: "reason" });
     const parts = [outcome,
       field("Result (JSON, optional, for executed)", result, "What the tool returned, as found on its side: the agent's retries get it as the recorded result."),
-      field("Reason", reason, "What you checked; recorded in the audit log.")];
+      field("Reason", reason, "What you checked; recorded in the audit log" + (this.me.auth === "off" ? "." : ` as ${this.me.name}.`))];
     let actor = null;
     if (this.me.auth === "off") {
       actor = h("input", { type: "text", name: "actor", autocomplete: "name", value: sessionStorage.getItem("intentd.actor") || "" });
