@@ -148,7 +148,7 @@ func (c *call) slide() {
 func (c *call) settle() (*client.ClaimResponse, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.g.cfg.LedgerTimeout)
 	defer cancel()
-	return settle(ctx, c.g.cfg.Ledger, c.claim)
+	return c.g.cfg.Ledger.Settle(ctx, c.claim)
 }
 
 // waitInFlight long-polls the intent while another call holds it and
@@ -160,56 +160,31 @@ func (c *call) waitInFlight(err error) (*client.ClaimResponse, error) {
 	defer cancel()
 	poll := maxLongPoll
 	token := c.req.Params.GetProgressToken()
-	if token != nil {
+	var each func(int, *client.Intent)
+	if token != nil && c.req.Session != nil {
 		poll = progressEvery
-	}
-	started := time.Now()
-	for attempt, n := 0, 0; errors.Is(err, client.ErrInFlight); n++ {
-		var p *client.Problem
-		var after uint64
-		owner := ""
-		if errors.As(err, &p) && p.Intent != nil {
-			after, owner = p.Intent.Version, p.Intent.Owner
-		}
-		left := time.Until(deadlineOf(ctx))
-		if left <= 0 || ctx.Err() != nil {
-			return nil, err
-		}
-		if token != nil && c.req.Session != nil {
+		started := time.Now()
+		each = func(n int, holder *client.Intent) {
+			owner := ""
+			if holder != nil {
+				owner = holder.Owner
+			}
 			_ = c.req.Session.NotifyProgress(c.ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n + 1),
 				Message: fmt.Sprintf("waiting for the first call with this key (owner %s) to finish: %s", owner, time.Since(started).Round(time.Second))})
 		}
-		if _, werr := c.g.cfg.Ledger.Wait(ctx, c.key.Ledger, after, min(left, poll)); werr != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			if serr := sleep(ctx, backoff(attempt, retryAfterOf(werr))); serr != nil {
-				return nil, err
-			}
-			attempt++
-		}
-		var resp *client.ClaimResponse
-		if resp, err = c.settle(); err == nil {
-			return resp, nil
-		}
 	}
-	return nil, err
-}
-
-func deadlineOf(ctx context.Context) time.Time {
-	d, _ := ctx.Deadline()
-	return d
+	return c.g.cfg.Ledger.SettleAfterHolder(ctx, c.claim, err, poll, each)
 }
 
 // refused answers a claim that was not granted.
 func (c *call) refused(err error, waited time.Duration) (*mcp.CallToolResult, error) {
 	key := c.key.Ledger
-	if u, ok := unsettledOf(err); ok {
-		if u.unknown {
+	if u := (*client.UnsettledError)(nil); errors.As(err, &u) {
+		if u.MaybeGranted {
 			c.g.releaseLater(c.claim)
-			return outcomeUnknownAnswer(key, u.last), nil
+			return outcomeUnknownAnswer(key, u.Last), nil
 		}
-		return ledgerUnavailableAnswer(key, u.last), nil
+		return ledgerUnavailableAnswer(key, u.Last), nil
 	}
 	var p *client.Problem
 	errors.As(err, &p)
@@ -286,7 +261,7 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
-		keepAlive(cfg.Ledger, stop, client.RenewRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token, Lease: lease},
+		cfg.Ledger.KeepAlive(c.ctx, client.RenewRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token, Lease: lease}, stop,
 			func(err error) {
 				c.log.Warn("lease renewal refused while the upstream works; the call runs on", "err", err)
 			})
@@ -356,12 +331,12 @@ func (c *call) record(token uint64, result json.RawMessage, isError bool) {
 	ctx, cancel := context.WithTimeout(c.ctx, cfg.ReportTimeout)
 	defer cancel()
 	req := client.CompleteRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token, Outcome: client.OutcomeExecuted, Result: result}
-	err := report(ctx, cfg.Ledger, req)
+	_, err := cfg.Ledger.Report(ctx, req)
 	if err != nil && errors.Is(err, client.ErrBadRequest) {
 		req.Result = omittedRecord(isError, result)
-		if err = report(ctx, cfg.Ledger, req); err != nil && errors.Is(err, client.ErrBadRequest) {
+		if _, err = cfg.Ledger.Report(ctx, req); err != nil && errors.Is(err, client.ErrBadRequest) {
 			req.Result = nil
-			err = report(ctx, cfg.Ledger, req)
+			_, err = cfg.Ledger.Report(ctx, req)
 		}
 	}
 	if err != nil {
@@ -377,7 +352,7 @@ func (c *call) record(token uint64, result json.RawMessage, isError bool) {
 func (c *call) report(outcome client.Outcome, token uint64, result json.RawMessage) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.g.cfg.ReportTimeout)
 	defer cancel()
-	if err := report(ctx, c.g.cfg.Ledger, client.CompleteRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token,
+	if _, err := c.g.cfg.Ledger.Report(ctx, client.CompleteRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token,
 		Outcome: outcome, Result: result}); err != nil {
 		c.log.Error("reporting the outcome failed; the key turns in_doubt when its lease passes", "outcome", outcome, "err", err)
 	}
@@ -439,19 +414,15 @@ func (g *Gate) commitLater(key, owner string, log *slog.Logger) {
 
 // releaseLater settles, in the background, a claim the gate gave up on
 // while its outcome was unknown: if it was granted after all, nothing ran
-// under it, so it is reported failed and the next call with the key runs.
+// under it, so it is reported failed and the next call with the key runs
+// (client.Abandon).
 func (g *Gate) releaseLater(req client.ClaimRequest) {
 	g.bg.Add(1)
 	go func() {
 		defer g.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ReportTimeout)
 		defer cancel()
-		resp, err := settle(ctx, g.cfg.Ledger, req)
-		if err != nil || resp.Status != client.StatusGranted {
-			return
-		}
-		if err := report(ctx, g.cfg.Ledger, client.CompleteRequest{Key: req.Key, Owner: req.Owner, FencingToken: resp.FencingToken,
-			Outcome: client.OutcomeFailed, Result: unusedResult}); err != nil {
+		if err := g.cfg.Ledger.Abandon(ctx, req); err != nil {
 			g.cfg.Logger.Warn("releasing an unused grant failed; it turns in_doubt when its lease passes", "key", req.Key, "err", err)
 		}
 	}()

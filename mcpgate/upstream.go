@@ -2,7 +2,6 @@ package mcpgate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -196,6 +195,3 @@ func (u *upstream) waitTried(ctx context.Context) error {
 		return fmt.Errorf("upstream %s: %w", u.spec.Name, ctx.Err())
 	}
 }
-
-// errUpstreamDown says the upstream is not connected.
-var errUpstreamDown = errors.New("the upstream is not connected")
