@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/mcpgate"
 )
 
@@ -84,15 +85,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		env := envPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(env); v != "" {
-			if err := f.Value.Set(v); err != nil && envErr == nil {
-				envErr = fmt.Errorf("%s=%q: %w", env, v, err)
-			}
-		}
-	})
+	fromEnv, envErr := cli.SetFromEnv(fs, envPrefix, getenv)
 	if envErr != nil {
 		return c, envErr
 	}
@@ -101,15 +94,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	fs.VisitAll(func(f *flag.Flag) {
-		if getenv(envPrefix+strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))) != "" {
-			set[f.Name] = true
-		}
-	})
+	for name := range fromEnv {
+		set[name] = true
+	}
 	if c.apiKey == "" {
 		c.apiKey = getenv("INTENTD_API_KEY")
 	}
-	if c.ledger = splitList(ledger); len(c.ledger) == 0 {
+	if c.ledger = cli.SplitList(ledger); len(c.ledger) == 0 {
 		return c, errors.New("--ledger is required: the intentd node addresses")
 	}
 
@@ -143,7 +134,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if set["host-id-keys"] || c.keys.HostIDKeys == nil {
 		c.keys.HostIDKeys = []string{}
 		if hostIDs != "none" {
-			c.keys.HostIDKeys = splitList(hostIDs)
+			c.keys.HostIDKeys = cli.SplitList(hostIDs)
 		}
 	}
 	if file.Lease > 0 && !set["lease"] {
@@ -161,14 +152,4 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, errors.New("durations must be positive")
 	}
 	return c, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/intentledger/intentd/client"
+	"github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/mcpgate"
 )
 
@@ -54,7 +55,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprintln(stderr, "intent-mcp:", err)
 		return 2
 	}
-	logger, err := newLogger(stderr, cfg.logFormat, cfg.logLevel)
+	logger, err := cli.NewLogger(stderr, cfg.logFormat, cfg.logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "intent-mcp:", err)
 		return 2
@@ -64,21 +65,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return 1
 	}
 	return 0
-}
-
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
 }
 
 // serve runs the gate on stdio or on --listen until ctx ends.

@@ -16,7 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/internal/faults"
 	"github.com/intentledger/intentd/internal/node"
 )
@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		fmt.Fprintln(stderr, "intentd:", err)
 		return 2
 	}
-	logger, err := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	logger, err := cli.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "intentd:", err)
 		return 2
@@ -66,21 +66,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return 1
 	}
 	return 0
-}
-
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
 }
 
 // parseConfig reads flags, with INTENTD_* environment variables as
@@ -130,15 +115,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "TESTING ONLY: serve /debug/digest and /debug/clock-offset for the fault suite")
 	fs.StringVar(&c.TestBug, "test-bug", "", "TESTING ONLY (needs --test-hooks and a binary built with -tags faults): seed a known bug: "+faults.Names())
 
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "INTENTD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" {
-			if err := f.Value.Set(v); err != nil && envErr == nil {
-				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
-			}
-		}
-	})
+	_, envErr := cli.SetFromEnv(fs, "INTENTD_", getenv)
 	if envErr != nil {
 		return c, envErr
 	}

@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"internal/tlsutil":   nil,
 	"internal/nodetest":  nil,
 	"internal/progress":  nil, // status lines redrawn on a terminal, plain lines in a log
+	"internal/cli":       nil, // the commands' logger, flags from the environment, list flags
 	"internal/doccheck":  nil, // Markdown and shell scanning; its tests start a local cluster
 	"token":              nil,
 	"client":             nil, // the SDK: standard library only, no server package (clientMayImport)
@@ -43,19 +44,19 @@ var allowed = map[string][]string{
 	"internal/node":         {"auth", "cluster", "fsm", "httpapi", "ledger", "token", "internal/faults", "internal/peerauth", "internal/tlsutil"},
 	"internal/localcluster": {"cluster", "httpapi", "internal/node"},
 	"internal/clienttest":   {"auth", "cluster", "httpapi", "ledger", "ledger/ledgertest", "internal/localcluster"},
-	"cmd/intentd":           {"auth", "internal/faults", "internal/node", "internal/tlsutil"},
+	"cmd/intentd":           {"auth", "internal/cli", "internal/faults", "internal/node", "internal/tlsutil"},
 
 	// Tools that speak to a cluster from outside: through the SDK. intentctl
 	// also reads and checks snapshot files offline (fsm's codecs), as
 	// etcdutl reads etcd's.
-	"cmd/intentctl":    {"auth", "client", "fsm", "internal/namespace", "internal/tlsutil", "token"},
+	"cmd/intentctl":    {"auth", "client", "fsm", "internal/cli", "internal/namespace", "internal/tlsutil", "token"},
 	"cmd/intent-bench": {"client", "internal/progress"},
 	// The Idempotency-Key reverse proxy: the ledger through the SDK only.
 	"proxy":            {"client", "internal/jsonexact"},
-	"cmd/intent-proxy": {"client", "proxy"},
+	"cmd/intent-proxy": {"client", "internal/cli", "proxy"},
 	// The MCP gate: the ledger through the SDK only, MCP through go-sdk.
 	"mcpgate":                              {"client"},
-	"cmd/intent-mcp":                       {"client", "mcpgate"},
+	"cmd/intent-mcp":                       {"client", "internal/cli", "mcpgate"},
 	"cmd/intent-mcp/internal/testupstream": nil,                 // the process tests' upstream MCP server
 	"canary":                               {"client", "proxy"}, // --via http-proxy puts proxy.Handler in front of a plain tool
 	"cmd/canary":                           {"canary", "internal/localcluster", "internal/progress"},
