@@ -17,6 +17,7 @@ build: deps
 	$(GO) build -o $(BIN)/intentctl ./cmd/intentctl
 	$(GO) build -o $(BIN)/intent-bench ./cmd/intent-bench
 	$(GO) build -o $(BIN)/intent-proxy ./cmd/intent-proxy
+	$(GO) build -o $(BIN)/intent-mcp ./cmd/intent-mcp
 
 ## run: a local 3-node cluster on loopback (Ctrl-C stops it)
 run: build
@@ -81,7 +82,7 @@ bench: build
 
 ## bench-compare: intentd vs etcd 3.5 side by side; updates the table in docs/benchmarks.md (BENCH_QUICK=1: 1 rep, 3 s, no table update)
 ## bench-fsm: heap bytes per intent, snapshot and restore of 1 M intents (Go benchmarks in fsm/)
-.PHONY: bench-compare bench-fsm bench-sdk bench-proxy
+.PHONY: bench-compare bench-fsm bench-sdk bench-proxy bench-mcp
 BENCH_ARGS ?=
 bench-compare:
 	./scripts/bench-compare.sh $(BENCH_ARGS)
@@ -96,6 +97,10 @@ bench-sdk: build
 ## bench-proxy: intent-proxy's cost: an upstream straight, through the proxy, and the ledger's claim + complete (ROUNDS, DURATION, WARMUP, LEVELS; PROFILE=1 profiles the proxy)
 bench-proxy: build
 	./scripts/bench-proxy.sh
+
+## bench-mcp: the MCP gate's cost: a tool called directly and through intent-mcp, over stdio and streamable HTTP, and the ledger's claim + complete (ROUNDS, DURATION, WARMUP, CALLERS, TRANSPORTS; PROFILE=1 profiles the gate)
+bench-mcp: build
+	./scripts/bench-mcp.sh
 
 ## verify: vet, the gofmt check, and the documentation checks: every relative Markdown link and
 ## anchor resolves inside the repository, every `make` target the docs name exists, and no file refers

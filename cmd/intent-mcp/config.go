@@ -28,6 +28,7 @@ type config struct {
 	shutdownTimeout             time.Duration
 	maxPayload, maxResult       int
 	logLevel, logFormat         string
+	pprof                       string
 }
 
 // envPrefix is the prefix of the environment variables that set flags.
@@ -84,6 +85,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long calls in flight may take to finish and record")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&c.pprof, "pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on this address; off when empty (never expose it)")
 
 	fromEnv, envErr := cli.SetFromEnv(fs, envPrefix, getenv)
 	if envErr != nil {

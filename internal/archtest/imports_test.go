@@ -57,8 +57,9 @@ var allowed = map[string][]string{
 	// The MCP gate: the ledger through the SDK only, MCP through go-sdk.
 	"mcpgate":                              {"client"},
 	"cmd/intent-mcp":                       {"client", "internal/cli", "mcpgate"},
-	"cmd/intent-mcp/internal/testupstream": nil,                 // the process tests' upstream MCP server
-	"canary":                               {"client", "proxy"}, // --via http-proxy puts proxy.Handler in front of a plain tool
+	"cmd/intent-mcp/internal/testupstream": nil,                             // the process tests' upstream MCP server
+	"cmd/intent-mcp/internal/mcpbench":     {"client", "internal/progress"}, // make bench-mcp's driver
+	"canary":                               {"client", "proxy"},             // --via http-proxy puts proxy.Handler in front of a plain tool
 	"cmd/canary":                           {"canary", "internal/localcluster", "internal/progress"},
 	"examples/":                            {"client"},
 	"sdk/":                                 {"client"}, // the SDK conformance suite (its code is tests)
