@@ -64,7 +64,7 @@ func inDoubtAnswer(l links, key, why string) *mcp.CallToolResult {
 	return answer(StatusInDoubt, true, key,
 		"DO NOT RETRY. "+why+" Whether the tool acted is unknown, so the gate will not run this call again: "+
 			"a person must check the tool's side and resolve the intent ("+l.resolve(key)+", or "+
-			"`intentctl resolve '"+key+"' --outcome executed|failed`). Tell the user; calling again returns this answer.",
+			"`intentctl resolve '"+key+"' --outcome executed|failed --actor WHO --reason WHY`). Tell the user; calling again returns this answer.",
 		map[string]any{"retryable": false, "resolve_url": l.resolve(key), "intent_url": l.intent(key)})
 }
 

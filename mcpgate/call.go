@@ -344,7 +344,9 @@ func (c *call) record(token uint64, result json.RawMessage, isError bool) {
 			"the key turns in_doubt when its lease passes (unless a late report lands)", "err", err)
 		return
 	}
-	c.g.commitLater(c.key.Ledger, c.claim.Owner, c.log)
+	if cfg.Commit {
+		c.g.commitLater(c.key.Ledger, c.claim.Owner, c.log)
+	}
 }
 
 // report sends a complete (failed, or executed without the record

@@ -43,6 +43,12 @@ type Config struct {
 	// result.
 	LedgerTimeout time.Duration
 	ReportTimeout time.Duration
+	// Commit acknowledges each executed intent (executed → committed) in
+	// the background after its result is recorded, as client.Do does: a
+	// third ledger write per call that changes nothing a retry sees (it
+	// replays the same result either way). Off by default, as intent-proxy's
+	// --commit is.
+	Commit bool
 	// MaxPayload and MaxResult are the ledger's --max-payload-bytes and
 	// --max-result-bytes.
 	MaxPayload int

@@ -24,6 +24,7 @@ type config struct {
 	lease, callTimeout, maxWait time.Duration
 	ledgerTimeout               time.Duration
 	reportTimeout               time.Duration
+	commit                      bool
 	startTimeout                time.Duration
 	shutdownTimeout             time.Duration
 	maxPayload, maxResult       int
@@ -79,6 +80,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.maxWait, "max-wait", mcpgate.DefaultMaxWait, "how long a call whose key is in flight waits for the first call's result")
 	fs.DurationVar(&c.ledgerTimeout, "ledger-timeout", mcpgate.DefaultLedgerTimeout, "how long a claim may stay without a definite answer from the ledger")
 	fs.DurationVar(&c.reportTimeout, "report-timeout", mcpgate.DefaultReportTimeout, "how long the gate keeps trying to record a result")
+	fs.BoolVar(&c.commit, "commit", false, "acknowledge each executed intent (executed -> committed) after its result, as client.Do does: a third ledger write per call that changes nothing a retry sees")
 	fs.IntVar(&c.maxPayload, "max-payload", mcpgate.DefaultMaxPayload, "the ledger's --max-payload-bytes: claim payloads are made to fit it")
 	fs.IntVar(&c.maxResult, "max-result", mcpgate.DefaultMaxResult, "the ledger's --max-result-bytes: larger results are recorded by size and digest only")
 	fs.DurationVar(&c.startTimeout, "start-timeout", 30*time.Second, "how long to wait for the first connection attempt of each upstream before serving")

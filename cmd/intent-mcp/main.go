@@ -85,7 +85,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdin io.ReadCl
 	gate, err := mcpgate.New(mcpgate.Config{
 		Upstreams: cfg.upstreams, Tools: cfg.tools, Keys: cfg.keys, Ledger: ledger, LedgerURL: ledgerURL,
 		Lease: cfg.lease, CallTimeout: cfg.callTimeout, MaxWait: cfg.maxWait, LedgerTimeout: cfg.ledgerTimeout,
-		ReportTimeout: cfg.reportTimeout, MaxPayload: cfg.maxPayload, MaxResult: cfg.maxResult,
+		ReportTimeout: cfg.reportTimeout, Commit: cfg.commit, MaxPayload: cfg.maxPayload, MaxResult: cfg.maxResult,
 		Logger: logger, UpstreamStderr: stderr, Version: version(),
 	})
 	if err != nil {
