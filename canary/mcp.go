@@ -48,6 +48,12 @@ const (
 	mcpScope    = "canary"
 )
 
+// codeRejectedByTransport is the code of the go-sdk's "rejected by
+// transport" error: its streamable-HTTP client wraps every failed POST in
+// it (a connection that died before the answer, a 502, 503, 504 or 429),
+// so it says the call got no answer, not that the server refused it.
+const codeRejectedByTransport = -32005
+
 // errToolCrashed is what the plain MCP tool's handler returns after an
 // in-process crash: its server is closed, so the answer never gets out.
 var errToolCrashed = errors.New("canary: the tool crashed")
@@ -374,10 +380,12 @@ func mcpAnswerOutcome(status int, header http.Header, body []byte) (outcome, det
 // structuredContent status is in_doubt or in_flight is that; the tool's
 // result is executed, or duplicate when _meta says dev.intentd/replayed;
 // any other answer is an error the agent retries, and a call that got no
-// answer (err not a JSON-RPC error) is "".
+// answer (err not a JSON-RPC error, or the transport's own) is "".
 func mcpOutcome(res *mcp.CallToolResult, err error) (outcome, detail string) {
 	var werr *jsonrpc.Error
 	switch {
+	case errors.As(err, &werr) && werr.Code == codeRejectedByTransport:
+		return "", err.Error()
 	case errors.As(err, &werr):
 		var data struct {
 			Code string `json:"code"`
