@@ -4,7 +4,7 @@ BIN       := bin
 PKGS      := ./...
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build run test test-go test-sdk canary canary-proxy test-unit test-integration jepsen jepsen-short jepsen-long fuzz bench vet fmt verify clean deps
+.PHONY: all build run test test-go test-sdk canary canary-proxy canary-mcp test-unit test-integration jepsen jepsen-short jepsen-long fuzz bench vet fmt verify clean deps
 
 all: build
 
@@ -35,16 +35,22 @@ test-go: deps verify
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 	$(GO) test -tags faults $(TEST_FLAGS) -run Parse ./internal/faults/ ./cmd/intentd/
 
-## canary: the agent-side gate: 200 episodes x 5 failure classes x 3 seeds, each seed twice (CANARY_ARGS adds flags); then seed 1 through intent-proxy (CANARY_PROXY_ARGS)
+## canary: the agent-side gate: 200 episodes x 5 failure classes x 3 seeds, each seed twice (CANARY_ARGS adds flags); then seed 1 through intent-proxy (CANARY_PROXY_ARGS) and seed 1 through the MCP gate (CANARY_MCP_ARGS)
 CANARY_ARGS ?=
 CANARY_PROXY_ARGS ?= --seeds 1
+CANARY_MCP_ARGS ?= --seeds 1
 canary: deps
 	$(GO) run ./cmd/canary $(CANARY_ARGS)
 	$(GO) run ./cmd/canary --via http-proxy $(CANARY_PROXY_ARGS)
+	$(GO) run ./cmd/canary --via mcp $(CANARY_MCP_ARGS)
 
 ## canary-proxy: the whole gate (3 seeds) with the tool a plain HTTP API behind intent-proxy (CANARY_ARGS adds flags)
 canary-proxy: deps
 	$(GO) run ./cmd/canary --via http-proxy $(CANARY_ARGS)
+
+## canary-mcp: the whole gate (3 seeds) with the tool a plain MCP server behind the MCP gate (CANARY_ARGS adds flags)
+canary-mcp: deps
+	$(GO) run ./cmd/canary --via mcp $(CANARY_ARGS)
 
 ## jepsen: one fault run; pass flags with JEPSEN_ARGS="--nodes 5 --nemesis all --duration 5m --seed 7"
 JEPSEN_ARGS ?=

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,10 +57,10 @@ func TestParse(t *testing.T) {
 // checks that it passes with identical digests, and that each broken mode
 // fails it with I1 violations; once with the tool service in-process and
 // once as real processes killed at the crash point, and each of those with
-// the tool guarded by client.Do and as a plain HTTP API behind
-// intent-proxy.
+// the tool guarded by client.Do, as a plain HTTP API behind intent-proxy
+// and as a plain MCP server behind the MCP gate.
 func TestGate(t *testing.T) {
-	for _, via := range []Via{ViaSDK, ViaHTTPProxy} {
+	for _, via := range []Via{ViaSDK, ViaHTTPProxy, ViaMCP} {
 		for _, mode := range []string{"in-process", "process"} {
 			t.Run(string(via)+"/"+mode, func(t *testing.T) {
 				var tool []string
@@ -71,6 +72,17 @@ func TestGate(t *testing.T) {
 		}
 	}
 }
+
+// mcpInProcessCrash is why the crash class through the MCP gate
+// in-process (the tool's server closes mid-call; the gate lives on) is
+// run apart: mcpgate takes the go-sdk's "rejected by transport" error
+// (code -32005, which its streamable-HTTP client returns for a POST that
+// died unanswered) for the upstream's answer and records the call
+// executed with it, instead of leaving the key in_doubt; every crash
+// before the effect is then an I2 (no effect, the error replayed on every
+// retry). In process mode the gate dies with the tool, so it never
+// records.
+const mcpInProcessCrash = "known mcpgate defect: an upstream POST that died unanswered (-32005) is recorded as the call's result, not in_doubt"
 
 func testGate(t *testing.T, toolCommand []string, via Via) {
 	if testing.Short() {
@@ -84,18 +96,40 @@ func testGate(t *testing.T, toolCommand []string, via Via) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	run := func(id string, broken Broken) *Result {
+	knownCrashDefect := via == ViaMCP && len(toolCommand) == 0
+	classes := AllClasses
+	if knownCrashDefect {
+		classes = []Class{LostAck, Duplicate, Reorder, Divergent}
+	}
+	run := func(id string, broken Broken, classes ...Class) *Result {
 		t.Helper()
 		res, err := Run(ctx, Config{Addrs: cl.URLs(), Seed: 1, Episodes: 10, Concurrency: 16, Broken: broken, RunID: id,
-			ToolCommand: toolCommand, Via: via})
+			ToolCommand: toolCommand, Via: via, Classes: classes})
 		if err != nil {
 			t.Fatalf("run %s: %v", id, err)
 		}
 		return res
 	}
+	if knownCrashDefect {
+		t.Run("crash", func(t *testing.T) {
+			// Fails on anything but the known defect, and once it is gone:
+			// then the crash class joins the others.
+			r := run("crash", NotBroken, Crash)
+			if r.Passed() {
+				t.Fatal("the in-process crash class passes through the MCP gate: drop mcpInProcessCrash and run it with the others")
+			}
+			for _, v := range r.Violations {
+				if v.Property != "I2" || !slices.Contains(v.Events, "agent reports gave_up") ||
+					!slices.ContainsFunc(v.Events, func(e string) bool { return strings.HasPrefix(e, "ledger shows executed; the provider has 0 effect") }) {
+					t.Fatalf("%s %s e%d: %s\n  %s", v.Property, v.Class, v.Episode, v.Detail, strings.Join(v.Events, "\n  "))
+				}
+			}
+			t.Skip(mcpInProcessCrash)
+		})
+	}
 
 	t.Run("correct", func(t *testing.T) {
-		a, b := run("a", NotBroken), run("b", NotBroken)
+		a, b := run("a", NotBroken, classes...), run("b", NotBroken, classes...)
 		for _, r := range []*Result{a, b} {
 			if !r.Passed() {
 				for _, v := range r.Violations {
@@ -112,12 +146,15 @@ func testGate(t *testing.T, toolCommand []string, via Via) {
 			}
 			t.Fatalf("digests differ: %s vs %s", a.Digest, b.Digest)
 		}
+		if len(a.Classes) != len(classes) {
+			t.Fatalf("%d classes ran, want %d", len(a.Classes), len(classes))
+		}
 		for _, s := range a.Classes {
 			if s.Episodes != 10 {
 				t.Fatalf("class %s ran %d episodes, want 10", s.Class, s.Episodes)
 			}
 		}
-		if st := byClass(a, Crash); st.InDoubt == 0 || st.Crashes != 10 {
+		if st := byClass(a, Crash); !knownCrashDefect && (st.InDoubt == 0 || st.Crashes != 10) {
 			t.Fatalf("crash class: %+v, want 10 crashes surfaced as in_doubt", st)
 		}
 		if st := byClass(a, Divergent); st.DivergentRefused != 10 {

@@ -59,7 +59,7 @@ var allowed = map[string][]string{
 	"cmd/intent-mcp":                       {"client", "internal/cli", "mcpgate"},
 	"cmd/intent-mcp/internal/testupstream": nil,                             // the process tests' upstream MCP server
 	"cmd/intent-mcp/internal/mcpbench":     {"client", "internal/progress"}, // make bench-mcp's driver
-	"canary":                               {"client", "proxy"},             // --via http-proxy puts proxy.Handler in front of a plain tool
+	"canary":                               {"client", "mcpgate", "proxy"},  // --via http-proxy: proxy.Handler before a plain tool; --via mcp: mcpgate before a plain MCP server
 	"cmd/canary":                           {"canary", "internal/localcluster", "internal/progress"},
 	"examples/":                            {"client"},
 	"sdk/":                                 {"client"}, // the SDK conformance suite (its code is tests)
