@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,17 +72,6 @@ func TestGate(t *testing.T) {
 	}
 }
 
-// mcpInProcessCrash is why the crash class through the MCP gate
-// in-process (the tool's server closes mid-call; the gate lives on) is
-// run apart: mcpgate takes the go-sdk's "rejected by transport" error
-// (code -32005, which its streamable-HTTP client returns for a POST that
-// died unanswered) for the upstream's answer and records the call
-// executed with it, instead of leaving the key in_doubt; every crash
-// before the effect is then an I2 (no effect, the error replayed on every
-// retry). In process mode the gate dies with the tool, so it never
-// records.
-const mcpInProcessCrash = "known mcpgate defect: an upstream POST that died unanswered (-32005) is recorded as the call's result, not in_doubt"
-
 func testGate(t *testing.T, toolCommand []string, via Via) {
 	if testing.Short() {
 		t.Skip("starts a real cluster")
@@ -96,11 +84,7 @@ func testGate(t *testing.T, toolCommand []string, via Via) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	knownCrashDefect := via == ViaMCP && len(toolCommand) == 0
 	classes := AllClasses
-	if knownCrashDefect {
-		classes = []Class{LostAck, Duplicate, Reorder, Divergent}
-	}
 	run := func(id string, broken Broken, classes ...Class) *Result {
 		t.Helper()
 		res, err := Run(ctx, Config{Addrs: cl.URLs(), Seed: 1, Episodes: 10, Concurrency: 16, Broken: broken, RunID: id,
@@ -109,23 +93,6 @@ func testGate(t *testing.T, toolCommand []string, via Via) {
 			t.Fatalf("run %s: %v", id, err)
 		}
 		return res
-	}
-	if knownCrashDefect {
-		t.Run("crash", func(t *testing.T) {
-			// Fails on anything but the known defect, and once it is gone:
-			// then the crash class joins the others.
-			r := run("crash", NotBroken, Crash)
-			if r.Passed() {
-				t.Fatal("the in-process crash class passes through the MCP gate: drop mcpInProcessCrash and run it with the others")
-			}
-			for _, v := range r.Violations {
-				if v.Property != "I2" || !slices.Contains(v.Events, "agent reports gave_up") ||
-					!slices.ContainsFunc(v.Events, func(e string) bool { return strings.HasPrefix(e, "ledger shows executed; the provider has 0 effect") }) {
-					t.Fatalf("%s %s e%d: %s\n  %s", v.Property, v.Class, v.Episode, v.Detail, strings.Join(v.Events, "\n  "))
-				}
-			}
-			t.Skip(mcpInProcessCrash)
-		})
 	}
 
 	t.Run("correct", func(t *testing.T) {
@@ -154,7 +121,7 @@ func testGate(t *testing.T, toolCommand []string, via Via) {
 				t.Fatalf("class %s ran %d episodes, want 10", s.Class, s.Episodes)
 			}
 		}
-		if st := byClass(a, Crash); !knownCrashDefect && (st.InDoubt == 0 || st.Crashes != 10) {
+		if st := byClass(a, Crash); st.InDoubt == 0 || st.Crashes != 10 {
 			t.Fatalf("crash class: %+v, want 10 crashes surfaced as in_doubt", st)
 		}
 		if st := byClass(a, Divergent); st.DivergentRefused != 10 {

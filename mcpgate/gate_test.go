@@ -347,3 +347,30 @@ func TestGateToolListFollowsUpstream(t *testing.T) {
 	h.up.server.RemoveTools("read")
 	waitFor(t, "read to be gone", func() bool { return !names()["read"] })
 }
+
+func TestGateLeaseComesFromThePolicyUnlessSet(t *testing.T) {
+	h := newGateHarness(t, func(c *Config) { c.Lease = 0 })
+	ctx := context.Background()
+	if _, err := h.ledger.PutPolicy(ctx, client.Policy{Name: "slow", Tools: []string{"pay.charge"}, LeaseMS: 7000}, 0); err != nil {
+		t.Fatal(err)
+	}
+	cs := h.connect(nil)
+	res := mustCall(t, cs, "charge", map[string]any{"order": "pl"}, key("pl"))
+	in, err := h.ledger.Get(ctx, res.Meta[MetaKey].(string), client.GetOptions{})
+	if err != nil || in.LeaseMS != 7000 {
+		t.Fatalf("intent %+v, %v: want the policy's 7 s lease", in, err)
+	}
+}
+
+func TestGateCutsTheCallWhenItsLeaseIsLost(t *testing.T) {
+	h := newGateHarness(t) // a 2 s lease, renewed every 667 ms
+	cs := h.connect(nil)
+	resc := make(chan *mcp.CallToolResult, 1)
+	go func() { resc <- mustCall(t, cs, "charge", map[string]any{"order": "cut", "mode": "block"}, key("cut")) }()
+	<-h.up.arrived
+	h.mem.Ledger.Advance(time.Hour) // the lease passes: the next renewal is refused (in_doubt)
+	res := <-resc                   // answered without the tool being released
+	if sc := structured(t, res); !res.IsError || sc["status"] != string(StatusInDoubt) {
+		t.Fatalf("answer %v %s", sc, text(res))
+	}
+}

@@ -75,7 +75,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&window, "window", mcpgate.DefaultWindow, "derivation window: identical calls without a key inside it are one call")
 	fs.StringVar(&hostIDs, "host-id-keys", strings.Join(mcpgate.DefaultHostIDKeys, ","), "comma-separated _meta keys read as a host's call id, in order; \"none\" for none")
 	fs.StringVar(&mode, "default-mode", string(mcpgate.ModeAuto), "mode of tools no rule names: auto (from annotations), gate or pass")
-	fs.DurationVar(&c.lease, "lease", mcpgate.DefaultLease, "lease of claims, renewed every lease/3 while the upstream works; a crashed gate's calls turn in_doubt this long after")
+	fs.DurationVar(&c.lease, "lease", 0, "lease of claims, renewed every lease/3 while the upstream works; a crashed gate's calls turn in_doubt this long after; 0 leaves it to the ledger policy of the tool (or the ledger's default, 30s)")
 	fs.DurationVar(&c.callTimeout, "call-timeout", mcpgate.DefaultCallTimeout, "bound on one upstream call; past it the call is in doubt")
 	fs.DurationVar(&c.maxWait, "max-wait", mcpgate.DefaultMaxWait, "how long a call whose key is in flight waits for the first call's result")
 	fs.DurationVar(&c.ledgerTimeout, "ledger-timeout", mcpgate.DefaultLedgerTimeout, "how long a claim may stay without a definite answer from the ledger")
@@ -152,7 +152,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, errors.New("no upstream: give --upstream NAME=COMMAND|URL, a command after --, or upstreams in --config")
 	case c.maxPayload <= 0, c.maxResult <= 0:
 		return c, errors.New("--max-payload and --max-result must be positive")
-	case c.lease <= 0, c.callTimeout <= 0, c.maxWait <= 0, c.ledgerTimeout <= 0, c.reportTimeout <= 0, c.startTimeout <= 0, c.shutdownTimeout <= 0:
+	case c.lease < 0, c.callTimeout <= 0, c.maxWait <= 0, c.ledgerTimeout <= 0, c.reportTimeout <= 0, c.startTimeout <= 0, c.shutdownTimeout <= 0:
 		return c, errors.New("durations must be positive")
 	}
 	return c, nil
