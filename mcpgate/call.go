@@ -123,6 +123,9 @@ func (c *call) run() (*mcp.CallToolResult, error) {
 		if in != nil {
 			required, approvals = in.ApprovalsRequired, len(in.Approvals)
 		}
+		if hostElicitsURLs(c.req) && c.req.Params.RequestState != approvalState(c.key.Ledger) {
+			return approvalElicitation(c.g.links, c.key.Ledger, required, approvals), nil
+		}
 		return pendingAnswer(c.g.links, c.key.Ledger, required, approvals), nil
 	}
 	return ledgerRefusedAnswer(c.key.Ledger, fmt.Errorf("the ledger answered the claim with status %q", resp.Status)), nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -372,5 +373,55 @@ func TestGateCutsTheCallWhenItsLeaseIsLost(t *testing.T) {
 	res := <-resc                   // answered without the tool being released
 	if sc := structured(t, res); !res.IsError || sc["status"] != string(StatusInDoubt) {
 		t.Fatalf("answer %v %s", sc, text(res))
+	}
+}
+
+func TestGatePendingApprovalElicitsTheConsoleLink(t *testing.T) {
+	h := newGateHarness(t)
+	ctx := context.Background()
+	if _, err := h.ledger.PutPolicy(ctx, client.Policy{Name: "approve", Tools: []string{"pay.charge"}, RequireApproval: true, ApprovalsRequired: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var asked []*mcp.ElicitParams
+	approve := true
+	cs := h.connect(&mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			asked = append(asked, req.Params)
+			ok := approve
+			mu.Unlock()
+			if ok { // the person opens the link and approves there
+				if _, err := h.ledger.Approve(ctx, client.DecisionRequest{Key: req.Params.ElicitationID, Actor: "ops"}); err != nil {
+					t.Error(err)
+				}
+			}
+			return &mcp.ElicitResult{Action: "accept"}, nil // what the host says decides nothing
+		},
+	})
+
+	// Approved while the host showed the link: the call runs once.
+	res := mustCall(t, cs, "charge", map[string]any{"order": "el"}, key("el"))
+	if res.IsError || replayed(res) || h.up.count("el") != 1 {
+		t.Fatalf("after the elicitation: %v %s, %d effects", structured(t, res), text(res), h.up.count("el"))
+	}
+	mu.Lock()
+	if len(asked) != 1 || asked[0].Mode != "url" || !strings.Contains(asked[0].URL, "/ui/intent?key=") {
+		t.Fatalf("asked %+v", asked)
+	}
+	approve = false
+	mu.Unlock()
+
+	// Accepted without an approval: the ledger still says pending, so the
+	// call does not run and the host is not asked again in a loop.
+	res = mustCall(t, cs, "charge", map[string]any{"order": "el2"}, key("el2"))
+	if sc := structured(t, res); res.IsError || sc["status"] != string(StatusPendingApproval) || h.up.count("el2") != 0 {
+		t.Fatalf("accepted, not approved: %v %s", sc, text(res))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 2 {
+		t.Errorf("asked %d times, want 2 (once per call)", len(asked))
 	}
 }
