@@ -41,6 +41,7 @@ func (l links) intent(key string) string { return l.base + "/v1/intents/" + url.
 func (l links) approve(key string) string {
 	return l.intent(key) + "/approve"
 }
+
 // console is the web console's page of the intent, where a person
 // approves, rejects or resolves it.
 func (l links) console(key string) string { return l.base + "/ui/intent?key=" + url.QueryEscape(key) }
