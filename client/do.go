@@ -199,7 +199,7 @@ func (c *Client) Do(ctx context.Context, e Effect, fn func(ctx context.Context, 
 		owner = NewOwner()
 	}
 	req := ClaimRequest{Key: e.Key, Tool: e.Tool, Payload: payload, Owner: owner, Policy: e.Policy, Lease: e.Lease}
-	resp, err := c.settleClaim(ctx, req, fresh)
+	resp, err := c.settle(ctx, req, fresh, true)
 	if err != nil {
 		return nil, err
 	}
@@ -253,12 +253,12 @@ func encodeJSON(v any) (json.RawMessage, error) {
 	return json.RawMessage(raw), nil
 }
 
-// settleClaim claims until the answer is definite: it re-sends the same
-// claim (same owner) while its outcome is unknown or the cluster cannot
-// answer, and polls while another owner holds the key, for up to the max
-// wait and within ctx. fresh says the owner was made for this call, so any
-// grant to it is this call's.
-func (c *Client) settleClaim(ctx context.Context, req ClaimRequest, fresh bool) (*ClaimResponse, error) {
+// settle claims until the answer is definite: it re-sends the same claim
+// (same owner) while its outcome is unknown or the cluster cannot answer,
+// and, with waitInFlight, polls while another owner holds the key, for up
+// to the max wait and within ctx. fresh says the owner was made for this
+// call, so any grant to it is this call's.
+func (c *Client) settle(ctx context.Context, req ClaimRequest, fresh, waitInFlight bool) (*ClaimResponse, error) {
 	deadline := time.Now().Add(c.maxWait)
 	unknown := false  // an attempt of this call may have been granted
 	released := false // this call already reported its own unused grant
@@ -270,7 +270,7 @@ func (c *Client) settleClaim(ctx context.Context, req ClaimRequest, fresh bool) 
 		var p *Problem
 		var wait time.Duration
 		switch {
-		case errors.Is(err, ErrInFlight):
+		case errors.Is(err, ErrInFlight) && waitInFlight:
 			// Definite: another owner holds the key, so no attempt of this
 			// call was granted.
 			unknown = false
@@ -342,7 +342,7 @@ func (c *Client) awaitApproval(ctx context.Context, req ClaimRequest, resp *Clai
 		case in.State == StatePendingApproval:
 			resp.Intent = in // an approval of several, or the wait passed
 		default:
-			if resp, err = c.settleClaim(ctx, req, fresh); err != nil {
+			if resp, err = c.settle(ctx, req, fresh, true); err != nil {
 				return nil, err
 			}
 		}
@@ -353,27 +353,14 @@ func (c *Client) awaitApproval(ctx context.Context, req ClaimRequest, resp *Clai
 // claimGaveUp is the error of a claim that never got a definite answer
 // (or stayed in flight).
 func (c *Client) claimGaveUp(key string, last error, unknown bool, stopped error) error {
-	var err error
-	switch {
-	case errors.Is(last, ErrInFlight):
-		err = fmt.Errorf("client: claim %q: still in flight after waiting up to %v: %w", key, c.maxWait, last)
-	case unknown && !errors.Is(last, ErrOutcomeUnknown):
-		err = fmt.Errorf("client: claim %q: %w: an earlier attempt may have been granted: %w", key, ErrOutcomeUnknown, last)
-	default:
-		err = fmt.Errorf("client: claim %q: no definite answer: %w", key, last)
+	if errors.Is(last, ErrInFlight) {
+		err := fmt.Errorf("client: claim %q: still in flight after waiting up to %v: %w", key, c.maxWait, last)
+		if stopped != nil && !errors.Is(err, stopped) {
+			err = fmt.Errorf("%w (stopped: %w)", err, stopped)
+		}
+		return err
 	}
-	if stopped != nil && !errors.Is(err, stopped) {
-		err = fmt.Errorf("%w (stopped: %w)", err, stopped)
-	}
-	return err
-}
-
-// releaseUnused reports failed for a grant of this call's owner that
-// passed without the effect running.
-func (c *Client) releaseUnused(ctx context.Context, req ClaimRequest, token uint64) error {
-	result, _ := json.Marshal(map[string]string{"error": "the claim's answer was lost and its lease passed; the effect never ran"})
-	_, err := c.report(ctx, CompleteRequest{Key: req.Key, Owner: req.Owner, FencingToken: token, Outcome: OutcomeFailed, Result: result})
-	return err
+	return &UnsettledError{Key: key, Last: last, MaybeGranted: unknown, Stopped: stopped}
 }
 
 // retryable reports whether err says the cluster could not answer (so the
@@ -413,7 +400,8 @@ func (c *Client) execute(ctx context.Context, e Effect, resp *ClaimResponse, fn 
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
-		c.keepAlive(ctx, stopRenewing, g, lease, cancel)
+		c.KeepAlive(ctx, RenewRequest{Key: g.Key, Owner: g.Owner, FencingToken: g.FencingToken, Lease: lease}, stopRenewing,
+			func(err error) { cancel(err) })
 	}()
 	var once sync.Once
 	stop := func() {
@@ -440,7 +428,7 @@ func (c *Client) execute(ctx context.Context, e Effect, resp *ClaimResponse, fn 
 	if ferr != nil {
 		creq.Outcome = OutcomeFailed
 		creq.Result = errorResult(ferr)
-		done, err := c.report(rctx, creq)
+		done, err := c.Report(rctx, creq)
 		if err != nil {
 			return out, fmt.Errorf("client: effect %q failed (%w) and recording that failed: %w", e.Key, ferr, err)
 		}
@@ -453,13 +441,13 @@ func (c *Client) execute(ctx context.Context, e Effect, resp *ClaimResponse, fn 
 	if encErr == nil {
 		creq.Result = result
 	}
-	done, err := c.report(rctx, creq)
+	done, err := c.Report(rctx, creq)
 	if err != nil && errors.Is(err, ErrBadRequest) && creq.Result != nil {
 		// The ledger will not store this result (too large): record the
 		// effect without it rather than leave it to turn in_doubt.
 		encErr = err
 		creq.Result = nil
-		done, err = c.report(rctx, creq)
+		done, err = c.Report(rctx, creq)
 	}
 	if err != nil {
 		return out, fmt.Errorf("client: effect %q ran but recording it failed: %w", e.Key, err)
@@ -496,57 +484,4 @@ func errorResult(err error) json.RawMessage {
 	}
 	b, _ := json.Marshal(map[string]string{"error": msg})
 	return b
-}
-
-// report sends a complete until the ledger answers definitely or ctx ends.
-// Every attempt is the same request, so a retried report that was in fact
-// applied is answered ok.
-func (c *Client) report(ctx context.Context, req CompleteRequest) (*IntentResponse, error) {
-	for attempt := 0; ; attempt++ {
-		resp, err := c.Complete(ctx, req)
-		if err == nil {
-			return resp, nil
-		}
-		if ctx.Err() != nil || !retryable(err) {
-			return nil, err
-		}
-		if werr := c.sleep(ctx, c.backoff(attempt, retryAfterOf(err))); werr != nil {
-			return nil, fmt.Errorf("%w (stopped retrying: %w)", err, werr)
-		}
-	}
-}
-
-// keepAlive renews the grant's lease every lease/3 until stop is closed or
-// ctx ends. A renewal under way when stop closes is let finish; each is
-// abandoned after 2/3 of the lease, when the lease would pass anyway. A
-// refusal (fenced, in_doubt, ...) means the right to execute is gone: it
-// cancels the effect's context with that cause. Other failures (the
-// cluster could not answer) are retried at the next tick.
-func (c *Client) keepAlive(ctx context.Context, stop <-chan struct{}, g *Grant, lease time.Duration, lost context.CancelCauseFunc) {
-	every := max(lease/3, time.Millisecond)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		select {
-		case <-stop: // both were ready: stopping wins
-			return
-		default:
-		}
-		rctx, cancel := context.WithTimeout(ctx, lease-every)
-		_, err := c.Renew(rctx, RenewRequest{Key: g.Key, Owner: g.Owner, FencingToken: g.FencingToken, Lease: lease})
-		cancel()
-		if err == nil || ctx.Err() != nil || !(errors.Is(err, ErrFenced) || errors.Is(err, ErrInDoubt) ||
-			errors.Is(err, ErrInvalidState) || errors.Is(err, ErrNotFound)) {
-			continue
-		}
-		lost(fmt.Errorf("client: the grant of %q (fencing token %d) was lost while the effect ran: %w", g.Key, g.FencingToken, err))
-		return
-	}
 }

@@ -150,7 +150,6 @@ type gateHarness struct {
 	ledger *client.Client
 	up     *fakeUpstream
 	gate   *Gate
-	now    func() time.Time
 	mu     sync.Mutex
 	clock  time.Time
 }

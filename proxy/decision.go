@@ -60,23 +60,26 @@ func ClaimProblem(err error, ledgerKey string) (*Problem, Result) {
 		p.LedgerKey, p.Intent = ledgerKey, viewOf(intent)
 		return p
 	}
-	if u, ok := unsettledOf(err); ok {
-		if u.unknown {
+	if u := (*client.UnsettledError)(nil); errors.As(err, &u) {
+		if u.MaybeGranted {
 			return with(NewProblem(CodeOutcomeUnknown, "the ledger did not answer the claim in time and it may have been applied; "+
-					"nothing was sent to the upstream. Retry with the same Idempotency-Key: it is safe. ("+u.last.Error()+")")).RetryAfter(0),
+					"nothing was sent to the upstream. Retry with the same Idempotency-Key: it is safe. ("+u.Last.Error()+")")).RetryAfter(0),
 				ResultOutcomeUnknown
 		}
 		return with(NewProblem(CodeLedgerUnavailable, "the ledger could not be reached; nothing was claimed or sent. "+
-			"Retry with the same Idempotency-Key. ("+u.last.Error()+")")).RetryAfter(0), ResultLedgerUnavailable
+			"Retry with the same Idempotency-Key. ("+u.Last.Error()+")")).RetryAfter(0), ResultLedgerUnavailable
 	}
 	switch {
 	case errors.Is(err, client.ErrInFlight):
-		holder := ""
+		holder, retryAfter := "", time.Duration(0)
 		if intent != nil {
 			holder = fmt.Sprintf(" (owner %q)", intent.Owner)
 		}
+		if lp != nil {
+			retryAfter = lp.RetryAfter
+		}
 		return with(NewProblem(CodeInFlight, "another request with this Idempotency-Key is being processed"+holder+
-			"; retry after Retry-After to get its answer")).RetryAfter(min(retryAfterOf(err), maxInFlightRetryAfter)), ResultInFlight
+			"; retry after Retry-After to get its answer")).RetryAfter(min(retryAfter, maxInFlightRetryAfter)), ResultInFlight
 	case errors.Is(err, client.ErrInDoubt):
 		return with(NewProblem(CodeInDoubt, "an earlier request with this Idempotency-Key was sent to the upstream and no answer was recorded, "+
 			"so whether it acted is unknown; it is never sent again automatically. Check the upstream and resolve the intent "+

@@ -41,13 +41,13 @@ func (ex *exchange) done(res Result) {
 
 func (ex *exchange) run() {
 	ctx, cancel := context.WithTimeout(ex.detached(), ex.h.cfg.LedgerTimeout)
-	resp, err := settle(ctx, ex.h.cfg.Ledger, ex.claim)
+	resp, err := ex.h.cfg.Ledger.Settle(ctx, ex.claim)
 	cancel()
 	if err != nil && errors.Is(err, client.ErrInFlight) && ex.route.WaitInFlight {
 		resp, err = ex.waitInFlight(err)
 	}
 	if err != nil {
-		if u, ok := unsettledOf(err); ok && u.unknown {
+		if errors.Is(err, client.ErrOutcomeUnknown) {
 			ex.h.releaseLater(ex.claim)
 		}
 		p, res := ClaimProblem(err, ex.key)
@@ -75,39 +75,7 @@ func (ex *exchange) run() {
 func (ex *exchange) waitInFlight(err error) (*client.ClaimResponse, error) {
 	ctx, cancel := context.WithTimeout(ex.r.Context(), ex.h.cfg.MaxWait)
 	defer cancel()
-	for attempt := 0; errors.Is(err, client.ErrInFlight); {
-		var p *client.Problem
-		var after uint64
-		if errors.As(err, &p) && p.Intent != nil {
-			after = p.Intent.Version
-		}
-		left := time.Until(deadlineOf(ctx))
-		if left <= 0 || ctx.Err() != nil {
-			return nil, err
-		}
-		if _, werr := ex.h.cfg.Ledger.Wait(ctx, ex.key, after, min(left, maxLongPoll)); werr != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			if serr := sleep(ctx, backoff(attempt, retryAfterOf(werr))); serr != nil {
-				return nil, err
-			}
-			attempt++
-		}
-		sctx, scancel := context.WithTimeout(ex.detached(), ex.h.cfg.LedgerTimeout)
-		var resp *client.ClaimResponse
-		resp, err = settle(sctx, ex.h.cfg.Ledger, ex.claim)
-		scancel()
-		if err == nil {
-			return resp, nil
-		}
-	}
-	return nil, err
-}
-
-func deadlineOf(ctx context.Context) time.Time {
-	d, _ := ctx.Deadline()
-	return d
+	return ex.h.cfg.Ledger.SettleAfterHolder(ctx, ex.claim, err, maxLongPoll, nil)
 }
 
 // replay answers with the recorded response of an executed intent.
@@ -181,7 +149,7 @@ func (ex *exchange) execute(grant *client.ClaimResponse) {
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
-		keepAlive(cfg.Ledger, stop, client.RenewRequest{Key: ex.key, Owner: ex.claim.Owner, FencingToken: token, Lease: lease},
+		cfg.Ledger.KeepAlive(ex.detached(), client.RenewRequest{Key: ex.key, Owner: ex.claim.Owner, FencingToken: token, Lease: lease}, stop,
 			func(err error) {
 				cfg.Metrics.lostLease(ex.route.Name)
 				ex.log.Warn("lease renewal refused while the upstream works; the upstream request runs on", "err", err)
@@ -259,14 +227,14 @@ func (ex *exchange) record(rec Recording, token uint64, status int, header http.
 	if rec == RecordFailed {
 		req.Outcome = client.OutcomeFailed
 	}
-	err := report(ctx, cfg.Ledger, req)
+	_, err := cfg.Ledger.Report(ctx, req)
 	if err != nil && errors.Is(err, client.ErrBadRequest) {
 		if req.Result, _ = EncodeRecord(status, header, nil, n, cfg.MaxResult); req.Result != nil {
-			err = report(ctx, cfg.Ledger, req)
+			_, err = cfg.Ledger.Report(ctx, req)
 		}
 		if err != nil && errors.Is(err, client.ErrBadRequest) {
 			req.Result = nil
-			err = report(ctx, cfg.Ledger, req)
+			_, err = cfg.Ledger.Report(ctx, req)
 		}
 	}
 	if err != nil {
@@ -283,7 +251,7 @@ func (ex *exchange) upstreamFailed(outcome sendOutcome, err error, token uint64)
 	if outcome == notSent {
 		ctx, cancel := context.WithTimeout(ex.detached(), ex.h.cfg.ReportTimeout)
 		result, _ := json.Marshal(map[string]string{"error": "the upstream could not be reached; nothing was sent: " + err.Error()})
-		rerr := report(ctx, ex.h.cfg.Ledger, client.CompleteRequest{Key: ex.key, Owner: ex.claim.Owner, FencingToken: token,
+		_, rerr := ex.h.cfg.Ledger.Report(ctx, client.CompleteRequest{Key: ex.key, Owner: ex.claim.Owner, FencingToken: token,
 			Outcome: client.OutcomeFailed, Result: result})
 		cancel()
 		detail := "the upstream could not be reached and nothing was sent to it; the attempt is recorded failed, so a retry " +
@@ -330,20 +298,15 @@ func (h *Handler) commitLater(key, owner string, log *slog.Logger) {
 // releaseLater settles, in the background, a claim the proxy gave up on
 // while its outcome was unknown: if it was granted after all, nothing ran
 // under it, so it is reported failed and the next request with the key
-// runs. Without this the grant would sit until its lease passed and then
-// turn in_doubt.
+// runs (client.Abandon). Without this the grant would sit until its lease
+// passed and then turn in_doubt.
 func (h *Handler) releaseLater(req client.ClaimRequest) {
 	h.bg.Add(1)
 	go func() {
 		defer h.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.ReportTimeout)
 		defer cancel()
-		resp, err := settle(ctx, h.cfg.Ledger, req)
-		if err != nil || resp.Status != client.StatusGranted {
-			return
-		}
-		if err := report(ctx, h.cfg.Ledger, client.CompleteRequest{Key: req.Key, Owner: req.Owner, FencingToken: resp.FencingToken,
-			Outcome: client.OutcomeFailed, Result: unusedResult}); err != nil {
+		if err := h.cfg.Ledger.Abandon(ctx, req); err != nil {
 			h.cfg.Logger.Warn("releasing an unused grant failed; it turns in_doubt when its lease passes", "key", req.Key, "err", err)
 		}
 	}()

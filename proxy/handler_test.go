@@ -455,15 +455,15 @@ func TestCommitOnlyWhenAsked(t *testing.T) {
 	}
 }
 
-// hookLedger calls onComplete before each Complete.
+// hookLedger calls onComplete before each Report.
 type hookLedger struct {
 	Ledger
 	onComplete func()
 }
 
-func (l *hookLedger) Complete(ctx context.Context, req client.CompleteRequest) (*client.IntentResponse, error) {
+func (l *hookLedger) Report(ctx context.Context, req client.CompleteRequest) (*client.IntentResponse, error) {
 	l.onComplete()
-	return l.Ledger.Complete(ctx, req)
+	return l.Ledger.Report(ctx, req)
 }
 
 // countingWriter is a ResponseWriter that counts the body bytes written
@@ -603,8 +603,8 @@ func TestClaimProblem(t *testing.T) {
 		{&client.Problem{Status: 403, Code: "blocked"}, CodeBlocked, 403, false},
 		{&client.Problem{Status: 401, Code: "unauthenticated"}, CodeLedgerRefused, 502, false},
 		{&client.Problem{Status: 413, Code: "too_large"}, CodeLedgerRefused, 502, false},
-		{&errClaimUnsettled{last: client.ErrOutcomeUnknown, unknown: true}, CodeOutcomeUnknown, 503, true},
-		{&errClaimUnsettled{last: client.ErrNoLeader}, CodeLedgerUnavailable, 503, true},
+		{&client.UnsettledError{Key: "k", Last: client.ErrOutcomeUnknown, MaybeGranted: true}, CodeOutcomeUnknown, 503, true},
+		{&client.UnsettledError{Key: "k", Last: client.ErrNoLeader}, CodeLedgerUnavailable, 503, true},
 		{errors.New("other"), CodeLedgerRefused, 502, false},
 	} {
 		p, _ := ClaimProblem(tc.err, "idem:x:k")

@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/intentledger/intentd/client"
+	"github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/proxy"
 )
 
@@ -57,7 +58,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		fmt.Fprintln(stderr, "intent-proxy:", err)
 		return 2
 	}
-	logger, err := newLogger(stderr, cfg.logFormat, cfg.logLevel)
+	logger, err := cli.NewLogger(stderr, cfg.logFormat, cfg.logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "intent-proxy:", err)
 		return 2
@@ -67,21 +68,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return 1
 	}
 	return 0
-}
-
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
 }
 
 // Admin paths on the proxy's own listener; every other path is proxied.
@@ -319,15 +305,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := envPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" {
-			if err := f.Value.Set(v); err != nil && envErr == nil {
-				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
-			}
-		}
-	})
+	_, envErr := cli.SetFromEnv(fs, envPrefix, getenv)
 	if envErr != nil {
 		return c, envErr
 	}
@@ -341,7 +319,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		c.apiKey = getenv("INTENTD_API_KEY")
 	}
 	c.defaultRoute.Key, c.defaultRoute.On5xx, c.defaultRoute.Lease = proxy.KeyMode(key), proxy.On5xx(on5xx), proxy.Duration(lease)
-	c.defaultRoute.FingerprintHeaders, c.defaultRoute.ScopeHeaders = splitList(fpHeaders), splitList(scopeHeaders)
+	c.defaultRoute.FingerprintHeaders, c.defaultRoute.ScopeHeaders = cli.SplitList(fpHeaders), cli.SplitList(scopeHeaders)
 	if upstream == "" {
 		return c, errors.New("--upstream is required")
 	}
@@ -350,7 +328,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("--upstream %q: want http(s)://host[:port][/base]", upstream)
 	}
 	c.upstream = u
-	if c.ledger = splitList(ledger); len(c.ledger) == 0 {
+	if c.ledger = cli.SplitList(ledger); len(c.ledger) == 0 {
 		return c, errors.New("--ledger is required: the intentd node addresses")
 	}
 	switch {
@@ -366,14 +344,4 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("default route flags: %w", err)
 	}
 	return c, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

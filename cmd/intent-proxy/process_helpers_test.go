@@ -9,13 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,77 +19,31 @@ import (
 	"github.com/intentledger/intentd/proxy"
 )
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// proxyBinary builds cmd/intent-proxy once per test binary, as
-// nodetest.IntentdBinary does for intentd, and skips under -short: real
-// processes are the integration tier.
-func proxyBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs real processes: integration tier")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "intent-proxy-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "intent-proxy")
-		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/intentledger/intentd/cmd/intent-proxy").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/intent-proxy: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
-}
-
 // proxyProc is one intent-proxy process; start may be called again after
 // it ended (a restart on the same address).
 type proxyProc struct {
-	name, bin, addr string
-	args            []string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan error
-	log  lockedBuffer
+	*nodetest.Process
+	addr string
 }
 
 func startProxy(t *testing.T, name, bin string, args ...string) *proxyProc {
 	t.Helper()
-	p := &proxyProc{name: name, bin: bin, addr: nodetest.FreePort(t), args: args}
-	p.start(t)
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("log of proxy %s:\n%s", name, p.log.String())
-		}
-	})
+	addr := nodetest.FreePort(t)
+	p := &proxyProc{Process: nodetest.StartProcess(t, "proxy "+name, bin, append([]string{"--listen", addr}, args...)...), addr: addr}
+	p.waitServing(t)
 	return p
 }
 
+// start starts the proxy again and waits until it serves.
 func (p *proxyProc) start(t *testing.T) {
 	t.Helper()
-	p.mu.Lock()
-	cmd := exec.Command(p.bin, append([]string{"--listen", p.addr}, p.args...)...)
-	cmd.Stdout, cmd.Stderr = &p.log, &p.log
-	if err := cmd.Start(); err != nil {
-		p.mu.Unlock()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	p.cmd, p.done = cmd, done
-	p.mu.Unlock()
-	nodetest.WaitFor(t, 30*time.Second, "proxy "+p.name+" to serve", func() bool {
+	p.Start(t)
+	p.waitServing(t)
+}
+
+func (p *proxyProc) waitServing(t *testing.T) {
+	t.Helper()
+	nodetest.WaitFor(t, 30*time.Second, p.Name+" to serve", func() bool {
 		resp, err := http.Get("http://" + p.addr + "/-/healthz")
 		if err != nil {
 			return false
@@ -103,55 +53,7 @@ func (p *proxyProc) start(t *testing.T) {
 	})
 }
 
-// kill SIGKILLs the process and waits for it to exit.
-func (p *proxyProc) kill() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case err := <-done:
-		done <- err
-	case <-time.After(time.Minute):
-	}
-}
-
-// stop sends SIGTERM and waits up to limit for the exit; exited is false
-// if the process still runs.
-func (p *proxyProc) stop(limit time.Duration) (exited bool, err error) {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return false, err
-	}
-	select {
-	case err := <-done:
-		done <- err
-		return true, err
-	case <-time.After(limit):
-		return false, nil
-	}
-}
-
 func (p *proxyProc) url() string { return "http://" + p.addr }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // upstream is the API behind the proxies, in the test process: it counts
 // executions per Idempotency-Key and does what a request's X-Upstream

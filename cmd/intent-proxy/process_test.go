@@ -41,7 +41,7 @@ type world struct {
 
 func startWorld(t *testing.T) *world {
 	t.Helper()
-	pbin := proxyBinary(t)
+	pbin := nodetest.Binary(t, "cmd/intent-proxy")
 	ibin := nodetest.IntentdBinary(t)
 	dir := t.TempDir()
 	fast := []string{"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms", "--auth=off"}
@@ -255,7 +255,7 @@ func TestProxyProcesses(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { _, err := send(A, "POST", "/v1/charges", "crash", `{}`, "X-Upstream", "block"); done <- err }()
 		awaitArrival(t, w, `"crash"`)
-		w.a.kill()
+		w.a.Kill()
 		if err := <-done; err == nil {
 			t.Fatal("the client got an answer from a killed proxy")
 		}
@@ -281,7 +281,7 @@ func TestProxyProcesses(t *testing.T) {
 		awaitArrival(t, w, `"term"`)
 		stopped := make(chan error, 1)
 		go func() {
-			exited, err := w.b.stop(time.Minute)
+			exited, err := w.b.Stop(time.Minute)
 			if !exited {
 				err = errors.New("no exit after SIGTERM")
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/intentledger/intentd/auth"
+	cmdcli "github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/internal/namespace"
 )
 
@@ -34,7 +35,7 @@ func cmdAPIKey(_ context.Context, c *cli, args []string) error {
 		return usagef("--namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", *ns)
 	}
 	var roles []auth.Role
-	for _, r := range splitList(*rolesArg) {
+	for _, r := range cmdcli.SplitList(*rolesArg) {
 		role := auth.Role(r)
 		if !slices.Contains(auth.Roles(), role) {
 			return usagef("--roles: unknown role %q; want one or more of %v", r, auth.Roles())

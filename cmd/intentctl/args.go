@@ -124,13 +124,3 @@ func durationMS(name string, d time.Duration) (int64, error) {
 	}
 	return d.Milliseconds(), nil
 }
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/intentledger/intentd/client"
+	cmdcli "github.com/intentledger/intentd/internal/cli"
 )
 
 // cmdPolicy is "policy put|get|list|delete".
@@ -75,8 +76,8 @@ func policyPut(ctx context.Context, c *cli, args []string) error {
 		}
 		p.Version = 0 // the server sets it; --expect-version is the compare-and-set
 	} else {
-		p = client.Policy{Name: name, Tools: splitList(*tools), Priority: *priority, RequireApproval: *requireApproval,
-			ApprovalsRequired: *approvals, Approvers: splitList(*approvers), Blocked: *blocked, MaxPayloadBytes: *maxPayload,
+		p = client.Policy{Name: name, Tools: cmdcli.SplitList(*tools), Priority: *priority, RequireApproval: *requireApproval,
+			ApprovalsRequired: *approvals, Approvers: cmdcli.SplitList(*approvers), Blocked: *blocked, MaxPayloadBytes: *maxPayload,
 			AllowSelfApproval: *selfApproval}
 		if p.DedupeWindowMS, err = durationMS("dedupe-window", *dedupe); err != nil {
 			return err

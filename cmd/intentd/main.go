@@ -16,7 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/internal/faults"
 	"github.com/intentledger/intentd/internal/node"
 )
@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		fmt.Fprintln(stderr, "intentd:", err)
 		return 2
 	}
-	logger, err := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	logger, err := cli.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "intentd:", err)
 		return 2
@@ -66,21 +66,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return 1
 	}
 	return 0
-}
-
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
 }
 
 // parseConfig reads flags, with INTENTD_* environment variables as
@@ -99,7 +84,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "gossip (memberlist) listen address")
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", "", "gossip address other nodes reach (default: the listen address)")
 	fs.StringVar(&join, "join", "", "comma-separated gossip addresses of existing members")
-	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", -1, "nodes to wait for before bootstrapping a new cluster (default: 1 without --join, 0 with it)")
+	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", -1, "voters to wait for before bootstrapping a new cluster (default: 1 without --join, 0 with it)")
+	voter := true
+	fs.BoolVar(&voter, "voter", true, "take part in quorums and elections; --voter=false makes a non-voting replica (receives the log, serves stale reads and long-polls, forwards the rest; needs --join)")
+	fs.StringVar(&c.Region, "region", "", "the region this node runs in (gossip, /v1/cluster, metrics; --prefer-leader-region)")
+	fs.StringVar(&c.PreferLeaderRegion, "prefer-leader-region", "", "move leadership to a healthy voter of this region whenever the leader is elsewhere (set it on every voter)")
+	fs.StringVar(&c.Network, "network", node.NetworkLAN, "timing profile: lan (one data centre: Raft 1s/1s/500ms, memberlist local) or wan (members 30-300 ms apart: Raft 3s/3s/1.5s, memberlist WAN); explicit timing flags win")
 	fs.StringVar(&c.LogStore, "log-store", c.LogStore, "Raft log store: wal (raft-wal, one fsync per append) or boltdb (raft-boltdb); a data dir keeps the kind it was made with")
 	fs.BoolVar(&c.LeaveOnTerminate, "leave-on-terminate", c.LeaveOnTerminate, "leave gossip on SIGTERM so the leader removes this voter")
 	fs.IntVar(&c.Limits.MaxPayloadBytes, "max-payload-bytes", c.Limits.MaxPayloadBytes, "largest intent payload accepted")
@@ -130,15 +120,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "TESTING ONLY: serve /debug/digest and /debug/clock-offset for the fault suite")
 	fs.StringVar(&c.TestBug, "test-bug", "", "TESTING ONLY (needs --test-hooks and a binary built with -tags faults): seed a known bug: "+faults.Names())
 
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "INTENTD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" {
-			if err := f.Value.Set(v); err != nil && envErr == nil {
-				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
-			}
-		}
-	})
+	_, envErr := cli.SetFromEnv(fs, "INTENTD_", getenv)
 	if envErr != nil {
 		return c, envErr
 	}
@@ -155,6 +137,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 			c.Join = append(c.Join, j)
 		}
 	}
+	c.Replica = !voter
 	if c.BootstrapExpect < 0 {
 		c.BootstrapExpect = 0
 		if len(c.Join) == 0 {

@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"internal/tlsutil":   nil,
 	"internal/nodetest":  nil,
 	"internal/progress":  nil, // status lines redrawn on a terminal, plain lines in a log
+	"internal/cli":       nil, // the commands' logger, flags from the environment, list flags
 	"internal/doccheck":  nil, // Markdown and shell scanning; its tests start a local cluster
 	"console":            nil, // the web console's embedded files; its pages reach the ledger through the API only
 	"token":              nil,
@@ -44,21 +45,22 @@ var allowed = map[string][]string{
 	"internal/node":         {"auth", "cluster", "console", "fsm", "httpapi", "ledger", "token", "internal/faults", "internal/peerauth", "internal/tlsutil"},
 	"internal/localcluster": {"cluster", "httpapi", "internal/node"},
 	"internal/clienttest":   {"auth", "cluster", "httpapi", "ledger", "ledger/ledgertest", "internal/localcluster"},
-	"cmd/intentd":           {"auth", "internal/faults", "internal/node", "internal/tlsutil"},
+	"cmd/intentd":           {"auth", "internal/cli", "internal/faults", "internal/node", "internal/tlsutil"},
 
 	// Tools that speak to a cluster from outside: through the SDK. intentctl
 	// also reads and checks snapshot files offline (fsm's codecs), as
 	// etcdutl reads etcd's.
-	"cmd/intentctl":    {"auth", "client", "fsm", "internal/namespace", "internal/tlsutil", "token"},
+	"cmd/intentctl":    {"auth", "client", "fsm", "internal/cli", "internal/namespace", "internal/tlsutil", "token"},
 	"cmd/intent-bench": {"client", "internal/progress"},
 	// The Idempotency-Key reverse proxy: the ledger through the SDK only.
 	"proxy":            {"client", "internal/jsonexact"},
-	"cmd/intent-proxy": {"client", "proxy"},
+	"cmd/intent-proxy": {"client", "internal/cli", "proxy"},
 	// The MCP gate: the ledger through the SDK only, MCP through go-sdk.
 	"mcpgate":                              {"client"},
-	"cmd/intent-mcp":                       {"client", "mcpgate"},
-	"cmd/intent-mcp/internal/testupstream": nil,                 // the process tests' upstream MCP server
-	"canary":                               {"client", "proxy"}, // --via http-proxy puts proxy.Handler in front of a plain tool
+	"cmd/intent-mcp":                       {"client", "internal/cli", "mcpgate"},
+	"cmd/intent-mcp/internal/testupstream": nil,                             // the process tests' upstream MCP server
+	"cmd/intent-mcp/internal/mcpbench":     {"client", "internal/progress"}, // make bench-mcp's driver
+	"canary":                               {"client", "mcpgate", "proxy"},  // --via http-proxy: proxy.Handler before a plain tool; --via mcp: mcpgate before a plain MCP server
 	"cmd/canary":                           {"canary", "internal/localcluster", "internal/progress"},
 	"examples/":                            {"client"},
 	"sdk/":                                 {"client"}, // the SDK conformance suite (its code is tests)

@@ -78,6 +78,13 @@ type Config struct {
 	// Timings, where not zero, override Raft's, the reconcile loop's and
 	// gossip's intervals (cluster.FastTimings for in-process clusters).
 	Timings cluster.Timings
+	// Region, Replica, PreferLeaderRegion and Network are cluster.Config's:
+	// where the node runs, whether it is a non-voting replica, where the
+	// leader should be, and the timing profile (lan or wan).
+	Region             string
+	Replica            bool
+	PreferLeaderRegion string
+	Network            string
 }
 
 // DefaultConfig is a single-node ledger on loopback.
@@ -103,6 +110,12 @@ func DefaultConfig() Config {
 		Security:         SecurityConfig{ClusterName: tlsutil.DefaultCluster},
 	}
 }
+
+// The values of Config.Network: the timing profiles of cluster.Config.
+const (
+	NetworkLAN = cluster.NetworkLAN
+	NetworkWAN = cluster.NetworkWAN
+)
 
 // The values of Config.Auth.
 const (
@@ -191,7 +204,8 @@ func (n *Node) Start(ctx context.Context) error {
 		LeaveOnShutdown: n.cfg.LeaveOnTerminate, LogStore: n.cfg.LogStore, Logger: n.cfg.Logger, Raft: n.cfg.Raft,
 		RaftTLS: sec.peer, PeerIdentity: sec.identity, GossipKey: sec.gossipKey,
 		Clock:  func() time.Time { return time.Now().Add(time.Duration(n.clockOffset.Load())) },
-		Faults: bugs,
+		Faults: bugs, Region: n.cfg.Region, Replica: n.cfg.Replica, PreferLeaderRegion: n.cfg.PreferLeaderRegion,
+		Network: n.cfg.Network,
 	}
 	n.cfg.Timings.Apply(&cc)
 	cn, err := cluster.New(cc)

@@ -19,7 +19,7 @@ import (
 
 var (
 	buildMu sync.Mutex
-	builds  = map[string]string{} // build tags -> binary
+	builds  = map[string]string{} // package and build tags -> binary
 )
 
 // IntentdBinary builds cmd/intentd once per test binary (per set of build
@@ -27,12 +27,21 @@ var (
 // processes are the integration tier.
 func IntentdBinary(t *testing.T, tags ...string) string {
 	t.Helper()
+	return Binary(t, "cmd/intentd", tags...)
+}
+
+// Binary builds the module's package pkg ("cmd/intent-proxy") once per
+// test binary (per set of build tags) and returns its path. It skips the
+// test under -short: real processes are the integration tier.
+func Binary(t *testing.T, pkg string, tags ...string) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs real processes: integration tier")
 	}
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	key := strings.Join(tags, ",")
+	joined := strings.Join(tags, ",")
+	key := pkg + " " + joined
 	if bin, ok := builds[key]; ok {
 		return bin
 	}
@@ -40,14 +49,14 @@ func IntentdBinary(t *testing.T, tags ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "intentd")
+	bin := filepath.Join(dir, filepath.Base(pkg))
 	args := []string{"build", "-o", bin}
-	if key != "" {
-		args = append(args, "-tags", key)
+	if joined != "" {
+		args = append(args, "-tags", joined)
 	}
-	out, err := exec.Command("go", append(args, "github.com/intentledger/intentd/cmd/intentd")...).CombinedOutput()
+	out, err := exec.Command("go", append(args, "github.com/intentledger/intentd/"+pkg)...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("go build ./cmd/intentd: %v\n%s", err, out)
+		t.Fatalf("go build ./%s: %v\n%s", pkg, err, out)
 	}
 	builds[key] = bin
 	return bin
@@ -64,50 +73,43 @@ func FreePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// Proc is one intentd process on loopback. Start may be called again
-// after the process ended (a restart on the same ports and data).
-type Proc struct {
-	ID, HTTP, Raft, Gossip string
-	// Bin is the binary, DataDir the node's data directory and Args the
-	// flags beyond ID, data dir and addresses.
-	Bin, DataDir string
-	Args         []string
+// Process is one process of a test, started from Bin with Args, its
+// output kept in memory. Start may be called again after it ended (a
+// restart).
+type Process struct {
+	Name, Bin string
+	Args      []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	log  *lockedBuffer
+	log  LockedBuffer
 	done chan error
 }
 
-// StartProc starts node id of bin with its data under dir on fresh ports,
-// passing args; the test's cleanup kills it and, if the test failed, logs
-// its output.
-func StartProc(t *testing.T, bin, dir, id string, args ...string) *Proc {
+// StartProcess starts bin with args; the test's cleanup kills it and, if
+// the test failed, logs its output under name.
+func StartProcess(t *testing.T, name, bin string, args ...string) *Process {
 	t.Helper()
-	p := &Proc{ID: id, HTTP: FreePort(t), Raft: FreePort(t), Gossip: FreePort(t), Bin: bin,
-		DataDir: filepath.Join(dir, id), Args: args}
+	p := &Process{Name: name, Bin: bin, Args: args}
 	p.Start(t)
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("log of %s:\n%s", id, p.Log())
-		}
-	})
+	t.Cleanup(func() { p.cleanup(t) })
 	return p
 }
 
-// Start starts the process (again), on its ports and data directory.
-func (p *Proc) Start(t *testing.T) {
+func (p *Process) cleanup(t *testing.T) {
+	p.Kill()
+	if t.Failed() {
+		t.Logf("log of %s:\n%s", p.Name, p.Log())
+	}
+}
+
+// Start starts the process (again) with its Args.
+func (p *Process) Start(t *testing.T) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	all := append([]string{"--id", p.ID, "--data-dir", p.DataDir, "--http-addr", p.HTTP,
-		"--raft-addr", p.Raft, "--gossip-addr", p.Gossip}, p.Args...)
-	cmd := exec.Command(p.Bin, all...)
-	if p.log == nil {
-		p.log = &lockedBuffer{}
-	}
-	cmd.Stdout, cmd.Stderr = p.log, p.log
+	cmd := exec.Command(p.Bin, p.Args...)
+	cmd.Stdout, cmd.Stderr = &p.log, &p.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +119,7 @@ func (p *Proc) Start(t *testing.T) {
 }
 
 // Signal sends sig to the process.
-func (p *Proc) Signal(sig syscall.Signal) error {
+func (p *Process) Signal(sig syscall.Signal) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cmd.Process.Signal(sig)
@@ -125,7 +127,7 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 
 // Wait waits up to limit for the process to exit and returns how it
 // exited; exited is false if it is still running.
-func (p *Proc) Wait(limit time.Duration) (exited bool, err error) {
+func (p *Process) Wait(limit time.Duration) (exited bool, err error) {
 	p.mu.Lock()
 	done := p.done
 	p.mu.Unlock()
@@ -139,13 +141,55 @@ func (p *Proc) Wait(limit time.Duration) (exited bool, err error) {
 }
 
 // Kill SIGKILLs the process, if it runs, and waits for it to exit.
-func (p *Proc) Kill() {
+func (p *Process) Kill() {
 	_ = p.Signal(syscall.SIGKILL)
 	_, _ = p.Wait(time.Minute)
 }
 
+// Stop sends SIGTERM and waits up to limit for the exit; exited is false
+// if the process still runs.
+func (p *Process) Stop(limit time.Duration) (exited bool, err error) {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		return false, err
+	}
+	return p.Wait(limit)
+}
+
 // Log returns everything the process (and its earlier runs) printed.
-func (p *Proc) Log() string { return p.log.String() }
+func (p *Process) Log() string { return p.log.String() }
+
+// Proc is one intentd process on loopback. Start may be called again
+// after the process ended (a restart on the same ports and data).
+type Proc struct {
+	ID, HTTP, Raft, Gossip string
+	// Bin is the binary, DataDir the node's data directory and Args the
+	// flags beyond ID, data dir and addresses.
+	Bin, DataDir string
+	Args         []string
+
+	Process
+}
+
+// StartProc starts node id of bin with its data under dir on fresh ports,
+// passing args; the test's cleanup kills it and, if the test failed, logs
+// its output.
+func StartProc(t *testing.T, bin, dir, id string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{ID: id, HTTP: FreePort(t), Raft: FreePort(t), Gossip: FreePort(t), Bin: bin,
+		DataDir: filepath.Join(dir, id), Args: args}
+	p.Start(t)
+	t.Cleanup(func() { p.cleanup(t) })
+	return p
+}
+
+// Start starts the process (again), on its ports and data directory.
+func (p *Proc) Start(t *testing.T) {
+	t.Helper()
+	p.Process.Name, p.Process.Bin = p.ID, p.Bin
+	p.Process.Args = append([]string{"--id", p.ID, "--data-dir", p.DataDir, "--http-addr", p.HTTP,
+		"--raft-addr", p.Raft, "--gossip-addr", p.Gossip}, p.Args...)
+	p.Process.Start(t)
+}
 
 // Ready reports whether the node at addr answers /readyz with 200.
 func Ready(addr string) bool {
@@ -205,20 +249,20 @@ func MetricSum(addr, name string) float64 {
 	return sum
 }
 
-// lockedBuffer is a bytes.Buffer safe for a process's output and a test
+// LockedBuffer is a bytes.Buffer safe for a process's output and a test
 // reading it at once.
-type lockedBuffer struct {
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *LockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()

@@ -11,6 +11,7 @@ only side effect here.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any, Awaitable, Callable, Generator, Optional, TypeVar, Union
@@ -19,8 +20,8 @@ from . import _api
 from ._api import UNSET, Call
 from ._core import MAX_LONG_POLL, Request, Route, encode_json, left, route_from_status
 from .errors import (BadRequest, EffectUnknown, InDoubt, InFlight, IntentdError, NotFound, OutcomeUnknown,
-                     PendingApproval, Problem, RateLimited, error_result, maybe_applied, problem_retryable,
-                     retryable)
+                     PendingApproval, Problem, RateLimited, Unavailable, error_result, maybe_applied, parse_problem,
+                     problem_retryable, retryable)
 from .types import ClaimResult, ClusterStatus, EffectResult, Grant, Intent, IntentResult, Outcome, State, Status
 
 log = logging.getLogger("intentd")
@@ -127,6 +128,23 @@ def as_outcome_unknown(p: Problem, detail: str = "") -> OutcomeUnknown:
                        field=p.field, intent=p.intent, retry_after=p.retry_after, body=p.body)
     o._transport = getattr(p, "_transport", False)  # type: ignore[attr-defined]
     return o
+
+
+def answer_document(req: Request, where: str, status: int, headers: Any, data: bytes) -> Any:
+    """The JSON document of a 2xx answer to req; any other answer is raised
+    as its Problem (a write's 502 or 504 as OutcomeUnknown: it may have been
+    applied). A 2xx body that does not decode is a transport error, unknown
+    for a write."""
+    if 200 <= status < 300:
+        try:
+            return json.loads(data.decode("utf-8")) if data else None
+        except (ValueError, UnicodeDecodeError) as e:
+            kind = OutcomeUnknown if req.write else Unavailable
+            raise transport_error(kind, "%s: decoding the %d answer: %s" % (where, status, e)) from e
+    p = parse_problem(status, headers, data)
+    if req.write and status in (502, 504):
+        raise as_outcome_unknown(p)
+    raise p
 
 
 def is_rate_limited(p: Problem) -> bool:

@@ -4,7 +4,6 @@ request.go and discovery.go) are _flow's, run with blocking I/O."""
 
 from __future__ import annotations
 
-import json
 import socket
 import ssl
 import threading
@@ -14,9 +13,9 @@ from urllib.parse import urlsplit
 
 from . import _flow
 from ._core import DISCOVERY_PROBE_TIMEOUT, IDLE_CONN_MAX_AGE, Backoff, Request, Route, left
-from ._flow import Attempt, Pause, Step, as_outcome_unknown, transport_error
+from ._flow import Attempt, Pause, Step, transport_error
 from ._http11 import MAX_HEAD, READ_HEAD, READ_LINE, BadResponse, ReadExactly, Response, read_response, request_bytes
-from .errors import OutcomeUnknown, Unavailable, parse_problem
+from .errors import OutcomeUnknown, Unavailable
 
 
 class _Conn:
@@ -227,17 +226,7 @@ class SyncTransport:
             else:
                 pool.put(conn)
             break
-        if 200 <= status < 300:
-            try:
-                doc = json.loads(data.decode("utf-8")) if data else None
-            except (ValueError, UnicodeDecodeError) as e:
-                kind = OutcomeUnknown if req.write else Unavailable
-                raise transport_error(kind, "%s: decoding the %d answer: %s" % (where, status, e)) from e
-            return status, doc
-        p = parse_problem(status, headers, data)
-        if req.write and status in (502, 504):
-            raise as_outcome_unknown(p)
-        raise p
+        return status, _flow.answer_document(req, where, status, headers, data)
 
     # -- routing ----------------------------------------------------------
 

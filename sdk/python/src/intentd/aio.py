@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import json
 import logging
 import ssl
 import time
@@ -28,11 +27,11 @@ from ._core import (DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_MAX, DEFAULT_DISCOVERY
                     left, new_owner, normalize_addr, seconds)
 from . import _flow
 from ._decorate import CallSpec, KeySpec, reset_grant, set_grant
-from ._flow import Attempt, Pause, Run, Step, as_outcome_unknown, attach, transport_error
+from ._flow import Attempt, Pause, Run, Step, attach, transport_error
 from ._http11 import READ_HEAD, READ_LINE, BadResponse, ReadExactly, Response, read_response, request_bytes
 from .client import _Settings, check_effect, lease_of
 from .errors import (EffectUnknown, Fenced, InDoubt, InvalidState, NoLeader, NotFound, OutcomeUnknown, Problem,
-                     Unavailable, parse_problem)
+                     Unavailable)
 from .types import (AuditTrail, ClaimResult, ClusterStatus, EffectResult, Grant, Health, Intent, IntentResult,
                     ListPage, Outcome, Policy, State, TokenVerification)
 
@@ -229,17 +228,7 @@ class AsyncTransport:
             else:
                 pool.put(c)
             break
-        if 200 <= status < 300:
-            try:
-                doc = json.loads(data.decode("utf-8")) if data else None
-            except (ValueError, UnicodeDecodeError) as e:
-                kind = OutcomeUnknown if req.write else Unavailable
-                raise transport_error(kind, "%s: decoding the %d answer: %s" % (where, status, e)) from e
-            return status, doc
-        p = parse_problem(status, rh, data)
-        if req.write and status in (502, 504):
-            raise as_outcome_unknown(p)
-        raise p
+        return status, _flow.answer_document(req, where, status, rh, data)
 
     def endpoints(self) -> List[str]:
         rt = self.route

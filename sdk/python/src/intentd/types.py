@@ -12,7 +12,7 @@ import datetime as _dt
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 __all__ = [
     "State", "Status", "Outcome", "Intent", "Approval", "ClaimResult", "IntentResult", "Grant", "EffectResult",
@@ -83,26 +83,37 @@ def parse_time(v: Any) -> Optional[_dt.datetime]:
     return t
 
 
-class _Time:
-    """A datetime field of a dataclass decoded from its RFC 3339 text on
-    first read (most answers are never asked for their times, and parsing
-    three per answer was a tenth of the SDK's CPU per call). Setting a
-    datetime or None stores it as it is."""
+class _Lazy:
+    """A dataclass field decoded on first read: the answer stores the raw
+    JSON value (of type raw) and decode turns it into the field's value
+    once. Most answers are never asked for every field: parsing the three
+    times of an intent was a tenth of the SDK's CPU per call, and a claim's
+    caller often needs only the status, the owner and the fencing token,
+    not the intent. Setting a decoded value (or None) stores it as it is."""
+
+    def __init__(self, raw: type, decode: Callable[[Any], Any]) -> None:
+        self.raw = raw
+        self.decode = decode
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.slot = "_" + name
 
-    def __get__(self, obj: Any, owner: Any = None) -> Optional[_dt.datetime]:
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
             return None  # the dataclass field's default
         v = obj.__dict__.get(self.slot)
-        if isinstance(v, str):
-            v = parse_time(v)
+        if isinstance(v, self.raw):
+            v = self.decode(v)
             obj.__dict__[self.slot] = v
         return v
 
     def __set__(self, obj: Any, v: Any) -> None:
         obj.__dict__[self.slot] = v
+
+
+def _Time() -> Any:
+    """A datetime field kept as its RFC 3339 text until read."""
+    return _Lazy(str, parse_time)
 
 
 def _int(d: Mapping[str, Any], k: str) -> int:
@@ -187,26 +198,9 @@ class Intent:
         )
 
 
-class _LazyIntent:
-    """An Intent field of an answer decoded from its JSON object on first
-    read: a claim's or a report's caller often needs only the status, the
-    owner and the fencing token. Setting an Intent or None stores it as it
-    is."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.slot = "_" + name
-
-    def __get__(self, obj: Any, owner: Any = None) -> Optional["Intent"]:
-        if obj is None:
-            return None  # the dataclass field's default
-        v = obj.__dict__.get(self.slot)
-        if isinstance(v, dict):
-            v = Intent.from_dict(v)
-            obj.__dict__[self.slot] = v
-        return v
-
-    def __set__(self, obj: Any, v: Any) -> None:
-        obj.__dict__[self.slot] = v
+def _LazyIntent() -> Any:
+    """An Intent field kept as its JSON object until read."""
+    return _Lazy(dict, lambda v: Intent.from_dict(v))
 
 
 def _intent_json(v: Any) -> Optional[Dict[str, Any]]:
