@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,6 +111,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Run("AuditVerifiedAndExported", s.testAudit)
 	t.Run("AuditTamperedPage", s.testAuditTampered)
 	t.Run("ReaderCannotApprove", s.testReader)
+	t.Run("IntentPageDecides", s.testIntentPage)
 	t.Run("KeyboardLabelsAndWidths", s.testAccessible)
 	t.Run("PolicyCompareAndSet", s.testPolicyEdit)
 	t.Run("AuthOff", func(t *testing.T) { testAuthOff(t, s.browser) })
@@ -343,7 +345,7 @@ func (b *tab) click(sel string) { b.t.Helper(); b.do("click "+sel, chromedp.Clic
 // signIn opens page on node as the named key, through the sign-in page.
 func (b *tab) signIn(s *suite, node int, key, page string) {
 	b.t.Helper()
-	b.goTo(s.nodes[node] + "/ui/sign-in?next=" + page)
+	b.goTo(s.nodes[node] + "/ui/sign-in?next=" + url.QueryEscape(page))
 	b.fill(`#sign-in-form input[name="key"]`, s.keys[key])
 	b.click(`#sign-in-form button[type="submit"]`)
 	b.waitText("#whoami", key+" · namespace "+namespace)
@@ -736,6 +738,7 @@ func (s *suite) testAccessible(t *testing.T) {
 		{"/ui/in-doubt", "#in-doubt article"},
 		{"/ui/intents?prefix=refund", "#results table"},
 		{"/ui/intent?key=refund%3Aord_98231", "#timeline li"},
+		{"/ui/intent?key=refund%3Aord_98232", "#decide article form.decide"},
 		{"/ui/audit", "#chain-verdict .notice.ok"},
 		{"/ui/cluster", "#policies table"},
 	}
@@ -827,4 +830,29 @@ func (s *suite) testPolicyEdit(t *testing.T) {
 	if p := s.api(t, "reader", "GET", "/v1/policies/quick", nil, 200).Body["policy"].(map[string]any); p["priority"] != float64(5) {
 		t.Fatalf("the save did not reach the policy: %v", p)
 	}
+}
+
+// testIntentPage: an intent's own page (where the MCP gate sends an
+// approver, /ui/intent?key=...) is where the decision is made: opened
+// without a key it goes through the sign-in and back, shows the pending
+// intent's card and records carol's approval; its timeline shows it.
+func (s *suite) testIntentPage(t *testing.T) {
+	b := s.tab(t, "carol")
+	b.goTo(s.nodes[2] + "/ui/intent?key=" + url.QueryEscape("refund:ord_98232"))
+	b.waitVisible("#sign-in-form")
+	b.fill(`#sign-in-form input[name="key"]`, s.keys["carol"])
+	b.click(`#sign-in-form button[type="submit"]`)
+	c := "#decide " + card("refund:ord_98232")
+	b.waitVisible(c)
+	b.waitText(c+" .owner", "agent-7/refund:ord_98232")
+	b.fill(c+" input.reason", "matches the return label")
+	b.click(c + " button.approve")
+	b.waitText(c+" .result", "Your approval is recorded")
+	in := s.intent(t, "refund:ord_98232")
+	approvals, _ := in["approvals"].([]any)
+	if in["state"] != "pending_approval" || len(approvals) != 1 || approvals[0].(map[string]any)["actor"] != "carol" {
+		t.Fatalf("after carol's approval on the intent's page: %v", in)
+	}
+	b.goTo(s.nodes[2] + "/ui/intent?key=" + url.QueryEscape("refund:ord_98232"))
+	b.waitText("#timeline", "Approved by carol")
 }

@@ -69,8 +69,9 @@ function approvalsText(it) {
   return `${got.length} of ${need}` + (who ? `: ${who}` : "");
 }
 
-// Card is one pending intent as this page first showed it.
-class Card {
+// Card is one pending intent as this page first showed it (the intent's
+// own page shows one too).
+export class Card {
   constructor(it, policies, me, decide) {
     this.key = it.key;
     this.fingerprint = it.fingerprint; // what the person reviews, and what a decision carries

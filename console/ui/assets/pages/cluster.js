@@ -18,6 +18,7 @@ export async function render({ main, can }) {
   const rows = (st.nodes || []).map((n) => h("tr", {},
     h("td", {}, n.id),
     h("td", {}, n.leader ? badge("leader", "ok") : n.suffrage || "not a member"),
+    h("td", {}, [n.region, n.role].filter(Boolean).join(", ")),
     h("td", {}, badge(n.gossip || "unknown", n.gossip === "alive" ? "ok" : "bad")),
     h("td", { class: "mono" }, n.http_addr || ""),
     h("td", { class: "mono" }, n.raft_addr || ""),
@@ -26,11 +27,12 @@ export async function render({ main, can }) {
     facts([
       ["Answering node", `${st.node_id} (${st.state})`],
       ["Ready", st.ready ? "yes: it knows a leader and has caught up" : "no"],
-      ["Leader", st.leader_id ? `${st.leader_id} (${st.leader_http || "address unknown"})` : "none"],
+      ["Leader", st.leader_id ? `${st.leader_id} (${st.leader_http || "address unknown"})` + (st.leader_region ? `, region ${st.leader_region}` : "") : "none"],
+      ["This node", [st.region && `region ${st.region}`, st.role, st.network && `${st.network} timings`].filter(Boolean).join(", ")],
       ["Term", String(st.term)],
       ["Commit / applied / last index", `${st.commit_index} / ${st.applied_index} / ${st.last_index}`],
     ]),
-    table("Nodes as the answering node sees them", ["Node", "Role", "Gossip", "HTTP", "Raft", "Log encoding it decodes"], rows));
+    table("Nodes as the answering node sees them", ["Node", "Raft role", "Region, role", "Gossip", "HTTP", "Raft", "Log encoding it decodes"], rows));
 
   if (!can("reader")) {
     clear(pol, h("p", { class: "muted" }, "Reading policies needs the reader role."));

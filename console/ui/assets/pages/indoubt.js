@@ -53,7 +53,9 @@ export async function render(ctx) {
   follow(refresh, status);
 }
 
-class Card {
+// Card is one in_doubt intent with its resolve form (the intent's own
+// page shows one too).
+export class Card {
   constructor(it, me, resolve) {
     this.key = it.key;
     this.me = me;

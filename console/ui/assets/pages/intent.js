@@ -5,6 +5,8 @@
 import { get, intentPath, Problem } from "../api.js";
 import { h, clear, notice, badge, facts, when, short } from "../dom.js";
 import { raw, pretty } from "../json.js";
+import { Card as ApprovalCard } from "./approvals.js";
+import { Card as InDoubtCard } from "./indoubt.js";
 
 export const title = "Intent";
 
@@ -64,15 +66,29 @@ export async function render({ me, main, params, can }) {
     }
     throw e;
   }
+  // A page linked to from elsewhere (the MCP gate sends an approver here)
+  // is where the decision is made: the same card as the queues show.
+  let decide = null;
+  if (it.state === "pending_approval") {
+    const pols = await get("/v1/policies").catch(() => null);
+    const card = new ApprovalCard(it, new Map(((pols && pols.policies) || []).map((p) => [p.name, p])), me, can("approver"));
+    card.loadOwner();
+    decide = [h("h2", {}, can("approver") ? "Decide" : "Waiting for approval"), h("div", { class: "cards", id: "decide" }, card.el)];
+  } else if (it.state === "in_doubt") {
+    const card = new InDoubtCard(it, me, can("resolve"));
+    card.loadEvents();
+    decide = [h("h2", {}, can("resolve") ? "Resolve" : "In doubt"), h("div", { class: "cards", id: "decide" }, card.el)];
+  }
   const links = [];
-  if (it.state === "pending_approval") links.push(h("a", { href: "/ui/approvals" }, "Decide in Approvals"));
-  if (it.state === "in_doubt") links.push(h("a", { href: "/ui/in-doubt" }, "Resolve in In doubt"));
+  if (it.state === "pending_approval") links.push(h("a", { href: "/ui/approvals" }, "The approvals queue"));
+  if (it.state === "in_doubt") links.push(h("a", { href: "/ui/in-doubt" }, "The in_doubt queue"));
   const payload = raw(it, "payload");
   const result = raw(it, "result");
   const events = trail.events || [];
   clear(main,
     h("h1", { class: "key" }, key, " ", badge(it.state)),
     links.length ? h("p", {}, links) : null,
+    decide,
     h("h2", {}, "Record"),
     facts([
       ["Namespace", it.namespace],
