@@ -75,6 +75,10 @@ type Config struct {
 	// ApplyTimeout bounds how long a proposal may wait to be enqueued
 	// (default 5s).
 	ApplyTimeout time.Duration
+	// ForwardTimeout bounds how long a follower waits for the leader's
+	// answer to a command it forwarded (default DefaultForwardTimeout);
+	// past it the outcome is unknown.
+	ForwardTimeout time.Duration
 	// Gossip adjusts gossip's timings; zero values keep memberlist's
 	// local-network defaults. FastTimings sets them with Raft's for
 	// clusters on one machine.
@@ -135,6 +139,9 @@ func (c *Config) setDefaults() error {
 	if c.ApplyTimeout <= 0 {
 		c.ApplyTimeout = 5 * time.Second
 	}
+	if c.ForwardTimeout <= 0 {
+		c.ForwardTimeout = DefaultForwardTimeout
+	}
 	r := &c.Raft
 	if r.HeartbeatTimeout <= 0 {
 		r.HeartbeatTimeout = time.Second
@@ -191,6 +198,10 @@ type Node struct {
 	// unverified counts members not added because their Raft address did
 	// not prove their node identity.
 	unverified atomic.Uint64
+	// fwd forwards this node's commands to the leader while it follows;
+	// fwdServer serves the followers' while it leads (forward.go).
+	fwd       forwarder
+	fwdServer forwardServer
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -210,6 +221,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), sm: newStateMachine(), notifyCh: make(chan bool, 16)}
+	n.fwd = forwarder{n: n, timeout: cfg.ForwardTimeout}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -361,6 +373,8 @@ func (n *Node) Kill() error {
 // still use them) and the error says which step was waiting.
 func (n *Node) closeAll(ctx context.Context) error {
 	n.cancel()
+	n.fwd.close()
+	n.fwdServer.stop()
 	var errs []error
 	if n.ml != nil {
 		if err := n.ml.Shutdown(); err != nil {
@@ -375,6 +389,11 @@ func (n *Node) closeAll(ctx context.Context) error {
 		if err := waitFuture(ctx, f); err != nil {
 			return errors.Join(append(errs, fmt.Errorf("raft shutdown: %w", err))...)
 		}
+	}
+	// Raft answered every command the followers forwarded and their
+	// connections are cut (closeInbound): the servers end.
+	if err := n.fwdServer.wait(ctx); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("waiting for the forwarding connections: %w", err))...)
 	}
 	stopped := make(chan struct{})
 	go func() { n.wg.Wait(); close(stopped) }()
