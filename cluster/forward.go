@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/faults"
 	"github.com/intentledger/intentd/ledger"
 )
 
@@ -142,7 +143,8 @@ func (f *forwarder) connTo(ctx context.Context, addr, id string) (*fwdConn, erro
 	if c == nil || c.addr != addr || c.id != id || c.failed() {
 		old := c
 		c = &fwdConn{addr: addr, id: id, ready: make(chan struct{}), dead: make(chan struct{}),
-			pending: map[uint64]*fwdCall{}, wake: make(chan struct{}, 1)}
+			pending: map[uint64]*fwdCall{}, wake: make(chan struct{}, 1),
+			lostIsFailure: f.n.cfg.Faults.Has(faults.LeadershipLostIsFailure)}
 		f.conn = c
 		f.mu.Unlock()
 		if old != nil {
@@ -161,6 +163,47 @@ func (f *forwarder) connTo(ctx context.Context, addr, id string) (*fwdConn, erro
 		return nil, fmt.Errorf("%w: %w", errNotForwarded, c.dialErr)
 	}
 	return c, nil
+}
+
+// leaderIs closes the connection unless it is to id, the node this one
+// now knows as the leader ("" for none): the commands it has in flight
+// are unknown, and saying so at once lets their clients retry rather than
+// wait out ForwardTimeout for answers a deposed leader may never send.
+func (f *forwarder) leaderIs(id string) {
+	f.mu.Lock()
+	c := f.conn
+	if c != nil && c.id != id {
+		f.conn = nil
+	} else {
+		c = nil
+	}
+	f.mu.Unlock()
+	if c != nil {
+		c.fail(errors.New("the leader changed"))
+	}
+}
+
+// followLeader tells the forwarder of every change of leader raft
+// observes, until the node stops.
+func (n *Node) followLeader() {
+	defer n.wg.Done()
+	ch := make(chan raft.Observation, 16)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+	for {
+		select {
+		case o := <-ch:
+			if lo, ok := o.Data.(raft.LeaderObservation); ok {
+				n.fwd.leaderIs(string(lo.LeaderID))
+			}
+		case <-n.ctx.Done():
+			return
+		}
+	}
 }
 
 // close fails the connection: its commands in flight are unknown.
@@ -188,6 +231,12 @@ type fwdConn struct {
 	pending map[uint64]*fwdCall // sent or queued, not answered
 	queue   []*fwdCall          // not yet written
 	wake    chan struct{}       // the writer has work
+
+	// lostIsFailure is the seeded bug faults.LeadershipLostIsFailure on
+	// the forwarding path: a command sent to a leader whose connection
+	// then failed (it lost leadership, or another node leads now) is
+	// reported as a definite failure. Never set in the product build.
+	lostIsFailure bool
 }
 
 // fwdCall is one forwarded command.
@@ -325,6 +374,9 @@ func (c *fwdConn) abandon(call *fwdCall) {
 // answer turns the leader's answer into Propose's.
 func (c *fwdConn) answer(a fwdAnswer) (*fsm.Result, error) {
 	if a.err != nil {
+		if a.sent && c.lostIsFailure {
+			return nil, fmt.Errorf("%w: %w", ledger.ErrNoLeader, a.err) // seeded bug: unknown reported as definite
+		}
 		if a.sent {
 			return nil, fmt.Errorf("%w: the connection to the leader %s failed with the command sent: %w", ledger.ErrOutcomeUnknown, c.id, a.err)
 		}

@@ -282,8 +282,9 @@ func New(cfg Config) (*Node, error) {
 	if err := n.startGossip(hasState); err != nil {
 		return nil, err
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.observeLeadership()
+	go n.followLeader()
 	go n.joinAndBootstrap(hasState)
 	ok = true
 	n.log.Info("node started", "log_store", cfg.LogStore, "raft", n.RaftAddr(), "gossip", n.GossipAddr(), "http", cfg.HTTPAddr,
