@@ -382,7 +382,7 @@ func (c *fwdConn) answer(a fwdAnswer) (*fsm.Result, error) {
 		}
 		return nil, fmt.Errorf("%w: %w", errNotForwarded, a.err)
 	}
-	msg := string(a.body)
+	msg := func() string { return string(a.body) }
 	switch a.code {
 	case fwdOK:
 		r, err := fsm.DecodeResult(a.body)
@@ -393,13 +393,13 @@ func (c *fwdConn) answer(a fwdAnswer) (*fsm.Result, error) {
 		}
 		return r, nil
 	case fwdNotLeader:
-		return nil, fmt.Errorf("%w: %s no longer leads: %s", errNotForwarded, c.id, msg)
+		return nil, fmt.Errorf("%w: %s no longer leads: %s", errNotForwarded, c.id, msg())
 	case fwdNoLeader:
-		return nil, fmt.Errorf("%w: the leader %s: %s", ledger.ErrNoLeader, c.id, msg)
+		return nil, fmt.Errorf("%w: the leader %s: %s", ledger.ErrNoLeader, c.id, msg())
 	case fwdRefused:
-		return nil, fmt.Errorf("cluster: the leader %s refused the command: %s", c.id, msg)
+		return nil, fmt.Errorf("cluster: the leader %s refused the command: %s", c.id, msg())
 	}
-	return nil, fmt.Errorf("%w: the leader %s: %s", ledger.ErrOutcomeUnknown, c.id, msg)
+	return nil, fmt.Errorf("%w: the leader %s: %s", ledger.ErrOutcomeUnknown, c.id, msg())
 }
 
 // write sends the queued commands, all that are queued in one write.
