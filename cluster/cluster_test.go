@@ -213,8 +213,9 @@ func TestThreeNodesReplicateAndServeReads(t *testing.T) {
 		if !errors.As(err, &nl) || nl.LeaderID != leader.ID() || nl.LeaderHTTP != "http-"+leader.ID() {
 			t.Fatalf("follower %s linearizable read: %v", id, err)
 		}
-		if _, err := n.Propose(ctx, claim("k2", "o1")); !errors.Is(err, ledger.ErrNotLeader) {
-			t.Fatalf("follower %s propose: %v", id, err)
+		// A follower's proposal is forwarded: the leader answers it.
+		if r, err := n.Propose(ctx, claim("k2", "o1")); err != nil || r.Status != fsm.StatusGranted {
+			t.Fatalf("follower %s propose: %+v, %v", id, r, err)
 		}
 		waitFor(t, 60*time.Second, "follower applies the claim", func() bool {
 			var in *fsm.Intent

@@ -75,6 +75,10 @@ type Config struct {
 	// ApplyTimeout bounds how long a proposal may wait to be enqueued
 	// (default 5s).
 	ApplyTimeout time.Duration
+	// ForwardTimeout bounds how long a follower waits for the leader's
+	// answer to a command it forwarded (default DefaultForwardTimeout);
+	// past it the outcome is unknown.
+	ForwardTimeout time.Duration
 	// Gossip adjusts gossip's timings; zero values keep memberlist's
 	// local-network defaults. FastTimings sets them with Raft's for
 	// clusters on one machine.
@@ -169,6 +173,9 @@ func (c *Config) setDefaults() error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNetwork, c.Network)
 	}
+	if c.ForwardTimeout <= 0 {
+		c.ForwardTimeout = DefaultForwardTimeout
+	}
 	r := &c.Raft
 	defaultDuration(&r.HeartbeatTimeout, profile.HeartbeatTimeout)
 	defaultDuration(&r.ElectionTimeout, profile.ElectionTimeout)
@@ -224,6 +231,10 @@ type Node struct {
 	// preferred region): placement.go.
 	peers          *peerHealth
 	placementState atomic.Pointer[LeaderPlacement]
+	// fwd forwards this node's commands to the leader while it follows;
+	// fwdServer serves the followers' while it leads (forward.go).
+	fwd       forwarder
+	fwdServer forwardServer
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -244,6 +255,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), sm: newStateMachine(), notifyCh: make(chan bool, 16),
 		peers: &peerHealth{fail: map[string]bool{}}}
+	n.fwd = forwarder{n: n, timeout: cfg.ForwardTimeout}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -304,8 +316,9 @@ func New(cfg Config) (*Node, error) {
 	if err := n.startGossip(hasState); err != nil {
 		return nil, err
 	}
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.observeLeadership()
+	go n.followLeader()
 	go n.joinAndBootstrap(hasState)
 	go n.watchPeers()
 	ok = true
@@ -397,6 +410,8 @@ func (n *Node) Kill() error {
 // still use them) and the error says which step was waiting.
 func (n *Node) closeAll(ctx context.Context) error {
 	n.cancel()
+	n.fwd.close()
+	n.fwdServer.stop()
 	var errs []error
 	if n.ml != nil {
 		if err := n.ml.Shutdown(); err != nil {
@@ -411,6 +426,11 @@ func (n *Node) closeAll(ctx context.Context) error {
 		if err := waitFuture(ctx, f); err != nil {
 			return errors.Join(append(errs, fmt.Errorf("raft shutdown: %w", err))...)
 		}
+	}
+	// Raft answered every command the followers forwarded and their
+	// connections are cut (closeInbound): the servers end.
+	if err := n.fwdServer.wait(ctx); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("waiting for the forwarding connections: %w", err))...)
 	}
 	stopped := make(chan struct{})
 	go func() { n.wg.Wait(); close(stopped) }()

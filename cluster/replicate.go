@@ -12,33 +12,23 @@ import (
 	"github.com/intentledger/intentd/ledger"
 )
 
-// Propose implements ledger.Replicator. Only the leader proposes; it
-// stamps the command with its clock (never earlier than its previous
-// stamp) and waits for the state machine's answer.
+// Propose implements ledger.Replicator. The leader stamps the command
+// with its clock (never earlier than its previous stamp), appends it and
+// waits for the state machine's answer; a follower encodes it and
+// forwards it to the leader, which does the same and answers (forward.go).
 //
-// Errors are definite or unknown, never confused: ErrNotLeader,
-// ErrNoLeader and ErrShuttingDown mean the command was not appended;
-// ErrOutcomeUnknown means it may still commit (leadership was lost after
-// appending, the node shut down, or ctx ended while waiting).
+// Errors are definite or unknown, never confused: ErrNoLeader and
+// ErrShuttingDown mean the command was not appended; ErrOutcomeUnknown
+// means it may still commit (leadership was lost after appending, the node
+// or the connection to the leader failed, or ctx ended while waiting).
 func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
 	if n.stopping.Load() {
 		return nil, ledger.ErrShuttingDown
 	}
 	if n.raft.State() != raft.Leader {
-		return nil, n.notLeader()
+		return n.proposeVia(ctx, cmd)
 	}
-	now := n.cfg.Clock().UnixNano()
-	for {
-		last := n.lastStamp.Load()
-		if now <= last {
-			now = last
-			break
-		}
-		if n.lastStamp.CompareAndSwap(last, now) {
-			break
-		}
-	}
-	data, err := fsm.Encode(now, cmd)
+	data, err := fsm.Encode(n.stamp(), cmd)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -50,6 +40,11 @@ func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: %w while waiting for the log to commit", ledger.ErrOutcomeUnknown, ctx.Err())
 	}
+	if errors.Is(err, raft.ErrNotLeader) {
+		// Refused before it was appended: this node stepped down in
+		// between. Forward it to whoever leads now.
+		return n.proposeVia(ctx, cmd)
+	}
 	if err != nil {
 		return nil, n.mapApplyError(err)
 	}
@@ -58,6 +53,14 @@ func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error
 		return nil, fmt.Errorf("cluster: state machine answered %T", f.Response())
 	}
 	return r, nil
+}
+
+// WaitApplied implements ledger.Replicator: it waits until this node's
+// state machine reflects the log up to index (an answer the leader gave
+// to a command this node forwarded is at an index this replica may not
+// have applied yet).
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	return n.waitApplied(ctx, index)
 }
 
 // mapApplyError sorts raft's errors into definite and unknown outcomes.
@@ -163,10 +166,11 @@ func (n *Node) waitApplied(ctx context.Context, index uint64) error {
 }
 
 // onlyNonFSMEntries reports whether no entry in (applied, index] is one the
-// state machine applies.
+// state machine applies. An entry past the local log (a follower waiting
+// for an index the leader answered) has not arrived yet: it may be one.
 func (n *Node) onlyNonFSMEntries(applied, index uint64) bool {
 	const maxScan = 16
-	if index-applied > maxScan {
+	if index-applied > maxScan || index > n.raft.LastIndex() {
 		return false
 	}
 	var l raft.Log

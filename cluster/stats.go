@@ -14,12 +14,16 @@ type Stats struct {
 	Snapshots int
 	// GossipMembers is the number of members memberlist knows alive.
 	GossipMembers int
+	// Forwarded is the number of commands this node forwarded to the
+	// leader, and ForwardsServed the number it received from followers
+	// to apply as the leader, since it started.
+	Forwarded, ForwardsServed uint64
 }
 
 // Stats returns the node's operational numbers. It reads snapshot metadata
 // from disk, so call it at scrape frequency, not per request.
 func (n *Node) Stats() Stats {
-	st := Stats{LastLogIndex: n.raft.LastIndex()}
+	st := Stats{LastLogIndex: n.raft.LastIndex(), Forwarded: n.fwd.sent.Load(), ForwardsServed: n.fwdServer.served.Load()}
 	if metas, err := n.snaps.List(); err == nil && len(metas) > 0 {
 		st.Snapshots = len(metas)
 		st.LastSnapshotIndex, st.LastSnapshotTerm, st.LastSnapshotBytes = metas[0].Index, metas[0].Term, metas[0].Size

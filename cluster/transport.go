@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -41,6 +42,11 @@ type streamLayer struct {
 
 	mu      sync.Mutex
 	inbound map[*inboundConn]struct{} // accepted and not yet closed
+
+	// forward takes a connection that opened with forwardMagic (a
+	// follower forwarding commands, forward.go) away from raft; nil
+	// leaves every connection to raft.
+	forward func(net.Conn)
 }
 
 // inboundConn is an accepted connection the stream layer can cut.
@@ -142,10 +148,59 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	s.mu.Lock()
 	s.inbound[c] = struct{}{}
 	s.mu.Unlock()
+	var conn net.Conn = c
 	if s.tls != nil {
-		return &peerConn{Conn: tls.Server(c, s.tls), s: s}, nil
+		conn = &peerConn{Conn: tls.Server(c, s.tls), s: s}
 	}
-	return c, nil
+	return &sniffConn{Conn: conn, s: s}, nil
+}
+
+// sniffConn is an accepted connection as raft gets it: its first read
+// looks at the first byte, and a connection that opens with forwardMagic
+// goes to the forwarding server instead (raft reads EOF, and its Close
+// leaves the connection open). Over TLS the first read completes the
+// handshake and the peer check first (peerConn), so only a node allowed
+// to speak Raft to this one can forward to it. Raft reads each
+// connection from one goroutine, so the fields need no lock.
+type sniffConn struct {
+	net.Conn
+	s        *streamLayer
+	sniffed  bool
+	hijacked bool
+	held     []byte // the first byte, not yet read by raft
+	err      error
+}
+
+func (c *sniffConn) Read(b []byte) (int, error) {
+	if !c.sniffed {
+		c.sniffed = true
+		first := make([]byte, 1)
+		switch _, err := io.ReadFull(c.Conn, first); {
+		case err != nil:
+			c.err = err
+		case first[0] == forwardMagic && c.s.forward != nil:
+			c.hijacked, c.err = true, io.EOF
+			c.s.forward(c.Conn)
+		default:
+			c.held = first
+		}
+	}
+	if c.err != nil {
+		return 0, c.err
+	}
+	if len(c.held) > 0 && len(b) > 0 {
+		b[0], c.held = c.held[0], nil
+		return 1, nil
+	}
+	return c.Conn.Read(b)
+}
+
+// Close closes the connection unless the forwarding server took it.
+func (c *sniffConn) Close() error {
+	if c.hijacked {
+		return nil
+	}
+	return c.Conn.Close()
 }
 
 // peerConn is an inbound TLS connection that speaks Raft only once its
@@ -230,20 +285,30 @@ func (s *streamLayer) verifyServer(address, id string) error {
 	if s.tls == nil {
 		return nil
 	}
-	conn, err := s.Dial(raft.ServerAddress(address), verifyTimeout)
+	conn, err := s.dialNode(address, id, verifyTimeout)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	return conn.Close()
+}
+
+// dialNode dials the node id at its Raft address; with TLS the peer must
+// prove that it is that node (its certificate's node identity).
+func (s *streamLayer) dialNode(address, id string, timeout time.Duration) (net.Conn, error) {
+	conn, err := s.Dial(raft.ServerAddress(address), timeout)
+	if err != nil || s.tls == nil {
+		return conn, err
+	}
 	cs := conn.(*tls.Conn).ConnectionState()
 	got, err := s.identity(&cs)
+	if err == nil && got != id {
+		err = fmt.Errorf("%w: the server at %s is node %q, not %q", ErrPeerRefused, address, got, id)
+	}
 	if err != nil {
-		return err
+		_ = conn.Close()
+		return nil, err
 	}
-	if got != id {
-		return fmt.Errorf("%w: the server at %s is node %q, not %q", ErrPeerRefused, address, got, id)
-	}
-	return nil
+	return conn, nil
 }
 
 // serialTransport is the Raft transport with raft's heartbeat fast path
@@ -276,6 +341,7 @@ func (n *Node) newTransport() (*raft.NetworkTransport, error) {
 		return nil, fmt.Errorf("cluster: raft transport: %w", err)
 	}
 	sl.allow = n.mayRaft
+	sl.forward = n.acceptForward
 	n.stream = sl
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  sl,

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -249,6 +250,29 @@ func Encode(at int64, cmd Command) ([]byte, error) {
 		return nil, fmt.Errorf("encode %T: %w", cmd, err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// Restamp returns entry, a log entry Encode made, stamped with the time at
+// instead of the one it carries: a follower encodes the commands its
+// clients send and the leader, which alone stamps time, restamps them
+// before it appends them. entry is decoded first, so whatever Decode
+// refuses (an unknown type, which would stop every replica, another
+// version, a malformed body) is refused here and never reaches the log.
+// The result is a new slice; entry is not changed.
+func Restamp(entry []byte, at int64) ([]byte, error) {
+	cmd, err := Decode(entry)
+	if err != nil {
+		return nil, err
+	}
+	if !hasBinary(cmd.Type()) {
+		return Encode(at, cmd)
+	}
+	// A binary body starts with the stamp: replace it, keep the rest.
+	_, n := binary.Varint(entry[2:]) // Decode read it, so n > 0
+	out := make([]byte, 0, len(entry)+binary.MaxVarintLen64)
+	out = append(out, entry[:2]...)
+	out = binary.AppendVarint(out, at)
+	return append(out, entry[2+n:]...), nil
 }
 
 // Decode parses a log entry. It never panics; Apply decides what an error

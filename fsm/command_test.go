@@ -229,6 +229,57 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// TestRestamp: a command encoded at time 0 and restamped is the entry
+// Encode makes at the new time, for every type; entries Decode refuses are
+// refused.
+func TestRestamp(t *testing.T) {
+	for _, cmd := range everyCommand() {
+		t.Run(fmt.Sprintf("%T", cmd), func(t *testing.T) {
+			unstamped, err := fsm.Encode(0, cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keep := bytes.Clone(unstamped)
+			for _, at := range []int64{1, t0, 1_740_000_000_123_456_789, -5} {
+				got, err := fsm.Restamp(unstamped, at)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := fsm.Encode(at, cmd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("restamped at %d\n got %q\nwant %q", at, got, want)
+				}
+			}
+			if !bytes.Equal(unstamped, keep) {
+				t.Fatal("Restamp changed its input")
+			}
+		})
+	}
+	valid, err := fsm.Encode(0, commit("k", "A"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want error
+	}{
+		{"empty", nil, fsm.ErrMalformed},
+		{"unknown type", append([]byte{0x3f, fsm.EncodingVersion}, valid[2:]...), fsm.ErrUnknownCommand},
+		{"other version", append([]byte{valid[0], fsm.EncodingVersion + 1}, valid[2:]...), fsm.ErrBadVersion},
+		{"truncated", valid[:len(valid)-1], fsm.ErrMalformed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, err := fsm.Restamp(tc.data, t0); !errors.Is(err, tc.want) || got != nil {
+				t.Fatalf("Restamp = %q, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
 // mustPanic runs fn and returns the panic value, failing if there is none.
 func mustPanic(t *testing.T, fn func()) (v any) {
 	t.Helper()

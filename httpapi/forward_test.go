@@ -47,6 +47,11 @@ func (f *followerReplicator) Read(ctx context.Context, c ledger.Consistency, fn 
 	return f.notLeader()
 }
 
+// WaitApplied waits on the follower's own replica.
+func (f *followerReplicator) WaitApplied(ctx context.Context, index uint64) error {
+	return f.local.WaitApplied(ctx, index)
+}
+
 // SubscribeChanges reports the changes of the follower's own replica.
 func (f *followerReplicator) SubscribeChanges(sink ledger.ChangeSink) func() {
 	return f.local.SubscribeChanges(sink)

@@ -125,6 +125,10 @@ func (s *swappable) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm
 	return s.get().Read(ctx, c, fn)
 }
 
+func (s *swappable) WaitApplied(ctx context.Context, index uint64) error {
+	return s.get().WaitApplied(ctx, index)
+}
+
 // SubscribeChanges reports nothing: no long-poll waits in the fuzz, and
 // the ledger behind is replaced for every input.
 func (s *swappable) SubscribeChanges(ledger.ChangeSink) func() { return func() {} }

@@ -47,7 +47,7 @@ func (s *Server) claim(c echo.Context) error {
 	if !ok {
 		return s.writeProblem(c, refusalProblem(r, s.now()))
 	}
-	resp := claimResponse{Status: r.Status, Intent: newIntentView(r.Intent)}
+	resp := &claimResponse{Status: r.Status, Intent: newIntentView(r.Intent)}
 	if r.Status == fsm.StatusGranted && r.Intent != nil {
 		resp.FencingToken = r.Intent.FencingToken
 		tok, err := s.svc.IssueToken(c.Request().Context(), r.Intent)

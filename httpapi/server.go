@@ -392,5 +392,5 @@ func (s *Server) answer(c echo.Context, r *fsm.Result) error {
 	if !ok {
 		return s.writeProblem(c, refusalProblem(r, s.now()))
 	}
-	return writeJSON(c, codes[code].status, intentResponse{Status: r.Status, Intent: newIntentView(r.Intent)})
+	return writeJSON(c, codes[code].status, &intentResponse{Status: r.Status, Intent: newIntentView(r.Intent)})
 }

@@ -79,7 +79,7 @@ func (v *intentView) appendJSON(dst []byte) []byte {
 	return o.End()
 }
 
-func (r *claimResponse) appendJSON(dst []byte) []byte {
+func (r claimResponse) appendJSON(dst []byte) []byte {
 	o := jsonenc.Object{B: dst}
 	o.String("status", string(r.Status))
 	if r.FencingToken != 0 {
@@ -93,7 +93,7 @@ func (r *claimResponse) appendJSON(dst []byte) []byte {
 	return o.End()
 }
 
-func (r *intentResponse) appendJSON(dst []byte) []byte {
+func (r intentResponse) appendJSON(dst []byte) []byte {
 	o := jsonenc.Object{B: dst}
 	o.String("status", string(r.Status))
 	o.Key("intent")

@@ -57,6 +57,14 @@ func encodingJSON(t *rapid.T, v any) []byte {
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
 }
 
+// The answers are handed to writeJSON as values or pointers; either way
+// they must take the hand-written path (a value once fell back to
+// encoding/json's reflection on every claim).
+var (
+	_ jsonAppender = claimResponse{}
+	_ jsonAppender = intentResponse{}
+)
+
 // TestViewJSONMatchesEncodingJSON: the hand-written answers are byte for
 // byte what encoding/json writes for them (without HTML escaping).
 func TestViewJSONMatchesEncodingJSON(t *testing.T) {

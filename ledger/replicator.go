@@ -22,8 +22,14 @@ const (
 // (cluster.Node); ledgertest.Memory is an in-process one for tests.
 type Replicator interface {
 	// Propose appends cmd to the replicated log (the leader stamps its
-	// time) and returns the state machine's answer once applied.
+	// time) and returns the state machine's answer once applied (on a
+	// follower: the leader's state machine's answer).
 	Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error)
+	// WaitApplied waits until this node's state machine reflects the log
+	// up to index, or ctx ends. A proposal's answer may come from another
+	// node's state machine (a follower forwards its proposals to the
+	// leader), so this replica may not have applied it yet.
+	WaitApplied(ctx context.Context, index uint64) error
 	// Read runs fn against the state machine at the requested consistency.
 	// fn must not keep the ledger after it returns (intents it returns are
 	// immutable and may be kept).

@@ -90,6 +90,10 @@ func (s *Service) signingKeys(ctx context.Context, c Consistency) ([]fsm.Signing
 	return keys, err
 }
 
+// keyWait bounds how long a node waits for its replica to apply a
+// signing key the leader already used (see IssueToken).
+const keyWait = 5 * time.Second
+
 // activeKey returns the key new tokens are signed with, adding the
 // cluster's first key when there is none yet.
 func (s *Service) activeKey(ctx context.Context) (fsm.SigningKey, error) {
@@ -105,13 +109,29 @@ func (s *Service) activeKey(ctx context.Context) (fsm.SigningKey, error) {
 	if keys, err = s.signingKeys(ctx, Stale); err == nil && len(keys) > 0 {
 		return keys[len(keys)-1], nil
 	}
-	if _, err := s.RotateKey(ctx); err != nil {
+	_, index, err := s.rotateKey(ctx)
+	if err != nil {
+		return fsm.SigningKey{}, err
+	}
+	// On a follower the key was applied by the leader first.
+	if err := s.waitApplied(ctx, index); err != nil {
 		return fsm.SigningKey{}, err
 	}
 	if keys, err = s.signingKeys(ctx, Stale); err != nil || len(keys) == 0 {
 		return fsm.SigningKey{}, fmt.Errorf("no signing key after adding one: %w", err)
 	}
 	return keys[len(keys)-1], nil
+}
+
+// waitApplied waits, at most keyWait, until this node's replica has
+// applied the log up to index.
+func (s *Service) waitApplied(ctx context.Context, index uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, keyWait)
+	defer cancel()
+	if err := s.r.WaitApplied(ctx, index); err != nil {
+		return fmt.Errorf("waiting for this node to apply the log up to index %d: %w", index, err)
+	}
+	return nil
 }
 
 // RotateKey generates a new signing key and proposes it; new tokens are
@@ -125,39 +145,46 @@ func (s *Service) activeKey(ctx context.Context) (fsm.SigningKey, error) {
 // a KEK it would add a plaintext seed to a cluster that seals them, and
 // with a wrong KEK it would seal a key no other node can open.
 func (s *Service) RotateKey(ctx context.Context) (string, error) {
+	id, _, err := s.rotateKey(ctx)
+	return id, err
+}
+
+// rotateKey is RotateKey; it also returns the log index of the new key.
+func (s *Service) rotateKey(ctx context.Context) (string, uint64, error) {
 	keys, err := s.signingKeys(ctx, Stale)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	for _, k := range keys {
 		if len(k.Sealed) == 0 {
 			continue
 		}
 		if _, err := s.signer(k); err != nil {
-			return "", fmt.Errorf("refusing to add a signing key: %w", err)
+			return "", 0, fmt.Errorf("refusing to add a signing key: %w", err)
 		}
 	}
 	id := make([]byte, 8)
 	if _, err := rand.Read(id); err != nil {
-		return "", fmt.Errorf("signing key id: %w", err)
+		return "", 0, fmt.Errorf("signing key id: %w", err)
 	}
 	k, err := token.NewSigningKey(rand.Reader, "k"+hex.EncodeToString(id))
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	add := fsm.SigningKey{ID: k.ID, Seed: k.Seed}
 	if kek := s.keyring().kek; kek != nil {
 		sealed, err := kek.Seal(rand.Reader, k.ID, k.Seed)
 		clear(k.Seed)
 		if err != nil {
-			return "", fmt.Errorf("signing key %s: %w", k.ID, err)
+			return "", 0, fmt.Errorf("signing key %s: %w", k.ID, err)
 		}
 		add = fsm.SigningKey{ID: k.ID, Sealed: sealed}
 	}
-	if _, err := s.propose(ctx, &fsm.AddSigningKey{Key: add}); err != nil {
-		return "", err
+	r, err := s.propose(ctx, &fsm.AddSigningKey{Key: add})
+	if err != nil {
+		return "", 0, err
 	}
-	return k.ID, nil
+	return k.ID, r.Index, nil
 }
 
 // JWKS returns the public signing keys as a JSON Web Key Set, for tools
@@ -181,7 +208,10 @@ func (s *Service) JWKS(ctx context.Context, c Consistency) ([]byte, error) {
 // IssueToken signs the execution token of in's current grant. It is a
 // function of the grant alone (Ed25519 signatures are deterministic and
 // the times come from the record), so a grant answered twice carries the
-// same token.
+// same token, whichever node signs it: every node signs with the key the
+// grant names, from the replicated key set. A node whose replica has not
+// applied that key yet (it forwarded the claim, and the leader answered
+// before this replica caught up) waits until it has applied the grant.
 func (s *Service) IssueToken(ctx context.Context, in *fsm.Intent) (string, error) {
 	k, err := s.activeKey(ctx)
 	if err != nil {
@@ -189,14 +219,23 @@ func (s *Service) IssueToken(ctx context.Context, in *fsm.Intent) (string, error
 	}
 	if in.TokenKey != "" && in.TokenKey != k.ID {
 		// Sign with the key of the grant while the cluster still has it.
-		keys, err := s.signingKeys(ctx, Stale)
+		have, found, err := s.keyByID(ctx, in.TokenKey)
 		if err != nil {
 			return "", err
 		}
-		for _, have := range keys {
-			if have.ID == in.TokenKey {
-				k = have
+		if !found && in.FencingToken > 0 {
+			// The grant (at the index of its fencing token) came after its
+			// key: once this replica applied it, it has the key, unless
+			// later rotations retired it.
+			if err := s.waitApplied(ctx, in.FencingToken); err != nil {
+				return "", err
 			}
+			if have, found, err = s.keyByID(ctx, in.TokenKey); err != nil {
+				return "", err
+			}
+		}
+		if found {
+			k = have
 		}
 	}
 	granted := in.GrantedAt
@@ -215,6 +254,20 @@ func (s *Service) IssueToken(ctx context.Context, in *fsm.Intent) (string, error
 		Namespace: in.Namespace, Key: in.Key, Fingerprint: in.Fingerprint, FencingToken: in.FencingToken,
 		Owner: in.Owner, IssuedAt: granted / 1e9, Expires: (granted + ttl*1e6) / 1e9,
 	})
+}
+
+// keyByID returns the replicated signing key id, if this replica has it.
+func (s *Service) keyByID(ctx context.Context, id string) (fsm.SigningKey, bool, error) {
+	keys, err := s.signingKeys(ctx, Stale)
+	if err != nil {
+		return fsm.SigningKey{}, false, err
+	}
+	for _, k := range keys {
+		if k.ID == id {
+			return k, true, nil
+		}
+	}
+	return fsm.SigningKey{}, false, nil
 }
 
 // signer returns the cached Signer of k. A sealed seed is opened once,

@@ -26,7 +26,10 @@ const (
 	// node, leader or not, without confirming leadership.
 	StaleReads Bug = "stale-reads"
 	// LeadershipLostIsFailure reports a write whose leader lost leadership
-	// after appending it (outcome unknown) as a definite failure.
+	// after appending it (outcome unknown) as a definite failure: on the
+	// leader (raft's ErrLeadershipLost), and on a follower whose
+	// connection to the leader failed, or was closed for a new leader,
+	// with the forwarded command sent.
 	LeadershipLostIsFailure Bug = "leadership-lost-is-failure"
 	// CheckThenClaim decides a claim from a local read made before
 	// proposing it, so two racing claims may both be told "granted".

@@ -60,6 +60,7 @@ type opsCollector struct {
 	node                                                *cluster.Node
 	state, lastIndex, snapIndex, snapBytes, snapsOnDisk *prometheus.Desc
 	gossip                                              *prometheus.Desc
+	forwarded, forwardsServed                           *prometheus.Desc
 }
 
 func newOpsCollector(n *cluster.Node) *opsCollector {
@@ -71,12 +72,16 @@ func newOpsCollector(n *cluster.Node) *opsCollector {
 		snapBytes:   prometheus.NewDesc("intentd_raft_snapshot_size_bytes", "Size of the newest snapshot on disk.", nil, nil),
 		snapsOnDisk: prometheus.NewDesc("intentd_raft_snapshots", "Snapshots retained on disk.", nil, nil),
 		gossip:      prometheus.NewDesc("intentd_gossip_members", "Members memberlist knows alive (this node included).", nil, nil),
+		forwarded: prometheus.NewDesc("intentd_forwarded_commands_total",
+			"Commands this node forwarded to the leader (writes it received as a follower).", nil, nil),
+		forwardsServed: prometheus.NewDesc("intentd_forwarded_commands_served_total",
+			"Commands followers forwarded to this node to apply as the leader.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *opsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.state, c.lastIndex, c.snapIndex, c.snapBytes, c.snapsOnDisk, c.gossip} {
+	for _, d := range []*prometheus.Desc{c.state, c.lastIndex, c.snapIndex, c.snapBytes, c.snapsOnDisk, c.gossip, c.forwarded, c.forwardsServed} {
 		ch <- d
 	}
 }
@@ -97,4 +102,6 @@ func (c *opsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.snapBytes, prometheus.GaugeValue, float64(st.LastSnapshotBytes))
 	ch <- prometheus.MustNewConstMetric(c.snapsOnDisk, prometheus.GaugeValue, float64(st.Snapshots))
 	ch <- prometheus.MustNewConstMetric(c.gossip, prometheus.GaugeValue, float64(st.GossipMembers))
+	ch <- prometheus.MustNewConstMetric(c.forwarded, prometheus.CounterValue, float64(st.Forwarded))
+	ch <- prometheus.MustNewConstMetric(c.forwardsServed, prometheus.CounterValue, float64(st.ForwardsServed))
 }

@@ -132,6 +132,10 @@ func (m *Memory) SubscribeChanges(sink ledger.ChangeSink) (unsubscribe func()) {
 	}
 }
 
+// WaitApplied implements ledger.Replicator: Memory applies every proposal
+// before Propose returns, so there is nothing to wait for.
+func (m *Memory) WaitApplied(ctx context.Context, _ uint64) error { return ctx.Err() }
+
 // Read implements ledger.Replicator.
 func (m *Memory) Read(ctx context.Context, _ ledger.Consistency, fn func(*fsm.Ledger)) error {
 	if err := ctx.Err(); err != nil {

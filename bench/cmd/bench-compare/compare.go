@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/intentledger/intentd/bench/internal/progress"
@@ -34,6 +35,7 @@ type report struct {
 	IntentdArgs  []string      `json:"intentd_args,omitempty"`
 	Clients      []int         `json:"clients"`
 	Modes        []string      `json:"modes"`
+	Routings     []string      `json:"routings,omitempty"`
 	FrontEnds    []string      `json:"front_ends"`
 	Levels       []levelResult `json:"levels"`
 	Elapsed      string        `json:"elapsed"`
@@ -59,7 +61,7 @@ func compare(ctx context.Context, cfg config, stderr io.Writer) (*report, error)
 		Date: time.Now().UTC().Format("2006-01-02 15:04 MST"), Note: cfg.note, GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
 		Load1Start: loadAvg(), Warmup: cfg.warmup.String(), Duration: cfg.duration.String(), Reps: cfg.reps,
 		Claimants: cfg.claimants, KeyBytes: cfg.keyBytes, PayloadBytes: cfg.payloadBytes, IntentdArgs: cfg.intentdArgs,
-		Clients: cfg.clients, Modes: cfg.modes,
+		Clients: cfg.clients, Modes: cfg.modes, Routings: cfg.routings,
 	}
 	for _, s := range cfg.systems {
 		rep.FrontEnds = append(rep.FrontEnds, cfg.frontEnds(s)...)
@@ -107,67 +109,96 @@ func compare(ctx context.Context, cfg config, stderr io.Writer) (*report, error)
 			if err != nil {
 				return nil, err
 			}
-			drivers := map[string]driver{}
+			// drivers by routing, then front end.
+			drivers := map[string]map[string]driver{"leader": {}, "spread": {}}
 			hc := newHTTPClient()
+			var spreadCli closer
 			if system == "intentd" {
-				drivers["intentd"] = &intentdDriver{hc: hc, base: cl.leader}
+				drivers["leader"]["intentd"] = &intentdDriver{hc: hc, bases: []string{cl.leader}}
+				drivers["spread"]["intentd"] = &intentdDriver{hc: hc, bases: cl.addrs}
 			} else {
-				drivers["etcd-grpc"] = &etcdGRPCDriver{cli: cl.etcdCli}
-				drivers["etcd-http"] = &etcdHTTPDriver{hc: hc, url: "http://" + cl.leader + "/v3/kv/txn"}
+				drivers["leader"]["etcd-grpc"] = &etcdGRPCDriver{cli: cl.etcdCli}
+				drivers["leader"]["etcd-http"] = &etcdHTTPDriver{hc: hc, urls: []string{"http://" + cl.leader + "/v3/kv/txn"}}
+				if hasRouting(cfg, "spread") {
+					cli, err := newEtcdClient(cl.addrs)
+					if err != nil {
+						cl.stop(true)
+						return nil, err
+					}
+					spreadCli = cli
+					drivers["spread"]["etcd-grpc"] = &etcdGRPCDriver{cli: cli}
+				}
+				var urls []string
+				for _, a := range cl.addrs {
+					urls = append(urls, "http://"+a+"/v3/kv/txn")
+				}
+				drivers["spread"]["etcd-http"] = &etcdHTTPDriver{hc: hc, urls: urls}
 			}
 			fes := cfg.frontEnds(system)
-			for _, fe := range fes {
-				if err := checkDriver(ctx, drivers[fe], keyOf(fmt.Sprintf("chk%02d", r), 0, 0, cfg.keyBytes), payload); err != nil {
-					cl.stop(true)
-					return nil, fmt.Errorf("%s: %w", fe, err)
+			for _, routing := range cfg.routings {
+				for _, fe := range fes {
+					if err := checkDriver(ctx, drivers[routing][fe], keyOf(fmt.Sprintf("chk%02d%c", r, routing[0]), 0, 0, cfg.keyBytes), payload); err != nil {
+						cl.stop(true)
+						return nil, fmt.Errorf("%s (%s): %w", fe, routing, err)
+					}
 				}
 			}
+			// The routings take turns going first, as the systems do.
+			routings := append([]string(nil), cfg.routings...)
+			if r%2 == 0 {
+				slices.Reverse(routings)
+			}
 			for _, mode := range cfg.modes {
-				for ci, n := range cfg.clients {
-					order := fes
-					if (ci+r)%2 == 1 && len(fes) == 2 {
-						order = []string{fes[1], fes[0]}
-					}
-					for _, fe := range order {
-						if err := ctx.Err(); err != nil {
-							cl.stop(true)
-							return nil, fmt.Errorf("stopped: %w", err)
+				for _, routing := range routings {
+					for ci, n := range cfg.clients {
+						order := fes
+						if (ci+r)%2 == 1 && len(fes) == 2 {
+							order = []string{fes[1], fes[0]}
 						}
-						if err := cl.checkAlive(); err != nil {
-							cl.stop(true)
-							return nil, err
-						}
-						seq++
-						spec := levelSpec{
-							seq: seq, total: total, rep: r, frontEnd: fe, mode: mode, clients: n, claimants: cfg.claimants,
-							prefix: fmt.Sprintf("L%04d", seq), keyBytes: cfg.keyBytes, payload: payload,
-							warmup: cfg.warmup, duration: cfg.duration, pids: cl.pids(),
-						}
-						var stopProfile func()
-						if fe == "intentd" && cfg.profile == fmt.Sprintf("%s:%d", mode, n) {
-							stopProfile = captureProfile(ctx, cl.pprof, cfg, fmt.Sprintf("intentd-%s-%d-rep%d", mode, n, r), prog)
-						}
-						fsyncRate := 0.0
-						if n == 1 {
-							if fsyncRate, err = fsyncLoop(cfg.workDir, time.Second, "prealloc"); err != nil {
+						for _, fe := range order {
+							if err := ctx.Err(); err != nil {
+								cl.stop(true)
+								return nil, fmt.Errorf("stopped: %w", err)
+							}
+							if err := cl.checkAlive(); err != nil {
 								cl.stop(true)
 								return nil, err
 							}
+							seq++
+							spec := levelSpec{
+								seq: seq, total: total, rep: r, frontEnd: fe, mode: mode, routing: routing, clients: n, claimants: cfg.claimants,
+								prefix: fmt.Sprintf("L%04d", seq), keyBytes: cfg.keyBytes, payload: payload,
+								warmup: cfg.warmup, duration: cfg.duration, pids: cl.pids(), leaderPid: cl.pids()[cl.leaderIx],
+							}
+							var stopProfile func()
+							if fe == "intentd" && cfg.profiles(mode, routing, n) {
+								stopProfile = captureProfiles(ctx, cl, cfg, fmt.Sprintf("intentd-%s-%s-%d-rep%d", mode, routing, n, r), prog)
+							}
+							fsyncRate := 0.0
+							if n == 1 {
+								if fsyncRate, err = fsyncLoop(cfg.workDir, time.Second, "prealloc"); err != nil {
+									cl.stop(true)
+									return nil, err
+								}
+							}
+							res := runLevel(ctx, drivers[routing][fe], spec, prog)
+							res.FsyncPerSec = fsyncRate
+							if stopProfile != nil {
+								stopProfile()
+							}
+							if err := ctx.Err(); err != nil { // cut short: not a measurement
+								cl.stop(true)
+								return nil, fmt.Errorf("stopped: %w", err)
+							}
+							rep.Levels = append(rep.Levels, res)
+							fmt.Fprintf(prog, "[%d/%d] rep %d %-9s %-9s %-6s clients=%-3d ops/s=%-7.0f p50=%.2fms p99=%.2fms errors=%d cpu/1k=%.3fs leader-cpu/1k=%.3fs driver-cpu/1k=%.3fs load=%.1f\n",
+								seq, total, r, fe, mode, routing, n, res.OpsPerSec, res.P50ms, res.P99ms, res.Errors, res.CPUPer1k, res.LeaderCPUPer1k, res.DriverCPUPer1k, res.Load1End)
 						}
-						res := runLevel(ctx, drivers[fe], spec, prog)
-						res.FsyncPerSec = fsyncRate
-						if stopProfile != nil {
-							stopProfile()
-						}
-						if err := ctx.Err(); err != nil { // cut short: not a measurement
-							cl.stop(true)
-							return nil, fmt.Errorf("stopped: %w", err)
-						}
-						rep.Levels = append(rep.Levels, res)
-						fmt.Fprintf(prog, "[%d/%d] rep %d %-9s %-9s clients=%-3d ops/s=%-7.0f p50=%.2fms p99=%.2fms errors=%d cpu/1k=%.3fs driver-cpu/1k=%.3fs load=%.1f\n",
-							seq, total, r, fe, mode, n, res.OpsPerSec, res.P50ms, res.P99ms, res.Errors, res.CPUPer1k, res.DriverCPUPer1k, res.Load1End)
 					}
 				}
+			}
+			if spreadCli != nil {
+				_ = spreadCli.Close()
 			}
 			hc.CloseIdleConnections()
 			cl.stop(cfg.keepData)
@@ -181,6 +212,18 @@ func compare(ctx context.Context, cfg config, stderr io.Writer) (*report, error)
 	return rep, nil
 }
 
+// closer is a client to close when its cluster stops.
+type closer interface{ Close() error }
+
+func hasRouting(cfg config, r string) bool {
+	for _, x := range cfg.routings {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
 func hasSystem(cfg config, s string) bool {
 	for _, x := range cfg.systems {
 		if x == s {
@@ -190,8 +233,27 @@ func hasSystem(cfg config, s string) bool {
 	return false
 }
 
-// captureProfile fetches a CPU profile from the leader's pprof listener
-// for the warm-up plus measured time of a level, in the background.
+// captureProfiles fetches a CPU profile from every node's pprof listener
+// (the leader's file is marked) for the warm-up plus measured time of a
+// level, in the background.
+func captureProfiles(ctx context.Context, cl *cluster, cfg config, name string, stderr io.Writer) (wait func()) {
+	var waits []func()
+	for i, addr := range cl.pprofs {
+		n := fmt.Sprintf("%s-n%d", name, i+1)
+		if i == cl.leaderIx {
+			n += "-leader"
+		}
+		waits = append(waits, captureProfile(ctx, addr, cfg, n, stderr))
+	}
+	return func() {
+		for _, w := range waits {
+			w()
+		}
+	}
+}
+
+// captureProfile fetches a CPU profile from one pprof listener for the
+// warm-up plus measured time of a level, in the background.
 func captureProfile(ctx context.Context, addr string, cfg config, name string, stderr io.Writer) (wait func()) {
 	done := make(chan struct{})
 	go func() {

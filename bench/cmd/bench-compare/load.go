@@ -35,10 +35,20 @@ func newHTTPClient() *http.Client {
 	}}
 }
 
-// intentdDriver claims through POST /v1/intents.
+// intentdDriver claims through POST /v1/intents, sending each request to
+// the next of bases in turn (one base: always there).
 type intentdDriver struct {
-	hc   *http.Client
-	base string
+	hc    *http.Client
+	bases []string
+	next  atomic.Uint64
+}
+
+// pick returns the next of xs, round-robin over every call.
+func pick(xs []string, next *atomic.Uint64) string {
+	if len(xs) == 1 {
+		return xs[0]
+	}
+	return xs[(next.Add(1)-1)%uint64(len(xs))]
 }
 
 func (d *intentdDriver) claim(ctx context.Context, key, owner string, payload []byte) error {
@@ -51,7 +61,7 @@ func (d *intentdDriver) claim(ctx context.Context, key, owner string, payload []
 	b.WriteString(`,"payload":`)
 	b.Write(payload)
 	b.WriteByte('}')
-	code, err := post(ctx, d.hc, d.base+"/v1/intents", &b)
+	code, err := post(ctx, d.hc, pick(d.bases, &d.next)+"/v1/intents", &b)
 	if err != nil {
 		return err
 	}
@@ -77,10 +87,12 @@ func (d *etcdGRPCDriver) claim(ctx context.Context, key, _ string, payload []byt
 	return nil
 }
 
-// etcdHTTPDriver sends the same transaction as JSON to etcd's gRPC gateway.
+// etcdHTTPDriver sends the same transaction as JSON to etcd's gRPC
+// gateway, to the next of urls in turn.
 type etcdHTTPDriver struct {
-	hc  *http.Client
-	url string
+	hc   *http.Client
+	urls []string
+	next atomic.Uint64
 }
 
 func (d *etcdHTTPDriver) claim(ctx context.Context, key, _ string, payload []byte) error {
@@ -97,7 +109,7 @@ func (d *etcdHTTPDriver) claim(ctx context.Context, key, _ string, payload []byt
 	b.WriteString(`"}}],"failure":[{"request_range":{"key":"`)
 	b.WriteString(k)
 	b.WriteString(`"}}]}`)
-	code, err := post(ctx, d.hc, d.url, &b)
+	code, err := post(ctx, d.hc, pick(d.urls, &d.next), &b)
 	if err != nil {
 		return err
 	}
@@ -133,6 +145,7 @@ type levelSpec struct {
 	rep       int
 	frontEnd  string
 	mode      string
+	routing   string // leader or spread
 	clients   int
 	claimants int
 	prefix    string // unique per level, so every level claims fresh keys
@@ -141,12 +154,16 @@ type levelSpec struct {
 	warmup    time.Duration
 	duration  time.Duration
 	pids      []int // server processes whose CPU is measured
+	leaderPid int   // the leader's, also measured alone
 }
 
 // levelResult is one level's measurement.
 type levelResult struct {
-	System     string  `json:"system"`
-	Mode       string  `json:"mode"`
+	System string `json:"system"`
+	Mode   string `json:"mode"`
+	// Routing is where the clients sent: leader, or spread over all
+	// nodes ("" in results from before spread existed: leader).
+	Routing    string  `json:"routing,omitempty"`
 	Clients    int     `json:"clients"`
 	Rep        int     `json:"rep"`
 	Ops        int     `json:"ops"`
@@ -157,6 +174,8 @@ type levelResult struct {
 	Errors     int64   `json:"errors"`
 	CPUSeconds float64 `json:"cpu_seconds"`
 	CPUPer1k   float64 `json:"cpu_seconds_per_1k_ops"`
+	// LeaderCPUPer1k is the leader process's own CPU per 1,000 ops.
+	LeaderCPUPer1k float64 `json:"leader_cpu_seconds_per_1k_ops,omitempty"`
 	// DriverCPUPer1k is the load generator's own CPU (this process) per
 	// 1,000 ops: it shares the machine's cores with the servers, so a
 	// client library that costs more leaves the servers less.
@@ -185,7 +204,7 @@ func keyOf(prefix string, id, seq, n int) string {
 // measures the operations that started after the warm-up and finished
 // before the end. Server CPU is read from /proc over the measured window.
 func runLevel(ctx context.Context, d driver, spec levelSpec, prog *progress.Writer) levelResult {
-	res := levelResult{System: spec.frontEnd, Mode: spec.mode, Clients: spec.clients, Rep: spec.rep,
+	res := levelResult{System: spec.frontEnd, Mode: spec.mode, Routing: spec.routing, Clients: spec.clients, Rep: spec.rep,
 		Load1Start: loadAvg(), Start: time.Now().UTC().Format(time.RFC3339)}
 	start := time.Now()
 	measureFrom := start.Add(spec.warmup)
@@ -200,13 +219,18 @@ func runLevel(ctx context.Context, d driver, spec levelSpec, prog *progress.Writ
 		done      atomic.Int64
 		wg        sync.WaitGroup
 		cpu0      atomic.Int64
+		leader0   atomic.Int64
 		self0     atomic.Int64
 	)
 	cpu0.Store(-1)
+	leader0.Store(-1)
 	self0.Store(-1)
 	cpuTimer := time.AfterFunc(spec.warmup, func() {
 		if t, err := cpuTicks(spec.pids); err == nil {
 			cpu0.Store(t)
+		}
+		if t, err := cpuTicks([]int{spec.leaderPid}); err == nil {
+			leader0.Store(t)
 		}
 		if t, err := cpuTicks([]int{os.Getpid()}); err == nil {
 			self0.Store(t)
@@ -214,8 +238,8 @@ func runLevel(ctx context.Context, d driver, spec levelSpec, prog *progress.Writ
 	})
 	defer cpuTimer.Stop()
 	stopProgress := showStatus(prog, func() string {
-		return fmt.Sprintf("[%d/%d] rep %d %-9s %-9s clients=%-3d %4.0fs/%.0fs ops=%d errors=%d load=%.1f",
-			spec.seq, spec.total, spec.rep, spec.frontEnd, spec.mode, spec.clients,
+		return fmt.Sprintf("[%d/%d] rep %d %-9s %-9s %-6s clients=%-3d %4.0fs/%.0fs ops=%d errors=%d load=%.1f",
+			spec.seq, spec.total, spec.rep, spec.frontEnd, spec.mode, spec.routing, spec.clients,
 			time.Since(start).Seconds(), (spec.warmup + spec.duration).Seconds(), done.Load(), errs.Load(), loadAvg())
 	})
 	for c := 0; c < spec.clients; c++ {
@@ -256,6 +280,7 @@ func runLevel(ctx context.Context, d driver, spec levelSpec, prog *progress.Writ
 	}
 	wg.Wait()
 	cpu1, cpuErr := cpuTicks(spec.pids)
+	leader1, leaderErr := cpuTicks([]int{spec.leaderPid})
 	self1, selfErr := cpuTicks([]int{os.Getpid()})
 	stopProgress()
 	slices.Sort(latencies)
@@ -271,6 +296,9 @@ func runLevel(ctx context.Context, d driver, spec levelSpec, prog *progress.Writ
 		if res.Ops > 0 {
 			res.CPUPer1k = res.CPUSeconds / float64(res.Ops) * 1000
 		}
+	}
+	if l0 := leader0.Load(); l0 >= 0 && leaderErr == nil && res.Ops > 0 {
+		res.LeaderCPUPer1k = float64(leader1-l0) / 100 / float64(res.Ops) * 1000
 	}
 	if s0 := self0.Load(); s0 >= 0 && selfErr == nil && res.Ops > 0 {
 		res.DriverCPUPer1k = float64(self1-s0) / 100 / float64(res.Ops) * 1000

@@ -46,6 +46,7 @@ type config struct {
 	svg          string
 	clients      []int
 	modes        []string
+	routings     []string // leader, spread
 	systems      []string
 	warmup       time.Duration
 	duration     time.Duration
@@ -58,7 +59,7 @@ type config struct {
 	etcdHTTP     bool
 	keepData     bool
 	intentdArgs  []string
-	profile      string // "mode:clients" whose intentd leader CPU profile is captured
+	profile      string // "mode:clients" or "mode:routing:clients" whose intentd CPU profiles are captured
 	profileDir   string
 	note         string
 	from         string // results.json to report again instead of measuring
@@ -76,6 +77,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.svg, "svg", "", "also write the plot here (e.g. docs/img/bench-compare.svg)")
 	clients := fs.String("clients", "1,16,64,256", "comma-separated concurrency levels")
 	modes := fs.String("modes", "unique,contended", "workloads: unique (one claimant per key), contended (--claimants per key)")
+	routings := fs.String("routing", "leader,spread", "where clients send: leader (every request to the leader), spread (round-robin over all three nodes)")
 	systems := fs.String("systems", "intentd,etcd", "systems to start: intentd, etcd")
 	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "unmeasured time before each level")
 	fs.DurationVar(&c.duration, "duration", 15*time.Second, "measured time per level")
@@ -88,7 +90,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.etcdHTTP, "etcd-http", true, "also drive etcd through its HTTP/JSON gateway")
 	fs.BoolVar(&c.keepData, "keep-data", false, "keep the clusters' data directories")
 	extra := fs.String("intentd-args", "", "extra flags for every intentd node (space-separated)")
-	fs.StringVar(&c.profile, "profile", "", "capture a CPU profile of the intentd leader during one level, e.g. unique:64 (needs intentd --pprof)")
+	fs.StringVar(&c.profile, "profile", "", "capture CPU profiles of every intentd node during one level, e.g. unique:64 (leader routing) or unique:spread:64")
 	fs.StringVar(&c.profileDir, "profile-dir", "", "where profiles go (default: the output directory)")
 	fs.StringVar(&c.from, "from", "", "report an earlier run's results.json again (table, plot, README) without measuring")
 	fs.StringVar(&c.note, "note", "", "free text recorded in the report header (e.g. what changed)")
@@ -110,6 +112,12 @@ func parse(args []string, stderr io.Writer) (config, error) {
 			return c, fmt.Errorf("--modes: unknown mode %q", m)
 		}
 		c.modes = append(c.modes, strings.TrimSpace(m))
+	}
+	for _, r := range strings.Split(*routings, ",") {
+		if r = strings.TrimSpace(r); r != "leader" && r != "spread" {
+			return c, fmt.Errorf("--routing: unknown routing %q", r)
+		}
+		c.routings = append(c.routings, r)
 	}
 	for _, s := range strings.Split(*systems, ",") {
 		if s = strings.TrimSpace(s); s != "intentd" && s != "etcd" {
@@ -162,7 +170,19 @@ func (c config) levels() int {
 	for _, s := range c.systems {
 		n += len(c.frontEnds(s))
 	}
-	return n * len(c.modes) * len(c.clients) * c.reps
+	return n * len(c.modes) * len(c.routings) * len(c.clients) * c.reps
+}
+
+// profiles reports whether the level (mode, routing, clients) is the one
+// --profile names ("mode:clients" means the leader routing).
+func (c config) profiles(mode, routing string, clients int) bool {
+	if c.profile == "" {
+		return false
+	}
+	if routing == "leader" && c.profile == fmt.Sprintf("%s:%d", mode, clients) {
+		return true
+	}
+	return c.profile == fmt.Sprintf("%s:%s:%d", mode, routing, clients)
 }
 
 // planned is the expected run time without cluster starts.

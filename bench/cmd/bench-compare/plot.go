@@ -22,8 +22,9 @@ var systemColors = map[string]color.Color{
 }
 
 // plot draws throughput and p99 latency against clients (log scales), one
-// line per system and mode (contended dashed), as SVG, and as PNG when png
-// is true.
+// line per system, mode and routing (contended dashed, spread dotted with
+// square or pyramid marks and a lighter colour), as SVG, and as PNG when png is
+// true.
 func (r *report) plot(png bool) ([]byte, error) {
 	sums := r.summaries()
 	ops := plot.New()
@@ -67,43 +68,11 @@ func (r *report) plot(png bool) ([]byte, error) {
 		p.Add(plotter.NewGrid())
 	}
 	for _, mode := range r.Modes {
-		for _, fe := range r.FrontEnds {
-			var opsXY, latXY plotter.XYs
-			for _, n := range r.Clients {
-				s, ok := sums[sumKey(mode, fe, n)]
-				if !ok {
-					continue
+		for _, routing := range r.routings() {
+			for _, fe := range r.FrontEnds {
+				if err := r.plotLine(sums, ops, lat, mode, routing, fe); err != nil {
+					return nil, err
 				}
-				opsXY = append(opsXY, plotter.XY{X: float64(n), Y: s.ops})
-				if s.p99 > 0 {
-					latXY = append(latXY, plotter.XY{X: float64(n), Y: s.p99})
-				}
-			}
-			if len(opsXY) == 0 {
-				continue
-			}
-			name := fmt.Sprintf("%s %s", frontEndNames[fe], mode)
-			for _, pair := range []struct {
-				p  *plot.Plot
-				xy plotter.XYs
-			}{{ops, opsXY}, {lat, latXY}} {
-				if len(pair.xy) == 0 {
-					continue
-				}
-				l, pts, err := plotter.NewLinePoints(pair.xy)
-				if err != nil {
-					return nil, fmt.Errorf("plot: %w", err)
-				}
-				l.Color = systemColors[fe]
-				l.Width = vg.Points(1.5)
-				pts.Color = systemColors[fe]
-				pts.Shape = draw.CircleGlyph{}
-				if mode == "contended" {
-					l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-					pts.Shape = draw.TriangleGlyph{}
-				}
-				pair.p.Add(l, pts)
-				pair.p.Legend.Add(name, l, pts)
 			}
 		}
 	}
@@ -122,4 +91,67 @@ func (r *report) plot(png bool) ([]byte, error) {
 		return nil, fmt.Errorf("plot: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// lighter mixes c halfway with white (the spread routing's lines).
+func lighter(c color.Color) color.Color {
+	r, g, b, _ := c.RGBA()
+	return color.RGBA{R: uint8((r>>8 + 255) / 2), G: uint8((g>>8 + 255) / 2), B: uint8((b>>8 + 255) / 2), A: 0xff}
+}
+
+// plotLine adds one system's line for mode and routing to both plots.
+func (r *report) plotLine(sums map[string]summary, ops, lat *plot.Plot, mode, routing, fe string) error {
+	var opsXY, latXY plotter.XYs
+	for _, n := range r.Clients {
+		s, ok := sums[sumKey(mode, routing, fe, n)]
+		if !ok {
+			continue
+		}
+		opsXY = append(opsXY, plotter.XY{X: float64(n), Y: s.ops})
+		if s.p99 > 0 {
+			latXY = append(latXY, plotter.XY{X: float64(n), Y: s.p99})
+		}
+	}
+	if len(opsXY) == 0 {
+		return nil
+	}
+	name := fmt.Sprintf("%s %s", frontEndNames[fe], mode)
+	if len(r.routings()) > 1 {
+		name += ", " + routing
+	}
+	col := systemColors[fe]
+	if routing == "spread" {
+		col = lighter(col)
+	}
+	for _, pair := range []struct {
+		p  *plot.Plot
+		xy plotter.XYs
+	}{{ops, opsXY}, {lat, latXY}} {
+		if len(pair.xy) == 0 {
+			continue
+		}
+		l, pts, err := plotter.NewLinePoints(pair.xy)
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		l.Color = col
+		l.Width = vg.Points(1.5)
+		pts.Color = col
+		pts.Shape = draw.CircleGlyph{}
+		if routing == "spread" {
+			l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+			pts.Shape = draw.BoxGlyph{}
+		}
+		if mode == "contended" {
+			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			pts.Shape = draw.TriangleGlyph{}
+			if routing == "spread" {
+				l.Dashes = []vg.Length{vg.Points(5), vg.Points(2), vg.Points(1), vg.Points(2)}
+				pts.Shape = draw.PyramidGlyph{}
+			}
+		}
+		pair.p.Add(l, pts)
+		pair.p.Legend.Add(name, l, pts)
+	}
+	return nil
 }

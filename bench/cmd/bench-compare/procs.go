@@ -85,10 +85,14 @@ type cluster struct {
 	// intentd, host:port for etcd.
 	leader   string
 	leaderIx int
+	// addrs are every node's client addresses, in node order, as leader
+	// is written.
+	addrs []string
 	// etcdCli is a gRPC client connected to the etcd leader.
 	etcdCli *clientv3.Client
-	// pprof is the intentd leader's debug address, if it serves pprof.
-	pprof string
+	// pprofs are the intentd nodes' debug addresses (they serve pprof
+	// when --profile is set), in node order.
+	pprofs []string
 }
 
 func (c *cluster) pids() []int {
@@ -189,7 +193,10 @@ func startIntentd(ctx context.Context, cfg config, dir, pidFile string) (*cluste
 			c.leader = leader
 			port, _ := strconv.Atoi(leader[strings.LastIndexByte(leader, ':')+1:])
 			c.leaderIx = port - b - 1
-			c.pprof = fmt.Sprintf("127.0.0.1:%d", b+50+c.leaderIx+1)
+			for i := 1; i <= 3; i++ {
+				c.addrs = append(c.addrs, fmt.Sprintf("http://127.0.0.1:%d", b+i))
+				c.pprofs = append(c.pprofs, fmt.Sprintf("127.0.0.1:%d", b+50+i))
+			}
 			return c, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -276,10 +283,11 @@ func startEtcd(ctx context.Context, cfg config, dir, pidFile string) (*cluster, 
 		if ix, ok := etcdLeader(ctx, []string{client(1), client(2), client(3)}); ok {
 			c.leaderIx = ix
 			c.leader = client(ix + 1)
-			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.leader}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+			c.addrs = []string{client(1), client(2), client(3)}
+			cli, err := newEtcdClient([]string{c.leader})
 			if err != nil {
 				c.stop(true)
-				return nil, fmt.Errorf("etcd client: %w", err)
+				return nil, err
 			}
 			c.etcdCli = cli
 			return c, nil
@@ -290,6 +298,16 @@ func startEtcd(ctx context.Context, cfg config, dir, pidFile string) (*cluster, 
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// newEtcdClient is one gRPC client over endpoints: clientv3 balances its
+// requests round-robin over them.
+func newEtcdClient(endpoints []string) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	return cli, nil
 }
 
 // etcdLeader returns the index of the member that reports itself leader,

@@ -27,12 +27,13 @@ const (
 	markerEnd   = "<!-- bench-compare:end -->"
 )
 
-// summary is the median over repetitions of one (mode, system, clients).
+// summary is the median over repetitions of one (mode, routing, system,
+// clients).
 type summary struct {
-	mode, system             string
+	mode, routing, system    string
 	clients, reps            int
 	ops, p50, p99, p999, cpu float64
-	driverCPU                float64
+	leaderCPU, driverCPU     float64
 	errors                   int64
 	load1Min, load1Max       float64
 }
@@ -51,11 +52,11 @@ func median(xs []float64) float64 {
 
 // summaries groups the levels and takes the median of each metric.
 func (r *report) summaries() map[string]summary {
-	type acc struct{ ops, p50, p99, p999, cpu, driverCPU, load []float64 }
+	type acc struct{ ops, p50, p99, p999, cpu, leaderCPU, driverCPU, load []float64 }
 	groups := map[string]*acc{}
 	errs := map[string]int64{}
 	for _, l := range r.Levels {
-		k := sumKey(l.Mode, l.System, l.Clients)
+		k := sumKey(l.Mode, routingOf(l), l.System, l.Clients)
 		a := groups[k]
 		if a == nil {
 			a = &acc{}
@@ -66,23 +67,42 @@ func (r *report) summaries() map[string]summary {
 		a.p99 = append(a.p99, l.P99ms)
 		a.p999 = append(a.p999, l.P999ms)
 		a.cpu = append(a.cpu, l.CPUPer1k)
+		a.leaderCPU = append(a.leaderCPU, l.LeaderCPUPer1k)
 		a.driverCPU = append(a.driverCPU, l.DriverCPUPer1k)
 		a.load = append(a.load, l.Load1Start, l.Load1End)
 		errs[k] += l.Errors
 	}
 	out := map[string]summary{}
 	for _, l := range r.Levels {
-		k := sumKey(l.Mode, l.System, l.Clients)
+		k := sumKey(l.Mode, routingOf(l), l.System, l.Clients)
 		a := groups[k]
-		out[k] = summary{mode: l.Mode, system: l.System, clients: l.Clients, reps: len(a.ops),
+		out[k] = summary{mode: l.Mode, routing: routingOf(l), system: l.System, clients: l.Clients, reps: len(a.ops),
 			ops: median(a.ops), p50: median(a.p50), p99: median(a.p99), p999: median(a.p999), cpu: median(a.cpu),
-			driverCPU: median(a.driverCPU), errors: errs[k], load1Min: slices.Min(a.load), load1Max: slices.Max(a.load)}
+			leaderCPU: median(a.leaderCPU), driverCPU: median(a.driverCPU), errors: errs[k], load1Min: slices.Min(a.load), load1Max: slices.Max(a.load)}
 	}
 	return out
 }
 
-func sumKey(mode, system string, clients int) string {
-	return fmt.Sprintf("%s|%s|%d", mode, system, clients)
+func sumKey(mode, routing, system string, clients int) string {
+	return fmt.Sprintf("%s|%s|%s|%d", mode, routing, system, clients)
+}
+
+// routingOf is where a level's clients sent (results from before the
+// spread routing existed sent to the leader).
+func routingOf(l levelResult) string {
+	if l.Routing == "" {
+		return "leader"
+	}
+	return l.Routing
+}
+
+// routings is the run's routings, in order (leader for results from
+// before the spread routing existed).
+func (r *report) routings() []string {
+	if len(r.Routings) == 0 {
+		return []string{"leader"}
+	}
+	return r.Routings
 }
 
 var frontEndNames = map[string]string{"intentd": "intentd", "etcd-grpc": "etcd gRPC", "etcd-http": "etcd HTTP/JSON"}
@@ -97,7 +117,7 @@ func (r *report) markdown() string {
 		loadMax = max(loadMax, l.Load1Start, l.Load1End)
 	}
 	fmt.Fprintf(&b, "Measured %s by `make bench-compare`: %d repetition(s), median of each metric; %s warm-up + %s measured per level; "+
-		"closed-loop clients sent to the leader; %d-byte keys, %d-byte payloads; contended = %d claimants per key. ",
+		"closed-loop clients; %d-byte keys, %d-byte payloads; contended = %d claimants per key. ",
 		r.Date, r.Reps, r.Warmup, r.Duration, r.KeyBytes, r.PayloadBytes, r.Claimants)
 	fmt.Fprintf(&b, "Machine: %d CPUs shared by the 3 servers and the load generator; 1-minute load average %.2f at the start, %.2f at the end, %.2f–%.2f during the levels; "+
 		"fdatasync/s on the data filesystem at the start (end): %.0f (%.0f) rewriting a 4 KiB block, %.0f (%.0f) appending 256 B to a growing file, "+
@@ -112,8 +132,13 @@ func (r *report) markdown() string {
 	if len(r.IntentdArgs) > 0 {
 		args = " (extra flags: `" + strings.Join(r.IntentdArgs, " ") + "`)"
 	}
-	fmt.Fprintf(&b, "- intentd%s: %s.\n- etcd: %s.\n- CPU-s / 1k ops: user+system CPU of the three server processes over the measured window, per 1,000 ops; driver CPU-s / 1k ops: the load generator's own, on the same cores. "+
-		"Ratios are intentd ÷ etcd gRPC (ops/s: higher is better for intentd; p99: lower is).\n", args, intentdSettings, etcdSettings)
+	fmt.Fprintf(&b, "- intentd%s: %s.\n- etcd: %s.\n", args, intentdSettings, etcdSettings)
+	b.WriteString("- Sent to: *leader*: every client sends every request to the leader (as the Go SDK does; etcd's client is given only the leader's endpoint); " +
+		"*spread*: requests go round-robin over all three nodes (intentd: each request to the next HTTP address; etcd gRPC: one client with all three endpoints, which balances round-robin; etcd HTTP: the next gateway address), " +
+		"as clients without discovery or behind a load balancer do.\n")
+	b.WriteString("- CPU-s / 1k ops: user+system CPU of the three server processes over the measured window, per 1,000 ops; leader CPU-s / 1k ops: the leader process's alone; " +
+		"driver CPU-s / 1k ops: the load generator's own, on the same cores. " +
+		"Ratios are intentd ÷ etcd gRPC sent the same way (ops/s: higher is better for intentd; p99: lower is).\n")
 	if line := r.limitLine(); line != "" {
 		b.WriteString(line)
 	}
@@ -123,26 +148,32 @@ func (r *report) markdown() string {
 			title = fmt.Sprintf("Contended claims (%d claimants race for each key; losers get in_flight / the Else branch)", r.Claimants)
 		}
 		fmt.Fprintf(&b, "\n**%s**\n\n", title)
-		b.WriteString("| clients | system | ops/s | p50 ms | p99 ms | p99.9 ms | errors | CPU-s / 1k ops | driver CPU-s / 1k ops | ops/s ÷ etcd gRPC | p99 ÷ etcd gRPC |\n")
-		b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, n := range r.Clients {
-			base, hasBase := sums[sumKey(mode, "etcd-grpc", n)]
-			for _, fe := range r.FrontEnds {
-				s, ok := sums[sumKey(mode, fe, n)]
-				if !ok {
-					continue
+		b.WriteString("| clients | sent to | system | ops/s | p50 ms | p99 ms | p99.9 ms | errors | CPU-s / 1k ops | leader CPU-s / 1k ops | driver CPU-s / 1k ops | ops/s ÷ etcd gRPC | p99 ÷ etcd gRPC |\n")
+		b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, routing := range r.routings() {
+			for _, n := range r.Clients {
+				base, hasBase := sums[sumKey(mode, routing, "etcd-grpc", n)]
+				for _, fe := range r.FrontEnds {
+					s, ok := sums[sumKey(mode, routing, fe, n)]
+					if !ok {
+						continue
+					}
+					ratioOps, ratioP99 := "", ""
+					if fe == "intentd" && hasBase && base.ops > 0 && base.p99 > 0 {
+						ratioOps = fmt.Sprintf("**%.2f×**", s.ops/base.ops)
+						ratioP99 = fmt.Sprintf("**%.2f×**", s.p99/base.p99)
+					}
+					// "–": results.json from before this was measured.
+					leader, driver := "–", "–"
+					if s.leaderCPU > 0 {
+						leader = fmt.Sprintf("%.3f", s.leaderCPU)
+					}
+					if s.driverCPU > 0 {
+						driver = fmt.Sprintf("%.3f", s.driverCPU)
+					}
+					fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %.2f | %.2f | %.2f | %d | %.3f | %s | %s | %s | %s |\n",
+						n, routing, frontEndNames[fe], s.ops, s.p50, s.p99, s.p999, s.errors, s.cpu, leader, driver, ratioOps, ratioP99)
 				}
-				ratioOps, ratioP99 := "", ""
-				if fe == "intentd" && hasBase && base.ops > 0 && base.p99 > 0 {
-					ratioOps = fmt.Sprintf("**%.2f×**", s.ops/base.ops)
-					ratioP99 = fmt.Sprintf("**%.2f×**", s.p99/base.p99)
-				}
-				driver := "–" // results.json from before the driver's CPU was measured
-				if s.driverCPU > 0 {
-					driver = fmt.Sprintf("%.3f", s.driverCPU)
-				}
-				fmt.Fprintf(&b, "| %d | %s | %.0f | %.2f | %.2f | %.2f | %d | %.3f | %s | %s | %s |\n",
-					n, frontEndNames[fe], s.ops, s.p50, s.p99, s.p999, s.errors, s.cpu, driver, ratioOps, ratioP99)
 			}
 		}
 	}
