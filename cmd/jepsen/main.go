@@ -59,6 +59,9 @@ type options struct {
 	finalRead bool // W2
 	tls       bool // nodes run with TLS (HTTPS, Raft over mutual TLS with node identities)
 	args      []string
+
+	raftTimeout time.Duration
+	wan         wanOptions
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -79,11 +82,25 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	wl := fs.String("workload", "w1,w2,w3", "workloads: w1 contended claims (always), w2 final reads after healing, w3 reads through restarting nodes (adds the restart-read nemesis)")
 	fs.StringVar(&o.bug, "bug", "", "positive control: seed this bug in the nodes and pass only if it is caught")
 	fs.BoolVar(&o.tls, "tls", false, "run the nodes with TLS (a fresh development PKI): HTTPS, Raft over mutual TLS with node identities (raft-poke needs it)")
+	fs.DurationVar(&o.raftTimeout, "raft-timeout", 500*time.Millisecond, "the nodes' Raft heartbeat and election timeout (at least 500ms)")
+	regions := fs.String("regions", "", "place the nodes in regions: NAME:VOTERS[+REPLICAS],... e.g. eu:2,us:2,ap:1 (sets the number of nodes; voters 3 or 5)")
+	rtt := fs.String("rtt", "", "link delay: round trips between regions, A-B=80ms,..., or one duration for every pair (without --regions every node is a region); empty: no delay layer")
+	jitter := fs.String("jitter", "", "with --rtt: each delay varies by this fraction either way (10% or 0.1)")
+	fs.BoolVar(&o.wan.placement, "placement", false, "pass each node its place from --regions: --region NAME, and --voter=false (or --role replica) for replicas, each only if the binary knows the flag")
+	fs.StringVar(&o.wan.nodeNetwork, "node-network", "", "pass --network VALUE (lan or wan) to the nodes, if the binary knows the flag")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if o.nodes != 3 && o.nodes != 5 {
+	nodesSet := false
+	fs.Visit(func(f *flag.Flag) { nodesSet = nodesSet || f.Name == "nodes" })
+	if err := o.wan.parse(*regions, *rtt, *jitter, &o.nodes, nodesSet); err != nil {
+		return o, err
+	}
+	if o.nodes != 3 && o.nodes != 5 && o.wan.layout == nil {
 		return o, errors.New("--nodes must be 3 or 5")
+	}
+	if o.raftTimeout < 500*time.Millisecond {
+		return o, errors.New("--raft-timeout must be at least 500ms (the nodes' leader lease)")
 	}
 	if o.duration <= 0 || o.hold <= 0 || o.interval <= o.hold || o.clients < 1 || o.claimants < 1 {
 		return o, errors.New("need positive --duration, --hold < --interval, --clients and --claimants")
