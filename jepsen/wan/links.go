@@ -129,7 +129,7 @@ func (l *Links) Summary() string {
 	perPort := map[string]int64{}
 	for k, r := range l.relays {
 		for link, s := range r.Stats() {
-			if link.From != 0 {
+			if link.From != 0 && link.To != 0 {
 				perPort[l.names[k]] += s.Conns
 			}
 		}
@@ -141,7 +141,7 @@ func (l *Links) Summary() string {
 	var conns, bytes, grams int64
 	used := map[Link]bool{}
 	for k, s := range st {
-		if k.From == 0 {
+		if k.From == 0 || k.To == 0 {
 			continue
 		}
 		conns, bytes, grams = conns+s.Conns, bytes+s.Bytes, grams+s.Datagrams
