@@ -190,7 +190,11 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	if o.finalRead {
 		unread = w.FinalReads(healCtx, o.clients+1000)
 	}
-	digests := collectDigests(healCtx, addrs, cl.ClientTLS())
+	// The digests get a bound of their own: slow final reads (a delayed
+	// network) must not leave them none.
+	digestCtx, stopDigests := context.WithTimeout(ctx, 60*time.Second)
+	defer stopDigests()
+	digests := collectDigests(digestCtx, addrs, cl.ClientTLS())
 	panics, err := cl.Panics()
 	if err != nil {
 		return exitError, err
