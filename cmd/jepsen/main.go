@@ -102,6 +102,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.raftTimeout < 500*time.Millisecond {
 		return o, errors.New("--raft-timeout must be at least 500ms (the nodes' leader lease)")
 	}
+	if o.hold < 4*o.raftTimeout {
+		return o, fmt.Errorf("--hold %v is shorter than 4 x --raft-timeout (%v): a leader fault would heal before the others could elect a leader", o.hold, 4*o.raftTimeout)
+	}
 	if o.duration <= 0 || o.hold <= 0 || o.interval <= o.hold || o.clients < 1 || o.claimants < 1 {
 		return o, errors.New("need positive --duration, --hold < --interval, --clients and --claimants")
 	}

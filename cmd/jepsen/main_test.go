@@ -116,6 +116,7 @@ func TestParseRegionsAndDelay(t *testing.T) {
 		{"--regions", "eu:2,us:1", "--rtt", "eu-us=1ms,eu-ap=2ms"},
 		{"--placement"}, // without --regions
 		{"--raft-timeout", "100ms"},
+		{"--raft-timeout", "1s", "--hold", "3s"}, // heals before an election
 	} {
 		if _, err := parse(bad, io.Discard); err == nil {
 			t.Errorf("parse(%q) accepted", bad)
