@@ -8,8 +8,12 @@
 //	go run ./cmd/jepsen --nodes 3 --nemesis kill-leader,isolate-leader,partition-halves --duration 60s --seed 7
 //
 // With --bug it runs a positive control: the nodes carry a seeded bug and
-// the run passes only if the checkers catch it. Needs root (namespaces,
-// iptables).
+// the run passes only if the checkers catch it. With --regions, --rtt and
+// --jitter the nodes' links go through a delaying relay layer (jepsen/wan).
+// Needs root (namespaces, iptables).
+//
+// `jepsen aggregate DIR` writes the aggregate table of a soak
+// (scripts/jepsen-soak.sh).
 package main
 
 import (
@@ -154,6 +158,9 @@ func (o options) reproduce() string {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "aggregate" {
+		return aggregate(args[1:], stdout, stderr)
+	}
 	o, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitValid
