@@ -119,8 +119,8 @@ func Soak(runs []SoakRun) (rows []SoakRow, total SoakRow, controls []SoakControl
 
 // SoakMeta is what the table's caption says about the soak.
 type SoakMeta struct {
-	Date           time.Time
-	Matrix         string  // the matrix's knobs, as the script was run
+	Date        time.Time
+	Matrix      string  // the matrix's knobs, as the script was run
 	WallSeconds float64 // wall time of the whole soak (waits for a shared lock included)
 }
 
