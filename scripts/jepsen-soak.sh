@@ -15,6 +15,7 @@
 #   RTT3 / RTT5 and REGIONS3 / REGIONS5 (the wan network's layout)
 #   PLACEMENT=1 passes the nodes their regions and roles (--placement)
 #   REPLICAS=1 adds a replica to each wan layout (needs node support)
+#   KEEP_DATA=1 keeps the node data of passed runs (200 MB each)
 # Needs root and network namespaces: without them (and CI not true) it
 # skips with a message.
 set -uo pipefail
@@ -37,6 +38,7 @@ RTT=${RTT:-eu-us=80ms,eu-ap=150ms,us-ap=150ms}
 JITTER=${JITTER:-10%}
 PLACEMENT=${PLACEMENT:-0}
 REPLICAS=${REPLICAS:-0}
+KEEP_DATA=${KEEP_DATA:-0}
 
 mkdir -p "$RESULTS"
 go build -o "$RESULTS/intentd" ./cmd/intentd || exit 1
@@ -91,6 +93,9 @@ run() {
   local t0
   t0=$(cat "$RESULTS/$name.t0" 2>/dev/null || date +%s)
   printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$group" "$control" "$rc" "$(($(date +%s) - t0))" >>"$RUNS"
+  # A passed run's node data (about 200 MB of Raft log and snapshots) goes;
+  # its history, logs and report stay. A failed run keeps everything.
+  [ "$rc" = 0 ] && [ "$KEEP_DATA" != 1 ] && rm -rf "$RESULTS/$name/data"
   grep -E '^(intentd fault run|positive control)' "$RESULTS/$name.out" | sed 's/^/   /'
 }
 
