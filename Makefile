@@ -4,7 +4,7 @@ BIN       := bin
 PKGS      := ./...
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build run test test-go test-sdk canary canary-proxy test-unit test-integration jepsen jepsen-short jepsen-long jepsen-soak fuzz bench vet fmt verify clean deps
+.PHONY: all build run test test-go test-sdk canary canary-proxy canary-mcp test-unit test-integration jepsen jepsen-short jepsen-long jepsen-soak fuzz bench vet fmt verify clean deps
 
 all: build
 
@@ -17,6 +17,7 @@ build: deps
 	$(GO) build -o $(BIN)/intentctl ./cmd/intentctl
 	$(GO) build -o $(BIN)/intent-bench ./cmd/intent-bench
 	$(GO) build -o $(BIN)/intent-proxy ./cmd/intent-proxy
+	$(GO) build -o $(BIN)/intent-mcp ./cmd/intent-mcp
 
 ## run: a local 3-node cluster on loopback (Ctrl-C stops it)
 run: build
@@ -34,16 +35,22 @@ test-go: deps verify
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 	$(GO) test -tags faults $(TEST_FLAGS) -run Parse ./internal/faults/ ./cmd/intentd/
 
-## canary: the agent-side gate: 200 episodes x 5 failure classes x 3 seeds, each seed twice (CANARY_ARGS adds flags); then seed 1 through intent-proxy (CANARY_PROXY_ARGS)
+## canary: the agent-side gate: 200 episodes x 5 failure classes x 3 seeds, each seed twice (CANARY_ARGS adds flags); then seed 1 through intent-proxy (CANARY_PROXY_ARGS) and seed 1 through the MCP gate (CANARY_MCP_ARGS)
 CANARY_ARGS ?=
 CANARY_PROXY_ARGS ?= --seeds 1
+CANARY_MCP_ARGS ?= --seeds 1
 canary: deps
 	$(GO) run ./cmd/canary $(CANARY_ARGS)
 	$(GO) run ./cmd/canary --via http-proxy $(CANARY_PROXY_ARGS)
+	$(GO) run ./cmd/canary --via mcp $(CANARY_MCP_ARGS)
 
 ## canary-proxy: the whole gate (3 seeds) with the tool a plain HTTP API behind intent-proxy (CANARY_ARGS adds flags)
 canary-proxy: deps
 	$(GO) run ./cmd/canary --via http-proxy $(CANARY_ARGS)
+
+## canary-mcp: the whole gate (3 seeds) with the tool a plain MCP server behind the MCP gate (CANARY_ARGS adds flags)
+canary-mcp: deps
+	$(GO) run ./cmd/canary --via mcp $(CANARY_ARGS)
 
 ## jepsen: one fault run; pass flags with JEPSEN_ARGS="--nodes 5 --nemesis all --duration 5m --seed 7"
 JEPSEN_ARGS ?=
@@ -79,13 +86,18 @@ fuzz: deps
 	  done; \
 	done
 
+## console-screenshots: the web console's screenshots in docs/img, taken at 1280 px by its browser tests (needs chromium)
+.PHONY: console-screenshots
+console-screenshots: deps
+	INTENTD_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run TestConsoleInABrowser ./console/
+
 ## bench: load generator against a fresh local 3-node cluster
 bench: build
 	./scripts/bench-local.sh
 
 ## bench-compare: intentd vs etcd 3.5 side by side; updates the table in docs/benchmarks.md (BENCH_QUICK=1: 1 rep, 3 s, no table update)
 ## bench-fsm: heap bytes per intent, snapshot and restore of 1 M intents (Go benchmarks in fsm/)
-.PHONY: bench-compare bench-fsm bench-sdk bench-proxy
+.PHONY: bench-compare bench-fsm bench-sdk bench-proxy bench-mcp
 BENCH_ARGS ?=
 bench-compare:
 	./scripts/bench-compare.sh $(BENCH_ARGS)
@@ -100,6 +112,10 @@ bench-sdk: build
 ## bench-proxy: intent-proxy's cost: an upstream straight, through the proxy, and the ledger's claim + complete (ROUNDS, DURATION, WARMUP, LEVELS; PROFILE=1 profiles the proxy)
 bench-proxy: build
 	./scripts/bench-proxy.sh
+
+## bench-mcp: the MCP gate's cost: a tool called directly and through intent-mcp, over stdio and streamable HTTP, and the ledger's claim + complete (ROUNDS, DURATION, WARMUP, CALLERS, TRANSPORTS; PROFILE=1 profiles the gate)
+bench-mcp: build
+	./scripts/bench-mcp.sh
 
 ## verify: vet, the gofmt check, and the documentation checks: every relative Markdown link and
 ## anchor resolves inside the repository, every `make` target the docs name exists, and no file refers

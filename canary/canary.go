@@ -18,6 +18,15 @@
 // checks and broken modes apply (no-ledger: the proxy's route passes
 // requests through).
 //
+// With ViaMCP the tool is a plain MCP server (NewMCPTool) behind the MCP
+// gate (mcpgate), served over streamable HTTP; the agent is a go-sdk
+// client that sends each delivery as a new tools/call with the episode's
+// key in _meta["dev.intentd/idempotencyKey"], the fault proxy applies the
+// same faults to those calls, and the gate's answers (a replayed result,
+// in_doubt and in_flight results, the divergent JSON-RPC error) map onto
+// the same outcomes (no-ledger: the gate passes the tool's calls
+// through).
+//
 // An episode is one logical effect (its key derived from the seed, the
 // failure class and the episode number) that a simulated agent delivers
 // over HTTP through the proxy until it gets an answer. The proxy draws the
@@ -60,6 +69,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/intentledger/intentd/client"
 	idem "github.com/intentledger/intentd/proxy"
@@ -150,7 +161,8 @@ type Config struct {
 	Concurrency int
 	// Broken breaks the agent or the tool on purpose.
 	Broken Broken
-	// Via says what guards the tool: ViaSDK (default) or ViaHTTPProxy.
+	// Via says what guards the tool: ViaSDK (default), ViaHTTPProxy or
+	// ViaMCP.
 	Via Via
 	// Lease is the lease of a grant whose delivery the plan crashes
 	// (default 1 s): how soon the dead tool's key turns in_doubt. Other
@@ -280,6 +292,8 @@ type runner struct {
 	// agent is the agent's HTTP client; proxy the fault proxy's URL.
 	agent *http.Client
 	proxy string
+	// mcp is the agent's MCP client (ViaMCP).
+	mcp *mcp.Client
 }
 
 // Run runs cfg.Episodes episodes of each class against the ledger at
@@ -339,9 +353,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	switch {
 	case len(cfg.ToolCommand) > 0:
 		// In http-proxy mode a tool process is intent-proxy and the plain
-		// tool together: the long-lived one with the grant lease, each
-		// crash delivery's with the crash lease, and SIGKILL at the crash
-		// point kills the proxy holding the claim with the tool.
+		// tool together (in mcp mode the MCP gate and the plain MCP
+		// tool): the long-lived one with the grant lease, each crash
+		// delivery's with the crash lease, and SIGKILL at the crash point
+		// kills the proxy (the gate) holding the claim with the tool.
 		start := func(ctx context.Context, lease time.Duration) (*toolProcess, error) {
 			return startToolProcess(ctx, cfg.ToolCommand, toolProcessArgs{ledger: cfg.Addrs, provider: providerURL,
 				crashLease: cfg.Lease, proxyLease: lease, noLedger: cfg.Broken == NoLedger, via: cfg.Via})
@@ -392,6 +407,41 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return nil, err
 			}
 		}
+	case cfg.Via == ViaMCP:
+		// The MCP gate in front of the plain MCP tool: the lane every
+		// delivery takes, and for each crash delivery a fresh lane with
+		// the crash lease whose tool closes its server at the crash point
+		// (one call dies, as a process would; a shared lane would take
+		// every call on its upstream connection with it).
+		ledger, err := newLedgerClient(cfg.Addrs)
+		if err != nil {
+			return nil, err
+		}
+		tool := PlainToolConfig{Provider: providerURL, HTTP: newHTTPClient(cfg.Concurrency)}
+		broken := cfg.Broken == NoLedger
+		lane, err := startMCPLane(runCtx, ledger, tool, grantLease, broken, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer lane.close()
+		if px.tool, err = serve(lane.Handler); err != nil {
+			return nil, err
+		}
+		px.crashLane = func(ctx context.Context) (string, func() string, error) {
+			one, err := startMCPLane(ctx, ledger, tool, cfg.Lease, broken, nil)
+			if err != nil {
+				return "", nil, err
+			}
+			url, stop, err := serveOne(one.Handler)
+			if err != nil {
+				one.close()
+				return "", nil, err
+			}
+			return url, func() string {
+				stop()
+				return one.close()
+			}, nil
+		}
 	default:
 		tcfg := ToolConfig{Provider: providerURL, CrashLease: cfg.Lease, HTTP: newHTTPClient(cfg.Concurrency)}
 		if cfg.Broken != NoLedger {
@@ -407,7 +457,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, cl: cl, book: b, agent: newHTTPClient(cfg.Concurrency), proxy: proxyURL}
+	r := &runner{cfg: cfg, cl: cl, book: b, agent: newHTTPClient(cfg.Concurrency), proxy: proxyURL,
+		mcp: mcp.NewClient(&mcp.Implementation{Name: "canary-agent", Version: "1"}, nil)}
 
 	type job struct {
 		class   Class
@@ -522,6 +573,11 @@ func (r *runner) episode(ctx context.Context, class Class, n int) *episode {
 	ep := &episode{class: class, plan: plan, agent: "gave_up"}
 	successKey := ""
 	rec.add("seed=%d class=%s episode=%d plan: %s", seed, class, n, plan)
+	var agent *mcpAgent
+	if r.cfg.Via == ViaMCP {
+		agent = &mcpAgent{client: r.mcp, endpoint: r.proxy + mcpPath, hc: r.agent}
+		defer agent.close()
+	}
 
 	for a := 0; a < maxAttempts && ep.agent == "gave_up"; a++ {
 		delivery := fmt.Sprintf("a%d", a)
@@ -533,7 +589,12 @@ func (r *runner) episode(ctx context.Context, class Class, n int) *episode {
 			amount = plan.RetryAmount
 		}
 		rec.add("%s: agent sends key=%s amount=%d", delivery, k, amount)
-		o, detail := r.deliver(ctx, label, delivery, ChargeRequest{Key: k, Amount: amount})
+		var o, detail string
+		if agent != nil {
+			o, detail = agent.call(ctx, label, delivery, ChargeRequest{Key: k, Amount: amount})
+		} else {
+			o, detail = r.deliver(ctx, label, delivery, ChargeRequest{Key: k, Amount: amount})
+		}
 		if o == "" {
 			rec.add("%s: agent gets no answer (%s); it retries", delivery, detail)
 			continue
@@ -562,8 +623,11 @@ func (r *runner) episode(ctx context.Context, class Class, n int) *episode {
 	if successKey == "" {
 		successKey = key
 	}
-	if r.cfg.Via == ViaHTTPProxy {
+	switch r.cfg.Via {
+	case ViaHTTPProxy:
 		successKey = proxyLedgerKey(successKey)
+	case ViaMCP:
+		successKey = mcpLedgerKey(successKey)
 	}
 	ledgerState := r.ledgerState(ctx, successKey)
 	rec.add("ledger shows %s; the provider has %d effect(s)", ledgerState, len(effects))

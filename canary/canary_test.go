@@ -56,10 +56,10 @@ func TestParse(t *testing.T) {
 // checks that it passes with identical digests, and that each broken mode
 // fails it with I1 violations; once with the tool service in-process and
 // once as real processes killed at the crash point, and each of those with
-// the tool guarded by client.Do and as a plain HTTP API behind
-// intent-proxy.
+// the tool guarded by client.Do, as a plain HTTP API behind intent-proxy
+// and as a plain MCP server behind the MCP gate.
 func TestGate(t *testing.T) {
-	for _, via := range []Via{ViaSDK, ViaHTTPProxy} {
+	for _, via := range []Via{ViaSDK, ViaHTTPProxy, ViaMCP} {
 		for _, mode := range []string{"in-process", "process"} {
 			t.Run(string(via)+"/"+mode, func(t *testing.T) {
 				var tool []string
@@ -84,10 +84,11 @@ func testGate(t *testing.T, toolCommand []string, via Via) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	run := func(id string, broken Broken) *Result {
+	classes := AllClasses
+	run := func(id string, broken Broken, classes ...Class) *Result {
 		t.Helper()
 		res, err := Run(ctx, Config{Addrs: cl.URLs(), Seed: 1, Episodes: 10, Concurrency: 16, Broken: broken, RunID: id,
-			ToolCommand: toolCommand, Via: via})
+			ToolCommand: toolCommand, Via: via, Classes: classes})
 		if err != nil {
 			t.Fatalf("run %s: %v", id, err)
 		}
@@ -95,7 +96,7 @@ func testGate(t *testing.T, toolCommand []string, via Via) {
 	}
 
 	t.Run("correct", func(t *testing.T) {
-		a, b := run("a", NotBroken), run("b", NotBroken)
+		a, b := run("a", NotBroken, classes...), run("b", NotBroken, classes...)
 		for _, r := range []*Result{a, b} {
 			if !r.Passed() {
 				for _, v := range r.Violations {
@@ -111,6 +112,9 @@ func testGate(t *testing.T, toolCommand []string, via Via) {
 				}
 			}
 			t.Fatalf("digests differ: %s vs %s", a.Digest, b.Digest)
+		}
+		if len(a.Classes) != len(classes) {
+			t.Fatalf("%d classes ran, want %d", len(a.Classes), len(classes))
 		}
 		for _, s := range a.Classes {
 			if s.Episodes != 10 {

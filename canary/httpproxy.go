@@ -26,6 +26,11 @@ const (
 	// ledger, and intent-proxy (proxy.Handler) stands in front of it; the
 	// agent sends the episode's key as an Idempotency-Key header.
 	ViaHTTPProxy Via = "http-proxy"
+	// ViaMCP: the tool is a plain MCP server that knows nothing of the
+	// ledger, and the MCP gate (mcpgate) stands in front of it; the agent
+	// is an MCP client that sends the episode's key in
+	// _meta["dev.intentd/idempotencyKey"].
+	ViaMCP Via = "mcp"
 )
 
 // ParseVia reads a Via ("" is ViaSDK).
@@ -33,10 +38,10 @@ func ParseVia(s string) (Via, error) {
 	switch v := Via(s); v {
 	case "", ViaSDK:
 		return ViaSDK, nil
-	case ViaHTTPProxy:
+	case ViaHTTPProxy, ViaMCP:
 		return v, nil
 	}
-	return "", fmt.Errorf("canary: unknown --via %q (want sdk or http-proxy)", s)
+	return "", fmt.Errorf("canary: unknown --via %q (want sdk, http-proxy or mcp)", s)
 }
 
 // grantLease is the lease of a grant on a delivery the plan does not
@@ -154,9 +159,13 @@ const outcomeNoAnswer = "no_answer"
 // answerOutcome reads an answer that came back through the fault proxy's
 // target: the tool service's ChargeResponse (ViaSDK), or, ViaHTTPProxy,
 // the plain tool's answer as intent-proxy passed or replayed it, or one
-// of intent-proxy's problems. It returns "" when the answer says nothing
-// the agent can act on.
+// of intent-proxy's problems, or, ViaMCP, the MCP gate's JSON-RPC answer
+// (mcpAnswerOutcome). It returns "" when the answer says nothing the
+// agent can act on.
 func answerOutcome(via Via, status int, header http.Header, body []byte) (outcome, detail string) {
+	if via == ViaMCP {
+		return mcpAnswerOutcome(status, header, body)
+	}
 	if via != ViaHTTPProxy {
 		var cr ChargeResponse
 		if json.Unmarshal(body, &cr) != nil {

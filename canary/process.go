@@ -34,7 +34,9 @@ const toolReadyPrefix = "canary-tool listening "
 // provider and the ledger. With --via http-proxy it serves the plain tool
 // on a port of its own and intent-proxy (claiming with --proxy-lease) in
 // front of it on the announced one: the crash kills the proxy holding the
-// claim together with the tool. It returns the exit code.
+// claim together with the tool; with --via mcp it serves the plain MCP
+// tool and the MCP gate in front of it the same way. It returns the exit
+// code.
 func ToolProcessMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("canary-tool", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -43,8 +45,8 @@ func ToolProcessMain(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	lease := fs.Duration("lease", 10*time.Second, "lease of a grant")
 	crashLease := fs.Duration("crash-lease", time.Second, "lease of a grant for a delivery that crashes")
 	noLedger := fs.Bool("no-ledger", false, "run effects without the ledger (broken on purpose)")
-	viaFlag := fs.String("via", string(ViaSDK), "sdk (the tool service calls client.Do) or http-proxy (intent-proxy in front of the plain tool)")
-	proxyLease := fs.Duration("proxy-lease", grantLease, "--via http-proxy: the lease intent-proxy claims with")
+	viaFlag := fs.String("via", string(ViaSDK), "sdk (the tool service calls client.Do), http-proxy (intent-proxy in front of the plain tool) or mcp (the MCP gate in front of the plain MCP tool)")
+	proxyLease := fs.Duration("proxy-lease", grantLease, "--via http-proxy or mcp: the lease intent-proxy or the MCP gate claims with")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -63,8 +65,11 @@ func ToolProcessMain(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 		_, _ = io.Copy(io.Discard, stdin)
 		cancel()
 	}()
-	if via == ViaHTTPProxy {
+	switch via {
+	case ViaHTTPProxy:
 		return proxyProcessMain(ctx, strings.Split(*ledger, ","), *provider, *proxyLease, *noLedger, die, stdout, stderr)
+	case ViaMCP:
+		return mcpProcessMain(ctx, strings.Split(*ledger, ","), *provider, *proxyLease, *noLedger, die, stdout, stderr)
 	}
 	cfg := ToolConfig{Provider: *provider, Lease: *lease, CrashLease: *crashLease, Die: die}
 	if !*noLedger {
@@ -132,12 +137,42 @@ func proxyProcessMain(ctx context.Context, ledger []string, provider string, lea
 	return 0
 }
 
+// mcpProcessMain is ToolProcessMain with --via mcp: the plain MCP tool on
+// a port of its own, and the MCP gate in front of it on the announced
+// one, until ctx ends.
+func mcpProcessMain(ctx context.Context, ledger []string, provider string, lease time.Duration, noLedger bool, die func(),
+	stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	cl, err := newLedgerClient(ledger)
+	if err != nil {
+		return fail(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(err)
+	}
+	lane, err := startMCPLane(ctx, cl, PlainToolConfig{Provider: provider}, lease, noLedger, die)
+	if err != nil {
+		return fail(err)
+	}
+	defer lane.close()
+	fmt.Fprintf(stdout, "%shttp://%s\n", toolReadyPrefix, ln.Addr())
+	if err := serveUntil(ctx, ln, lane.Handler); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
 // toolProcessArgs are what a tool process is started with.
 type toolProcessArgs struct {
 	ledger     []string
 	provider   string
 	crashLease time.Duration
-	// proxyLease is the lease of the process's intent-proxy (ViaHTTPProxy).
+	// proxyLease is the lease of the process's intent-proxy
+	// (ViaHTTPProxy) or MCP gate (ViaMCP).
 	proxyLease time.Duration
 	noLedger   bool
 	via        Via
@@ -168,7 +203,7 @@ func startToolProcess(ctx context.Context, argv []string, a toolProcessArgs) (*t
 	if a.noLedger {
 		args = append(args, "--no-ledger")
 	}
-	if a.via == ViaHTTPProxy {
+	if a.via == ViaHTTPProxy || a.via == ViaMCP {
 		args = append(args, "--via", string(a.via), "--proxy-lease", a.proxyLease.String())
 	}
 	cmd := exec.Command(argv[0], args...)

@@ -8,16 +8,37 @@ import (
 
 // ClusterStatus describes the cluster as one node sees it.
 type ClusterStatus struct {
-	NodeID       string       `json:"node_id"`
-	State        string       `json:"state"`
-	LeaderID     string       `json:"leader_id"`
-	LeaderHTTP   string       `json:"leader_http"`
-	Term         uint64       `json:"term"`
-	CommitIndex  uint64       `json:"commit_index"`
-	AppliedIndex uint64       `json:"applied_index"`
-	LastIndex    uint64       `json:"last_index"`
-	Ready        bool         `json:"ready"`
-	Nodes        []NodeStatus `json:"nodes"`
+	NodeID       string `json:"node_id"`
+	State        string `json:"state"`
+	LeaderID     string `json:"leader_id"`
+	LeaderHTTP   string `json:"leader_http"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastIndex    uint64 `json:"last_index"`
+	Ready        bool   `json:"ready"`
+	// Region and Role ("voter" or "replica") are the answering node's;
+	// Network its timing profile ("lan" or "wan").
+	Region  string `json:"region,omitempty"`
+	Role    string `json:"role"`
+	Network string `json:"network"`
+	// LeaderRegion is the leader's region.
+	LeaderRegion string `json:"leader_region,omitempty"`
+	// PreferLeaderRegion is the node's --prefer-leader-region; Placement
+	// what the leader does about it (in the leader's answer only).
+	PreferLeaderRegion string           `json:"prefer_leader_region,omitempty"`
+	Placement          *LeaderPlacement `json:"leader_placement,omitempty"`
+	Nodes              []NodeStatus     `json:"nodes"`
+}
+
+// LeaderPlacement is the leader's view of its preferred region: State is
+// "in_region", "waiting", "moving" or "backoff"; Detail says why.
+type LeaderPlacement struct {
+	PreferredRegion string `json:"preferred_region"`
+	State           string `json:"state"`
+	Detail          string `json:"detail,omitempty"`
+	Target          string `json:"target,omitempty"`
+	Transfers       int    `json:"transfers"`
 }
 
 // NodeStatus is one member of the cluster.
@@ -28,6 +49,9 @@ type NodeStatus struct {
 	Suffrage string `json:"suffrage,omitempty"`
 	Gossip   string `json:"gossip"`
 	Leader   bool   `json:"leader"`
+	// Region and Role ("voter" or "replica") are what the member announces.
+	Region string `json:"region,omitempty"`
+	Role   string `json:"role,omitempty"`
 	// Decodes is the log entry format version the member announces it
 	// reads (0: not announced).
 	Decodes int `json:"decodes,omitempty"`

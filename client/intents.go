@@ -10,19 +10,25 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"sync"
 )
 
 // NewOwner returns a fresh owner name, "host/pid/random": unique to one
 // execution attempt, as the ledger requires.
 func NewOwner() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return ownerPrefix() + hex.EncodeToString(b[:])
+}
+
+// ownerPrefix is "host/pid/", read once.
+var ownerPrefix = sync.OnceValue(func() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown-host"
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-}
+	return fmt.Sprintf("%s/%d/", host, os.Getpid())
+})
 
 // intentPath is the escaped path of an intent and an optional action. The
 // key is escaped as one path segment, so it may hold '/', '%' or spaces.

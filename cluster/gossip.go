@@ -33,6 +33,11 @@ type memberMeta struct {
 	// can tell a departure (remove the voter) from a failure (keep it).
 	// memberlist's leave event itself does not say which it was.
 	Leaving bool `json:"leaving,omitempty"`
+	// Region is where the node runs (Config.Region).
+	Region string `json:"region,omitempty"`
+	// Replica says the node is to be a nonvoter (Config.Replica); the
+	// leader makes the Raft configuration follow it.
+	Replica bool `json:"replica,omitempty"`
 	// Encoding is the log entry encoding version the node decodes
 	// (fsm.EncodingVersion). Nothing acts on it yet: it is announced so
 	// that a version that writes a new encoding can wait until every
@@ -195,12 +200,13 @@ func (n *Node) startGossip(hasState bool) error {
 	n.gossip = &gossip{
 		log:      n.log,
 		trustIDs: n.cfg.Faults.Has(faults.TrustGossipIDs),
-		self:     memberMeta{ID: n.cfg.ID, Raft: n.RaftAddr(), HTTP: n.cfg.HTTPAddr, Encoding: fsm.EncodingVersion},
-		members:  make(map[string]member),
-		changed:  make(chan struct{}, 1),
+		self: memberMeta{ID: n.cfg.ID, Raft: n.RaftAddr(), HTTP: n.cfg.HTTPAddr, Region: n.cfg.Region, Replica: n.cfg.Replica,
+			Encoding: fsm.EncodingVersion},
+		members: make(map[string]member),
+		changed: make(chan struct{}, 1),
 	}
 	n.gossip.bootstrapped.Store(hasState)
-	mc := memberlist.DefaultLocalConfig()
+	mc := networkProfiles[n.cfg.Network].memberlist()
 	mc.Name = n.cfg.ID
 	mc.BindAddr, mc.BindPort = host, port
 	if n.cfg.GossipAdvertise != "" {
@@ -363,6 +369,12 @@ func (n *Node) joinAndBootstrap(hasState bool) {
 	if hasState || n.cfg.BootstrapExpect <= 0 {
 		return
 	}
+	if n.cfg.Replica {
+		// A replica never takes part in a bootstrap: the voters bootstrap
+		// and their leader adds it as a nonvoter.
+		n.log.Info("replica: waiting for the voters' leader to add it as a nonvoter")
+		return
+	}
 	for {
 		n.gossip.recordSelf(n.gossipAddr)
 		members := n.gossip.snapshot()
@@ -375,7 +387,9 @@ func (n *Node) joinAndBootstrap(hasState bool) {
 			if m.meta.Bootstrapped && m.meta.ID != n.cfg.ID {
 				existing = true
 			}
-			alive = append(alive, m)
+			if !m.meta.Replica { // replicas are never in the bootstrap configuration
+				alive = append(alive, m)
+			}
 		}
 		if existing {
 			n.log.Info("found an existing cluster in gossip; waiting to be added as a voter")

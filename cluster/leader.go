@@ -102,6 +102,8 @@ func (n *Node) lead(ctx context.Context) {
 	defer reconcile.Stop()
 	sweep := time.NewTicker(n.cfg.SweepInterval)
 	defer sweep.Stop()
+	place := newPlacement(n, time.Now())
+	defer n.placementState.Store(nil)
 	n.reconcile(ctx, unverified)
 	for {
 		select {
@@ -111,6 +113,7 @@ func (n *Node) lead(ctx context.Context) {
 			n.reconcile(ctx, unverified)
 		case <-reconcile.C:
 			n.reconcile(ctx, unverified)
+			place.step(ctx, time.Now())
 		case <-sweep.C:
 			n.sweep(ctx)
 		}
@@ -129,13 +132,15 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 // reconcile makes the Raft configuration follow gossip, as Consul's leader
-// does: alive members missing from the configuration are added as voters;
-// members that left gracefully are removed. With TLS a member is added
-// only once its Raft address proved the node identity it claims
-// (verifyServer; a refusal is remembered in unverified and retried after
-// verifyBackoff). A
-// member that merely failed (dead, not left) stays: it may come back with
-// its data, and removing it would shrink the quorum under a partition.
+// does: alive members missing from the configuration are added, as voters
+// or, for members that announce themselves replicas, as nonvoters; a
+// member whose announced role differs from its suffrage is promoted or
+// demoted (a role changes on restart); members that left gracefully are
+// removed. With TLS a member is added only once its Raft address proved
+// the node identity it claims (verifyServer; a refusal is remembered in
+// unverified and retried after verifyBackoff). A member that merely failed
+// (dead, not left) stays: it may come back with its data, and removing it
+// would shrink the quorum under a partition.
 func (n *Node) reconcile(ctx context.Context, unverified map[string]time.Time) {
 	n.gossip.recordSelf(n.gossipAddr)
 	f := n.raft.GetConfiguration()
@@ -143,30 +148,55 @@ func (n *Node) reconcile(ctx context.Context, unverified map[string]time.Time) {
 		return
 	}
 	servers := map[string]raft.Server{}
+	voters := 0
 	for _, s := range f.Configuration().Servers {
 		servers[string(s.ID)] = s
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
 	}
 	for _, m := range n.gossip.snapshot() {
 		s, inConf := servers[m.meta.ID]
 		switch {
-		case m.state == memberlist.StateAlive && (!inConf || string(s.Address) != m.meta.Raft || s.Suffrage != raft.Voter):
+		case m.state == memberlist.StateAlive && m.meta.Replica && inConf && string(s.Address) == m.meta.Raft && s.Suffrage == raft.Voter:
+			// A voter restarted as a replica. Never the last voter, and
+			// never this leader: it hands leadership on first (a leader
+			// cannot demote itself and keep leading).
+			if voters <= 1 || m.meta.ID == n.cfg.ID {
+				continue
+			}
+			n.log.Info("demoting a voter that now announces itself a replica", "id", m.meta.ID)
+			if err := waitFuture(ctx, n.raft.DemoteVoter(raft.ServerID(m.meta.ID), 0, n.cfg.ApplyTimeout)); err != nil {
+				n.log.Warn("demote voter failed", "id", m.meta.ID, "err", err)
+			} else {
+				voters--
+			}
+		case m.state == memberlist.StateAlive && (!inConf || string(s.Address) != m.meta.Raft || (!m.meta.Replica && s.Suffrage != raft.Voter)):
 			if at, ok := unverified[m.meta.ID]; ok && time.Since(at) < verifyBackoff {
 				continue
 			}
 			if err := n.stream.verifyServer(m.meta.Raft, m.meta.ID); err != nil {
 				unverified[m.meta.ID] = time.Now()
 				n.unverified.Add(1)
-				n.log.Warn("not adding a gossip member as a voter: its Raft address does not prove its node identity",
+				n.log.Warn("not adding a gossip member: its Raft address does not prove its node identity",
 					"id", m.meta.ID, "raft", m.meta.Raft, "err", err, "retry_in", verifyBackoff)
 				continue
 			}
 			delete(unverified, m.meta.ID)
-			n.log.Info("adding voter from gossip", "id", m.meta.ID, "raft", m.meta.Raft)
-			if err := waitFuture(ctx, n.raft.AddVoter(raft.ServerID(m.meta.ID), raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout)); err != nil {
+			id, addr := raft.ServerID(m.meta.ID), raft.ServerAddress(m.meta.Raft)
+			if m.meta.Replica {
+				n.log.Info("adding replica (nonvoter) from gossip", "id", m.meta.ID, "raft", m.meta.Raft, "region", m.meta.Region)
+				if err := waitFuture(ctx, n.raft.AddNonvoter(id, addr, 0, n.cfg.ApplyTimeout)); err != nil {
+					n.log.Warn("add nonvoter failed", "id", m.meta.ID, "err", err)
+				}
+				continue
+			}
+			n.log.Info("adding voter from gossip", "id", m.meta.ID, "raft", m.meta.Raft, "region", m.meta.Region)
+			if err := waitFuture(ctx, n.raft.AddVoter(id, addr, 0, n.cfg.ApplyTimeout)); err != nil {
 				n.log.Warn("add voter failed", "id", m.meta.ID, "err", err)
 			}
 		case m.state == memberlist.StateLeft && inConf && m.meta.ID != n.cfg.ID:
-			n.log.Info("removing voter that left gossip", "id", m.meta.ID)
+			n.log.Info("removing a member that left gossip", "id", m.meta.ID)
 			if err := waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(m.meta.ID), 0, n.cfg.ApplyTimeout)); err != nil {
 				n.log.Warn("remove server failed", "id", m.meta.ID, "err", err)
 			}

@@ -95,7 +95,34 @@ type Config struct {
 	// GossipKey, when set, encrypts and authenticates gossip with this
 	// AES key (16, 24 or 32 bytes); members without it cannot join.
 	GossipKey []byte
+	// Region names where the node runs ("eu-west"); it is announced in
+	// gossip, shown in Status and used by PreferLeaderRegion. Empty: none.
+	Region string
+	// Replica makes the node a non-voting member: it receives the log and
+	// serves what a follower serves locally (stale reads, long-polls), but
+	// never counts toward a quorum and never becomes leader. The leader
+	// adds it as a nonvoter; a voter restarted as a replica is demoted and
+	// a replica restarted as a voter is promoted (see DESIGN.md, Regions).
+	Replica bool
+	// PreferLeaderRegion, on the leader, moves leadership to a healthy
+	// voter of that region when the leader is elsewhere (see placement.go).
+	// Set it on every voter. Empty: leadership stays where elections put it.
+	PreferLeaderRegion string
+	// Network picks the defaults of the timings that depend on the network
+	// between members: NetworkLAN (one data centre, the default) or
+	// NetworkWAN (members 30-300 ms apart). Timings set explicitly (Raft,
+	// Gossip) win over the profile's.
+	Network string
 }
+
+// The network profiles of Config.Network.
+const (
+	NetworkLAN = "lan"
+	NetworkWAN = "wan"
+)
+
+// ErrNetwork is a Config.Network that names no profile.
+var ErrNetwork = errors.New("cluster: unknown network profile (want lan or wan)")
 
 // RaftTuning holds the Raft settings the ledger exposes.
 type RaftTuning struct {
@@ -135,16 +162,17 @@ func (c *Config) setDefaults() error {
 	if c.ApplyTimeout <= 0 {
 		c.ApplyTimeout = 5 * time.Second
 	}
+	if c.Network == "" {
+		c.Network = NetworkLAN
+	}
+	profile, ok := networkProfiles[c.Network]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNetwork, c.Network)
+	}
 	r := &c.Raft
-	if r.HeartbeatTimeout <= 0 {
-		r.HeartbeatTimeout = time.Second
-	}
-	if r.ElectionTimeout <= 0 {
-		r.ElectionTimeout = time.Second
-	}
-	if r.LeaderLeaseTimeout <= 0 {
-		r.LeaderLeaseTimeout = 500 * time.Millisecond
-	}
+	defaultDuration(&r.HeartbeatTimeout, profile.HeartbeatTimeout)
+	defaultDuration(&r.ElectionTimeout, profile.ElectionTimeout)
+	defaultDuration(&r.LeaderLeaseTimeout, profile.LeaderLeaseTimeout)
 	if r.CommitTimeout <= 0 {
 		r.CommitTimeout = 50 * time.Millisecond
 	}
@@ -191,6 +219,11 @@ type Node struct {
 	// unverified counts members not added because their Raft address did
 	// not prove their node identity.
 	unverified atomic.Uint64
+	// peers is the leader's view of its heartbeats to each peer, and
+	// placementState its leader placement (nil unless it leads with a
+	// preferred region): placement.go.
+	peers          *peerHealth
+	placementState atomic.Pointer[LeaderPlacement]
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -209,7 +242,8 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), sm: newStateMachine(), notifyCh: make(chan bool, 16)}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), sm: newStateMachine(), notifyCh: make(chan bool, 16),
+		peers: &peerHealth{fail: map[string]bool{}}}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -270,12 +304,14 @@ func New(cfg Config) (*Node, error) {
 	if err := n.startGossip(hasState); err != nil {
 		return nil, err
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.observeLeadership()
 	go n.joinAndBootstrap(hasState)
+	go n.watchPeers()
 	ok = true
 	n.log.Info("node started", "log_store", cfg.LogStore, "raft", n.RaftAddr(), "gossip", n.GossipAddr(), "http", cfg.HTTPAddr,
-		"existing_state", hasState, "bootstrap_expect", cfg.BootstrapExpect)
+		"existing_state", hasState, "bootstrap_expect", cfg.BootstrapExpect, "region", cfg.Region, "replica", cfg.Replica,
+		"network", cfg.Network, "prefer_leader_region", cfg.PreferLeaderRegion)
 	return n, nil
 }
 

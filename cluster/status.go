@@ -44,6 +44,11 @@ func (n *Node) Status() Status {
 		st.AppliedIndex = st.CommitIndex
 	}
 	st.LeaderID, st.LeaderHTTP = n.Leader()
+	st.Region, st.Role, st.Network = n.cfg.Region, roleName(n.cfg.Replica), n.cfg.Network
+	st.PreferLeaderRegion = n.cfg.PreferLeaderRegion
+	if st.State == "leader" {
+		st.Placement = n.placementState.Load()
+	}
 	leaderReady := st.LeaderID != "" && (st.State != "leader" || n.readyTerm.Load() == st.Term)
 	st.Ready = !n.stopping.Load() && leaderReady && st.AppliedIndex+caughtUpSlack >= st.CommitIndex
 
@@ -66,6 +71,10 @@ func (n *Node) Status() Status {
 		ns.HTTPAddr = m.meta.HTTP
 		ns.Gossip = gossipState(m.state)
 		ns.Decodes = int(m.meta.Encoding)
+		ns.Region, ns.Role = m.meta.Region, roleName(m.meta.Replica)
+		if m.meta.ID == st.LeaderID {
+			st.LeaderRegion = m.meta.Region
+		}
 	}
 	for _, ns := range nodes {
 		ns.Leader = ns.ID == st.LeaderID
@@ -73,6 +82,13 @@ func (n *Node) Status() Status {
 	}
 	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].ID < st.Nodes[j].ID })
 	return st
+}
+
+func roleName(replica bool) string {
+	if replica {
+		return "replica"
+	}
+	return "voter"
 }
 
 func stateName(s raft.RaftState) string {

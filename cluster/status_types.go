@@ -12,6 +12,17 @@ type Status struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	LastIndex    uint64 `json:"last_index"`
 	Ready        bool   `json:"ready"`
+	// Region and Role ("voter" or "replica") are this node's, as
+	// configured; Network its timing profile.
+	Region  string `json:"region,omitempty"`
+	Role    string `json:"role"`
+	Network string `json:"network"`
+	// LeaderRegion is the leader's region as gossip announces it.
+	LeaderRegion string `json:"leader_region,omitempty"`
+	// PreferLeaderRegion is this node's --prefer-leader-region; Placement
+	// what the leader does about it (on the leader only).
+	PreferLeaderRegion string           `json:"prefer_leader_region,omitempty"`
+	Placement          *LeaderPlacement `json:"leader_placement,omitempty"`
 	// Nodes are the members this node knows of, sorted by ID.
 	Nodes []MemberStatus `json:"nodes"`
 }
@@ -22,8 +33,13 @@ type MemberStatus struct {
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr,omitempty"`
 	Suffrage string `json:"suffrage,omitempty"` // voter, nonvoter, or "" if not in the configuration
-	Gossip   string `json:"gossip"`             // alive, suspect, dead, left, unknown
-	Leader   bool   `json:"leader"`
+	// Region and Role ("voter" or "replica") are what the member announces
+	// in gossip ("" when it is not in gossip); Suffrage follows Role once
+	// the leader has reconciled.
+	Region string `json:"region,omitempty"`
+	Role   string `json:"role,omitempty"`
+	Gossip string `json:"gossip"` // alive, suspect, dead, left, unknown
+	Leader bool   `json:"leader"`
 	// Decodes is the log entry encoding version the member announces it
 	// decodes (fsm.EncodingVersion; 0: not in gossip).
 	Decodes int `json:"decodes,omitempty"`

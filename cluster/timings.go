@@ -79,6 +79,37 @@ func (t Timings) Apply(c *Config) {
 	setDuration(&c.Gossip.PushPullInterval, t.Gossip.PushPullInterval)
 }
 
+// networkProfile is what Config.Network sets: Raft's timeouts (where the
+// Config leaves them zero) and the memberlist configuration gossip starts
+// from (Config.Gossip adjusts it).
+type networkProfile struct {
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+	memberlist                                            func() *memberlist.Config
+}
+
+// networkProfiles are the values of Config.Network. lan is one data
+// centre (sub-millisecond RTTs): Raft's 1 s heartbeat and election
+// timeouts and 500 ms leader lease, memberlist's local profile (1 s probes
+// with a 200 ms timeout). wan is members 30-300 ms apart: timeouts three
+// times lan's (a heartbeat goes out every 300 ms, and an election waits
+// 3-6 s without one, so a 300 ms RTT and its jitter never pass for a
+// failure), and memberlist's WAN profile (5 s probes with a 3 s timeout,
+// 500 ms gossip, 60 s push-pull, suspicion six probe rounds). See
+// cluster/DESIGN.md, Regions.
+var networkProfiles = map[string]networkProfile{
+	NetworkLAN: {HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLeaseTimeout: 500 * time.Millisecond,
+		memberlist: memberlist.DefaultLocalConfig},
+	NetworkWAN: {HeartbeatTimeout: 3 * time.Second, ElectionTimeout: 3 * time.Second, LeaderLeaseTimeout: 1500 * time.Millisecond,
+		memberlist: memberlist.DefaultWANConfig},
+}
+
+// defaultDuration sets *dst to v if *dst is not set (zero or negative).
+func defaultDuration(dst *time.Duration, v time.Duration) {
+	if *dst <= 0 {
+		*dst = v
+	}
+}
+
 // setDuration sets *dst to v unless v is zero.
 func setDuration(dst *time.Duration, v time.Duration) {
 	if v > 0 {

@@ -20,10 +20,11 @@ type auditPageView struct {
 	Next uint64 `json:"next"`
 }
 
-// auditLog serves GET /v1/audit?since=&limit=&format=json|jsonl: a page
-// of the caller's namespace's hash-chained audit log. format=jsonl streams
-// every event from since on as JSON lines (an export), with the head
-// first.
+// auditLog serves GET /v1/audit?since=&limit=&wait=&format=json|jsonl: a
+// page of the caller's namespace's hash-chained audit log. wait=30s
+// long-polls until the log holds an event at seq since or later
+// (auditWait). format=jsonl streams every event from since on as JSON
+// lines (an export), with the head first.
 func (s *Server) auditLog(c echo.Context) error {
 	cons, p := consistencyOf(c)
 	if p != nil {
@@ -44,9 +45,19 @@ func (s *Server) auditLog(c echo.Context) error {
 		}
 		ns = q
 	}
+	wait, waiting, p := auditWait(c)
+	if p != nil {
+		return s.writeProblem(c, p)
+	}
 	switch f := c.QueryParam("format"); f {
 	case "", "json":
-		page, err := s.svc.Audit(c.Request().Context(), ns, since, int(min(limit, ledger.MaxAuditPage)), cons)
+		var page *ledger.AuditPage
+		var err error
+		if waiting {
+			page, err = s.svc.WaitAudit(c.Request().Context(), ns, since, int(min(limit, ledger.MaxAuditPage)), wait, cons)
+		} else {
+			page, err = s.svc.Audit(c.Request().Context(), ns, since, int(min(limit, ledger.MaxAuditPage)), cons)
+		}
 		if err != nil {
 			return s.fail(c, err, nil)
 		}
@@ -55,6 +66,9 @@ func (s *Server) auditLog(c echo.Context) error {
 		}
 		return writeJSON(c, http.StatusOK, auditPageView{Head: page.Head, Events: page.Events, Next: page.Next})
 	case "jsonl":
+		if waiting {
+			return s.writeProblem(c, newProblem(CodeBadRequest, "wait: an export (format=jsonl) does not wait; long-poll a page (format=json)"))
+		}
 		return s.exportAudit(c, ns, since, cons)
 	default:
 		return s.writeProblem(c, newProblem(CodeBadRequest, fmt.Sprintf("format: must be json or jsonl, not %q", f)))

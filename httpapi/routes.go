@@ -24,7 +24,8 @@ type route struct {
 // them (roleOf):
 //
 //	public         GET /healthz, /readyz, /metrics, /v1/keys
-//	authenticated  GET /v1/cluster (every SDK reads it to find the leader)
+//	authenticated  GET /v1/cluster (every SDK reads it to find the leader),
+//	               /v1/whoami (the key's name, namespace and roles)
 //	agent          POST /v1/intents
 //	agent or reconciler (auth.Settle)     POST .../complete, .../renew, .../commit
 //	approver       POST .../approve, .../reject
@@ -46,6 +47,7 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/v1/keys", auth.Public, s.jwks},
 
 		{http.MethodGet, "/v1/cluster", auth.Authenticated, s.clusterStatus},
+		{http.MethodGet, "/v1/whoami", auth.Authenticated, s.whoami},
 
 		{http.MethodPost, "/v1/intents", auth.RoleAgent, s.claim},
 		{http.MethodPost, "/v1/intents/:key/complete", auth.Settle, s.complete},

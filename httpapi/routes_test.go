@@ -19,6 +19,7 @@ var wantRoles = map[string]auth.Role{
 	"GET /metrics":    auth.Public,
 	"GET /v1/keys":    auth.Public,
 	"GET /v1/cluster": auth.Authenticated,
+	"GET /v1/whoami":  auth.Authenticated,
 
 	"POST /v1/intents":               auth.RoleAgent,
 	"POST /v1/intents/:key/complete": auth.Settle,

@@ -20,7 +20,8 @@ type waiter struct {
 	ch chan struct{}
 }
 
-// waiters is a Service's registry of long-polls by (namespace, key). The
+// waiters is a Service's registry of long-polls by (namespace, key), the
+// empty key standing for a namespace-wide one (WaitAudit). The
 // replicator tells it which keys an apply changed (it is the Service's
 // ChangeSink) and only the long-polls of those keys wake. It bounds how many
 // long-polls wait on the node and on one key.
@@ -58,6 +59,9 @@ func (r *waiters) add(ns, key string) (*waiter, <-chan struct{}, error) {
 	}
 	list := r.byKey[k]
 	if len(list) >= r.maxPerKey {
+		if key == namespaceWide {
+			return nil, nil, fmt.Errorf("%w: %d long-polls already wait on namespace %q", ErrTooManyWaiters, r.maxPerKey, ns)
+		}
 		return nil, nil, fmt.Errorf("%w: %d long-polls already wait on key %q", ErrTooManyWaiters, r.maxPerKey, key)
 	}
 	w := &waiter{k: k, pos: len(list), ch: make(chan struct{})}
@@ -114,6 +118,10 @@ func (r *waiters) KeysChanged(keys []fsm.Ref) {
 	defer r.mu.Unlock()
 	for _, ref := range keys {
 		for _, w := range r.byKey[waitKey{ns: ref.Namespace, key: ref.Key}] {
+			wake(w)
+		}
+		// A namespace-wide long-poll (WaitAudit) wakes for any of its keys.
+		for _, w := range r.byKey[waitKey{ns: ref.Namespace, key: namespaceWide}] {
 			wake(w)
 		}
 	}

@@ -41,6 +41,10 @@ func (l links) intent(key string) string { return l.base + "/v1/intents/" + url.
 func (l links) approve(key string) string {
 	return l.intent(key) + "/approve"
 }
+
+// console is the web console's page of the intent, where a person
+// approves, rejects or resolves it.
+func (l links) console(key string) string { return l.base + "/ui/intent?key=" + url.QueryEscape(key) }
 func (l links) resolve(key string) string {
 	return l.intent(key) + "/resolve"
 }
@@ -64,16 +68,49 @@ func inDoubtAnswer(l links, key, why string) *mcp.CallToolResult {
 	return answer(StatusInDoubt, true, key,
 		"DO NOT RETRY. "+why+" Whether the tool acted is unknown, so the gate will not run this call again: "+
 			"a person must check the tool's side and resolve the intent ("+l.resolve(key)+", or "+
-			"`intentctl resolve '"+key+"' --outcome executed|failed`). Tell the user; calling again returns this answer.",
+			"`intentctl resolve '"+key+"' --outcome executed|failed --actor WHO --reason WHY`). Tell the user; calling again returns this answer.",
 		map[string]any{"retryable": false, "resolve_url": l.resolve(key), "intent_url": l.intent(key)})
 }
 
 func pendingAnswer(l links, key string, required, approvals int) *mcp.CallToolResult {
 	return answer(StatusPendingApproval, false, key,
 		fmt.Sprintf("This call waits for approval (%d of %d approvals); nothing was run. Poll the %s tool with key %q; "+
-			"once it says approved, call this tool again with exactly the same arguments to run it. Approve at %s.",
-			approvals, required, StatusTool, key, l.approve(key)),
-		map[string]any{"approve_url": l.approve(key), "intent_url": l.intent(key), "approvals_required": required, "approvals": approvals})
+			"once it says approved, call this tool again with exactly the same arguments to run it. An approver decides at %s.",
+			approvals, required, StatusTool, key, l.console(key)),
+		map[string]any{"approve_url": l.approve(key), "console_url": l.console(key), "intent_url": l.intent(key),
+			"approvals_required": required, "approvals": approvals})
+}
+
+// approvalState is the request state of an approval elicitation: a call
+// that carries it is the host's call again after it showed the link, so
+// the gate answers from the ledger and does not ask again. It is trusted
+// for nothing else (a forged one only skips the elicitation): the ledger
+// decides whether the call may run.
+func approvalState(key string) string { return "dev.intentd/approval:" + key }
+
+// approvalElicitation asks the host (URL elicitation) to show the person
+// at the keyboard the page where the call is approved. Whatever the host
+// answers, and whether it asked anyone at all, the gate calls the ledger
+// again: the call runs only once the ledger says it was approved.
+func approvalElicitation(l links, key string, required, approvals int) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{"approval": &mcp.ElicitParams{
+			Mode: "url", URL: l.console(key), ElicitationID: key,
+			Message: fmt.Sprintf("This tool call needs approval (%d of %d so far) before it may run. Open the link to see it; "+
+				"an approver approves or rejects it there.", approvals, required),
+		}},
+		RequestState: approvalState(key),
+	}
+}
+
+// hostElicitsURLs reports whether the host said it can show a URL
+// elicitation.
+func hostElicitsURLs(req *mcp.CallToolRequest) bool {
+	if req == nil || req.Session == nil {
+		return false
+	}
+	p := req.Session.InitializeParams()
+	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil && p.Capabilities.Elicitation.URL != nil
 }
 
 func inFlightAnswer(key string, waited time.Duration) *mcp.CallToolResult {

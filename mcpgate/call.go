@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -72,6 +73,8 @@ func (g *Gate) callTool(ctx context.Context, name string, req *mcp.CallToolReque
 	c := &call{g: g, p: p, req: req, callerCtx: ctx, ctx: context.WithoutCancel(ctx), key: key,
 		claim: client.ClaimRequest{Tool: p.ledgerTool, Payload: payload, Owner: g.cfg.NewOwner(), Policy: p.policy, Lease: p.lease}}
 	c.log = g.cfg.Logger.With("tool", name, "key_source", key.Source, "owner", c.claim.Owner)
+	g.calls.Add(1)
+	defer g.calls.Done()
 	return c.run()
 }
 
@@ -119,6 +122,9 @@ func (c *call) run() (*mcp.CallToolResult, error) {
 		required, approvals := 0, 0
 		if in != nil {
 			required, approvals = in.ApprovalsRequired, len(in.Approvals)
+		}
+		if hostElicitsURLs(c.req) && c.req.Params.RequestState != approvalState(c.key.Ledger) {
+			return approvalElicitation(c.g.links, c.key.Ledger, required, approvals), nil
 		}
 		return pendingAnswer(c.g.links, c.key.Ledger, required, approvals), nil
 	}
@@ -229,6 +235,31 @@ func (c *call) replay(in *client.Intent) (*mcp.CallToolResult, error) {
 	return res, nil
 }
 
+// codeRejectedByTransport is the go-sdk's "rejected by transport" error
+// code (its jsonrpc2.ErrRejected, not exported): its streamable-HTTP
+// client wraps every POST that got no JSON-RPC answer in it.
+const codeRejectedByTransport = -32005
+
+// rejectedByTransport reports whether err is the go-sdk's own "rejected by
+// transport" error rather than an answer of the upstream: the request may
+// or may not have reached it.
+func rejectedByTransport(err error) bool {
+	return errors.Is(err, &jsonrpc.Error{Code: codeRejectedByTransport}) // jsonrpc.Error.Is compares codes
+}
+
+// notSent reports whether err says the request never left: the go-sdk's
+// transport error wrapping a failed dial (connection refused, no route, a
+// name that does not resolve). Any other failure may come after the
+// request was written.
+func notSent(err error) bool {
+	if !rejectedByTransport(err) {
+		return false
+	}
+	var op *net.OpError
+	var dns *net.DNSError
+	return (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
+}
+
 // neverRan reports whether a JSON-RPC error code says the server refused
 // the call before running it: bad JSON or request, no such method, invalid
 // params (an unknown tool too), a header mismatch, a missing capability,
@@ -258,12 +289,23 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 	if grant.Intent != nil && grant.Intent.LeaseMS > 0 {
 		lease = time.Duration(grant.Intent.LeaseMS) * time.Millisecond
 	}
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	// A refused renewal (the lease passed: the key is in doubt, or was
+	// resolved and granted again) ends the right to run: the upstream call
+	// is cut, as client.Do cancels its function.
+	uctx, cancel := context.WithTimeout(c.ctx, c.p.timeout)
+	defer cancel()
+	lctx, lost := context.WithCancelCause(uctx)
+	defer lost(nil)
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
 		cfg.Ledger.KeepAlive(c.ctx, client.RenewRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token, Lease: lease}, stop,
 			func(err error) {
-				c.log.Warn("lease renewal refused while the upstream works; the call runs on", "err", err)
+				c.log.Warn("lease renewal refused while the upstream works: the right to run is gone, the call is cut", "err", err)
+				lost(err)
 			})
 	}()
 	var once sync.Once
@@ -278,14 +320,26 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 		defer forget()
 		params.SetProgressToken(up)
 	}
-	uctx, cancel := context.WithTimeout(c.ctx, c.p.timeout)
-	defer cancel()
 	started := time.Now()
-	res, err := cs.CallTool(uctx, params)
+	res, err := cs.CallTool(lctx, params)
 	stopRenewing()
 	c.log.Debug("upstream answered", "elapsed", time.Since(started), "err", err)
 	var werr *jsonrpc.Error
 	switch {
+	case notSent(err):
+		// The connection to an HTTP upstream could not be made: nothing
+		// reached it, so the attempt failed and a retry may run it.
+		c.log.Warn("the upstream could not be reached; nothing was sent", "err", err)
+		c.report(client.OutcomeFailed, token, EncodeErrorRecord(&jsonrpc.Error{Code: codeRejectedByTransport,
+			Message: "the upstream could not be reached; nothing was sent: " + err.Error()}))
+		return upstreamUnavailableAnswer(c.key.Ledger, c.p.up.spec.Name), nil
+	case rejectedByTransport(err):
+		// The go-sdk's HTTP client says "rejected by transport" for a POST
+		// that died without an answer (reset, EOF, a 5xx or 429 with no
+		// JSON-RPC body): the upstream may have acted. Not its answer.
+		c.log.Warn("the upstream's connection failed mid-call; the key is in doubt until someone resolves it", "err", err)
+		c.expedite(token)
+		return inDoubtAnswer(c.g.links, c.key.Ledger, "The server behind this tool did not answer ("+err.Error()+")."), nil
 	case errors.As(err, &werr):
 		if neverRan(werr.Code) {
 			c.report(client.OutcomeFailed, token, EncodeErrorRecord(werr))
@@ -308,9 +362,12 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 	if err != nil {
 		c.log.Error("the result cannot be recorded", "err", err)
 	}
-	c.record(token, rec, clean.IsError)
+	recorded := c.record(token, rec, clean.IsError)
 	out := *clean
 	out.Meta = withMeta(forwardMeta(clean.Meta), MetaKey, c.key.Ledger, MetaKeySource, string(c.key.Source))
+	if !recorded {
+		out.Meta[MetaRecorded] = false
+	}
 	return &out, nil
 }
 
@@ -325,8 +382,9 @@ func argumentsOf(raw json.RawMessage) any {
 
 // record reports an answer executed and commits it in the background. A
 // result the ledger refuses as too large is recorded as omitted, then
-// without a result, rather than left to turn in_doubt.
-func (c *call) record(token uint64, result json.RawMessage, isError bool) {
+// without a result, rather than left to turn in_doubt. It reports whether
+// the ledger recorded it.
+func (c *call) record(token uint64, result json.RawMessage, isError bool) bool {
 	cfg := &c.g.cfg
 	ctx, cancel := context.WithTimeout(c.ctx, cfg.ReportTimeout)
 	defer cancel()
@@ -342,9 +400,12 @@ func (c *call) record(token uint64, result json.RawMessage, isError bool) {
 	if err != nil {
 		c.log.Error("the upstream answered but recording its result failed; the caller gets the result, "+
 			"the key turns in_doubt when its lease passes (unless a late report lands)", "err", err)
-		return
+		return false
 	}
-	c.g.commitLater(c.key.Ledger, c.claim.Owner, c.log)
+	if cfg.Commit {
+		c.g.commitLater(c.key.Ledger, c.claim.Owner, c.log)
+	}
+	return true
 }
 
 // report sends a complete (failed, or executed without the record
@@ -389,7 +450,7 @@ func (g *Gate) passThrough(ctx context.Context, p *toolPlan, req *mcp.CallToolRe
 	res, err := cs.CallTool(cctx, params)
 	var werr *jsonrpc.Error
 	switch {
-	case errors.As(err, &werr):
+	case errors.As(err, &werr) && !rejectedByTransport(err): // the upstream's own error, not a failed POST
 		return nil, werr
 	case err != nil:
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{

@@ -32,7 +32,8 @@ type Config struct {
 	// resolve links).
 	LedgerURL string
 	// Lease is the claims' lease, renewed every lease/3 while the upstream
-	// works; CallTimeout bounds one upstream call.
+	// works; zero sends none, so the ledger's policy for the tool (or its
+	// default, 30 s) decides. CallTimeout bounds one upstream call.
 	Lease       time.Duration
 	CallTimeout time.Duration
 	// MaxWait bounds how long a call whose key is in flight waits for the
@@ -43,6 +44,12 @@ type Config struct {
 	// result.
 	LedgerTimeout time.Duration
 	ReportTimeout time.Duration
+	// Commit acknowledges each executed intent (executed → committed) in
+	// the background after its result is recorded, as client.Do does: a
+	// third ledger write per call that changes nothing a retry sees (it
+	// replays the same result either way). Off by default, as intent-proxy's
+	// --commit is.
+	Commit bool
 	// MaxPayload and MaxResult are the ledger's --max-payload-bytes and
 	// --max-result-bytes.
 	MaxPayload int
@@ -74,6 +81,7 @@ type Gate struct {
 	plans  map[string]*toolPlan // by downstream name
 
 	bg     sync.WaitGroup
+	calls  sync.WaitGroup // gated calls under way: Close lets them record
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
@@ -115,7 +123,6 @@ func New(cfg Config) (*Gate, error) {
 			*v = d
 		}
 	}
-	pickD(&cfg.Lease, DefaultLease)
 	pickD(&cfg.CallTimeout, DefaultCallTimeout)
 	pickD(&cfg.MaxWait, DefaultMaxWait)
 	pickD(&cfg.LedgerTimeout, DefaultLedgerTimeout)
@@ -176,26 +183,42 @@ func (g *Gate) Start(ctx context.Context) error {
 	}
 	for _, u := range g.ups {
 		if err := u.waitTried(ctx); err != nil {
+			cancel()
+			g.done.Wait()
 			return err
 		}
 	}
 	return nil
 }
 
-// Close disconnects the upstreams and waits up to ctx for background
-// work of earlier calls (commits, releases).
+// Close waits up to ctx for the gated calls under way to finish and
+// record (their callers may have left: a call is seen through), then
+// disconnects the upstreams and waits up to ctx for background work of
+// earlier calls (commits, releases). Serve no new calls meanwhile.
 func (g *Gate) Close(ctx context.Context) error {
+	var errs []error
+	if err := waitGroup(ctx, &g.calls); err != nil {
+		errs = append(errs, fmt.Errorf("mcpgate: calls under way: %w", err))
+	}
 	if g.cancel != nil {
 		g.cancel()
 	}
 	g.done.Wait()
+	if err := waitGroup(ctx, &g.bg); err != nil {
+		errs = append(errs, fmt.Errorf("mcpgate: background reports: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// waitGroup waits for wg or until ctx ends.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
 	done := make(chan struct{})
-	go func() { g.bg.Wait(); close(done) }()
+	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("mcpgate: background reports: %w", ctx.Err())
+		return ctx.Err()
 	}
 }
 

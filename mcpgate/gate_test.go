@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -346,4 +347,81 @@ func TestGateToolListFollowsUpstream(t *testing.T) {
 	waitFor(t, "refund to be listed", func() bool { return names()["refund"] })
 	h.up.server.RemoveTools("read")
 	waitFor(t, "read to be gone", func() bool { return !names()["read"] })
+}
+
+func TestGateLeaseComesFromThePolicyUnlessSet(t *testing.T) {
+	h := newGateHarness(t, func(c *Config) { c.Lease = 0 })
+	ctx := context.Background()
+	if _, err := h.ledger.PutPolicy(ctx, client.Policy{Name: "slow", Tools: []string{"pay.charge"}, LeaseMS: 7000}, 0); err != nil {
+		t.Fatal(err)
+	}
+	cs := h.connect(nil)
+	res := mustCall(t, cs, "charge", map[string]any{"order": "pl"}, key("pl"))
+	in, err := h.ledger.Get(ctx, res.Meta[MetaKey].(string), client.GetOptions{})
+	if err != nil || in.LeaseMS != 7000 {
+		t.Fatalf("intent %+v, %v: want the policy's 7 s lease", in, err)
+	}
+}
+
+func TestGateCutsTheCallWhenItsLeaseIsLost(t *testing.T) {
+	h := newGateHarness(t) // a 2 s lease, renewed every 667 ms
+	cs := h.connect(nil)
+	resc := make(chan *mcp.CallToolResult, 1)
+	go func() { resc <- mustCall(t, cs, "charge", map[string]any{"order": "cut", "mode": "block"}, key("cut")) }()
+	<-h.up.arrived
+	h.mem.Ledger.Advance(time.Hour) // the lease passes: the next renewal is refused (in_doubt)
+	res := <-resc                   // answered without the tool being released
+	if sc := structured(t, res); !res.IsError || sc["status"] != string(StatusInDoubt) {
+		t.Fatalf("answer %v %s", sc, text(res))
+	}
+}
+
+func TestGatePendingApprovalElicitsTheConsoleLink(t *testing.T) {
+	h := newGateHarness(t)
+	ctx := context.Background()
+	if _, err := h.ledger.PutPolicy(ctx, client.Policy{Name: "approve", Tools: []string{"pay.charge"}, RequireApproval: true, ApprovalsRequired: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var asked []*mcp.ElicitParams
+	approve := true
+	cs := h.connect(&mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			asked = append(asked, req.Params)
+			ok := approve
+			mu.Unlock()
+			if ok { // the person opens the link and approves there
+				if _, err := h.ledger.Approve(ctx, client.DecisionRequest{Key: req.Params.ElicitationID, Actor: "ops"}); err != nil {
+					t.Error(err)
+				}
+			}
+			return &mcp.ElicitResult{Action: "accept"}, nil // what the host says decides nothing
+		},
+	})
+
+	// Approved while the host showed the link: the call runs once.
+	res := mustCall(t, cs, "charge", map[string]any{"order": "el"}, key("el"))
+	if res.IsError || replayed(res) || h.up.count("el") != 1 {
+		t.Fatalf("after the elicitation: %v %s, %d effects", structured(t, res), text(res), h.up.count("el"))
+	}
+	mu.Lock()
+	if len(asked) != 1 || asked[0].Mode != "url" || !strings.Contains(asked[0].URL, "/ui/intent?key=") {
+		t.Fatalf("asked %+v", asked)
+	}
+	approve = false
+	mu.Unlock()
+
+	// Accepted without an approval: the ledger still says pending, so the
+	// call does not run and the host is not asked again in a loop.
+	res = mustCall(t, cs, "charge", map[string]any{"order": "el2"}, key("el2"))
+	if sc := structured(t, res); res.IsError || sc["status"] != string(StatusPendingApproval) || h.up.count("el2") != 0 {
+		t.Fatalf("accepted, not approved: %v %s", sc, text(res))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 2 {
+		t.Errorf("asked %d times, want 2 (once per call)", len(asked))
+	}
 }

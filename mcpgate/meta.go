@@ -21,6 +21,10 @@ const (
 	// MetaKeySource says where the key came from: explicit, host or
 	// derived.
 	MetaKeySource = "dev.intentd/keySource"
+	// MetaRecorded is false on a result the upstream gave whose recording
+	// in the ledger failed (it could not be reached for ReportTimeout): the
+	// call ran, but a retry will find the key in doubt, not this result.
+	MetaRecorded = "dev.intentd/recorded"
 	// MetaFencingToken and MetaExecutionToken carry the grant's fencing
 	// token (strictly increasing per key) and signed execution token to the
 	// upstream.

@@ -79,15 +79,23 @@ func (u *upstream) requestRefresh() {
 	}
 }
 
+// maxIdleConnsPerUpstream is how many idle HTTP connections the gate
+// keeps to a streamable-HTTP upstream.
+const maxIdleConnsPerUpstream = 256
+
 // transport makes the transport of one connection.
 func (u *upstream) transport() mcp.Transport {
 	if u.spec.Transport != nil {
 		return u.spec.Transport()
 	}
 	if u.spec.URL != "" {
-		hc := &http.Client{}
+		// net/http keeps 2 idle connections per host by default: with
+		// more calls at once than that, most would dial a new one.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
+		hc := &http.Client{Transport: tr}
 		if len(u.spec.Headers) > 0 {
-			hc.Transport = headerTransport{h: u.spec.Headers, base: http.DefaultTransport}
+			hc.Transport = headerTransport{h: u.spec.Headers, base: tr}
 		}
 		return &mcp.StreamableClientTransport{Endpoint: u.spec.URL, HTTPClient: hc}
 	}

@@ -57,6 +57,7 @@ cat <<MSG
 
 intentd: 3-node cluster ready on loopback.
   HTTP:   http://127.0.0.1:8101  http://127.0.0.1:8102  http://127.0.0.1:8103  (any node answers any call)
+  console: http://127.0.0.1:8101/ui/   (approvals, in doubt, intents, audit log, cluster; every node serves it)
   Raft:   127.0.0.1:8201-8203    gossip: 127.0.0.1:8301-8303
   data:   $DATA
 

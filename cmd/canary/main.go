@@ -6,14 +6,17 @@
 //
 //	canary [--episodes 200] [--classes all] [--seeds 1,2,3] [--concurrency 32]
 //	       [--broken fresh-key|no-ledger] [--tool process|in-process]
-//	       [--via sdk|http-proxy] [--addr URL,...] [--json FILE]
+//	       [--via sdk|http-proxy|mcp] [--addr URL,...] [--json FILE]
 //
 // The agent reaches the tool service over HTTP through a fault-injecting
 // proxy; the tool service runs as a child process by default (a crash is a
 // real SIGKILL of a tool process) or in-process with --tool in-process.
 // With --via http-proxy the tool is a plain HTTP API that never calls the
 // SDK, intent-proxy stands in front of it, and the agent sends the
-// episode's key as an Idempotency-Key header.
+// episode's key as an Idempotency-Key header. With --via mcp the tool is
+// a plain MCP server, the MCP gate (mcpgate) stands in front of it, and
+// the agent is an MCP client that sends the key in
+// _meta["dev.intentd/idempotencyKey"].
 package main
 
 import (
@@ -76,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	broken := fs.String("broken", "", "break the protocol on purpose: fresh-key or no-ledger")
 	jsonFile := fs.String("json", "", "write a JSON report to this file")
 	tool := fs.String("tool", "process", "where the tool service runs: process (a child process; each crash kills a real process with SIGKILL) or in-process")
-	via := fs.String("via", "sdk", "what guards the tool: sdk (the tool service calls client.Do) or http-proxy (a plain HTTP tool behind intent-proxy; the agent sends an Idempotency-Key)")
+	via := fs.String("via", "sdk", "what guards the tool: sdk (the tool service calls client.Do), http-proxy (a plain HTTP tool behind intent-proxy; the agent sends an Idempotency-Key) or mcp (a plain MCP tool behind the MCP gate; the agent, an MCP client, sends the key in _meta)")
 	addr := fs.String("addr", "", "comma-separated HTTP addresses of an existing cluster (default: start a 3-node cluster on loopback)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -154,8 +157,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		where = fmt.Sprintf("3-node cluster up in %v", time.Since(start).Round(time.Millisecond))
 	}
 	guard := "guarded by client.Do"
-	if cfg.Via == canary.ViaHTTPProxy {
+	switch cfg.Via {
+	case canary.ViaHTTPProxy:
 		guard = "a plain HTTP API behind intent-proxy"
+	case canary.ViaMCP:
+		guard = "a plain MCP server behind the MCP gate"
 	}
 	fmt.Fprintf(stdout, "canary: %s; tool service %s, %s; %d episodes x %d classes x %d seeds, each run twice, concurrency %d\n",
 		where, *tool, guard, *episodes, len(cfg.Classes), len(seedList), *concurrency)
@@ -269,7 +275,7 @@ func printSeed(w io.Writer, a, b *canary.Result) {
 		if a.Broken != canary.NotBroken {
 			extra = " --broken " + string(a.Broken)
 		}
-		if a.Via == canary.ViaHTTPProxy {
+		if a.Via != canary.ViaSDK {
 			extra += " --via " + string(a.Via)
 		}
 		fmt.Fprintf(w, "  reproduce: go run ./cmd/canary --seeds %d --classes %s --episodes %d%s\n", v.Seed, v.Class, v.Episode+1, extra)

@@ -88,8 +88,33 @@ func TestBrokenModesFail(t *testing.T) {
 	}
 }
 
+// TestGateThroughMCP runs the gate with the tool a plain MCP server
+// behind the MCP gate: it passes, and a gate that passes the tool through
+// fails it with a reproduce line that keeps --via mcp.
+func TestGateThroughMCP(t *testing.T) {
+	integration(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"--via", "mcp", "--episodes", "3", "--seeds", "6"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"a plain MCP server behind the MCP gate", "(match)", "canary: PASS"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Fatalf("output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	stdout.Reset()
+	stderr.Reset()
+	code := run(ctx, []string{"--via", "mcp", "--episodes", "3", "--seeds", "4", "--classes", "lost-ack", "--broken", "no-ledger"}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stdout.String(), "--broken no-ledger --via mcp") {
+		t.Fatalf("exit %d, want 1 and a reproduce line through the MCP gate\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+}
+
 func TestBadUsage(t *testing.T) {
-	for _, args := range [][]string{{"--classes", "nope"}, {"--broken", "nope"}, {"--seeds", "x"}, {"--episodes", "0"}, {"--tool", "nope"}} {
+	for _, args := range [][]string{{"--classes", "nope"}, {"--broken", "nope"}, {"--seeds", "x"}, {"--episodes", "0"}, {"--tool", "nope"},
+		{"--via", "grpc"}} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
 			t.Fatalf("%v: exit %d, want 2", args, code)

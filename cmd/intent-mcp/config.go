@@ -24,10 +24,12 @@ type config struct {
 	lease, callTimeout, maxWait time.Duration
 	ledgerTimeout               time.Duration
 	reportTimeout               time.Duration
+	commit                      bool
 	startTimeout                time.Duration
 	shutdownTimeout             time.Duration
 	maxPayload, maxResult       int
 	logLevel, logFormat         string
+	pprof                       string
 }
 
 // envPrefix is the prefix of the environment variables that set flags.
@@ -73,17 +75,19 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&window, "window", mcpgate.DefaultWindow, "derivation window: identical calls without a key inside it are one call")
 	fs.StringVar(&hostIDs, "host-id-keys", strings.Join(mcpgate.DefaultHostIDKeys, ","), "comma-separated _meta keys read as a host's call id, in order; \"none\" for none")
 	fs.StringVar(&mode, "default-mode", string(mcpgate.ModeAuto), "mode of tools no rule names: auto (from annotations), gate or pass")
-	fs.DurationVar(&c.lease, "lease", mcpgate.DefaultLease, "lease of claims, renewed every lease/3 while the upstream works; a crashed gate's calls turn in_doubt this long after")
+	fs.DurationVar(&c.lease, "lease", 0, "lease of claims, renewed every lease/3 while the upstream works; a crashed gate's calls turn in_doubt this long after; 0 leaves it to the ledger policy of the tool (or the ledger's default, 30s)")
 	fs.DurationVar(&c.callTimeout, "call-timeout", mcpgate.DefaultCallTimeout, "bound on one upstream call; past it the call is in doubt")
 	fs.DurationVar(&c.maxWait, "max-wait", mcpgate.DefaultMaxWait, "how long a call whose key is in flight waits for the first call's result")
 	fs.DurationVar(&c.ledgerTimeout, "ledger-timeout", mcpgate.DefaultLedgerTimeout, "how long a claim may stay without a definite answer from the ledger")
 	fs.DurationVar(&c.reportTimeout, "report-timeout", mcpgate.DefaultReportTimeout, "how long the gate keeps trying to record a result")
+	fs.BoolVar(&c.commit, "commit", false, "acknowledge each executed intent (executed -> committed) after its result, as client.Do does: a third ledger write per call that changes nothing a retry sees")
 	fs.IntVar(&c.maxPayload, "max-payload", mcpgate.DefaultMaxPayload, "the ledger's --max-payload-bytes: claim payloads are made to fit it")
 	fs.IntVar(&c.maxResult, "max-result", mcpgate.DefaultMaxResult, "the ledger's --max-result-bytes: larger results are recorded by size and digest only")
 	fs.DurationVar(&c.startTimeout, "start-timeout", 30*time.Second, "how long to wait for the first connection attempt of each upstream before serving")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long calls in flight may take to finish and record")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&c.pprof, "pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on this address; off when empty (never expose it)")
 
 	fromEnv, envErr := cli.SetFromEnv(fs, envPrefix, getenv)
 	if envErr != nil {
@@ -148,7 +152,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, errors.New("no upstream: give --upstream NAME=COMMAND|URL, a command after --, or upstreams in --config")
 	case c.maxPayload <= 0, c.maxResult <= 0:
 		return c, errors.New("--max-payload and --max-result must be positive")
-	case c.lease <= 0, c.callTimeout <= 0, c.maxWait <= 0, c.ledgerTimeout <= 0, c.reportTimeout <= 0, c.startTimeout <= 0, c.shutdownTimeout <= 0:
+	case c.lease < 0, c.callTimeout <= 0, c.maxWait <= 0, c.ledgerTimeout <= 0, c.reportTimeout <= 0, c.startTimeout <= 0, c.shutdownTimeout <= 0:
 		return c, errors.New("durations must be positive")
 	}
 	return c, nil

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -69,7 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 
 // serve runs the gate on stdio or on --listen until ctx ends.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) error {
-	var opts []client.Option
+	opts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: client.DefaultHTTPTimeout, Transport: ledgerTransport()})}
 	if cfg.apiKey != "" {
 		opts = append(opts, client.WithAPIKey(cfg.apiKey))
 	}
@@ -84,11 +85,18 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdin io.ReadCl
 	gate, err := mcpgate.New(mcpgate.Config{
 		Upstreams: cfg.upstreams, Tools: cfg.tools, Keys: cfg.keys, Ledger: ledger, LedgerURL: ledgerURL,
 		Lease: cfg.lease, CallTimeout: cfg.callTimeout, MaxWait: cfg.maxWait, LedgerTimeout: cfg.ledgerTimeout,
-		ReportTimeout: cfg.reportTimeout, MaxPayload: cfg.maxPayload, MaxResult: cfg.maxResult,
+		ReportTimeout: cfg.reportTimeout, Commit: cfg.commit, MaxPayload: cfg.maxPayload, MaxResult: cfg.maxResult,
 		Logger: logger, UpstreamStderr: stderr, Version: version(),
 	})
 	if err != nil {
 		return err
+	}
+	if cfg.pprof != "" {
+		stop, err := servePprof(cfg.pprof, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	sctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
 	err = gate.Start(sctx)
@@ -158,6 +166,40 @@ func serveHTTP(ctx context.Context, cfg config, logger *slog.Logger, gate *mcpga
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// ledgerIdleConns is how many idle connections the gate keeps to each
+// ledger node: every call in flight holds one for its claim, complete and
+// commit, and net/http's default of 2 made the gate dial a new connection
+// for most ledger requests under concurrent calls (make bench-mcp).
+const ledgerIdleConns = 256
+
+// ledgerTransport is http.DefaultTransport keeping ledgerIdleConns idle
+// connections per node.
+func ledgerTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 4 * ledgerIdleConns
+	t.MaxIdleConnsPerHost = ledgerIdleConns
+	return t
+}
+
+// servePprof serves Go's profiling endpoints (/debug/pprof/...) on addr
+// until stop is called.
+func servePprof(addr string, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	logger.Warn("pprof enabled: profiling endpoints served", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }
 
 // version is the module version the binary was built from.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/intentledger/intentd/client"
@@ -156,29 +157,52 @@ func auditVerify(ctx context.Context, c *cli, args []string) error {
 // maxExportLine bounds one line of an export file.
 const maxExportLine = 16 << 20
 
-// verifyFile verifies an export: the chain from its head's anchor (or, for
-// a partial export, from its first event's prev), through the head's last
-// event, whose hash must be the head's.
+// auditVerifyExport is "audit verify FILE|-": the auditor's check of a
+// JSON-lines export (audit-log export, GET /v1/audit?format=jsonl, the
+// console's Export button), from a file or standard input, with no access
+// to the cluster. It runs the SDK's client.ChainVerifier, the check the
+// console mirrors in the browser; exit 12 names the first broken link.
+func auditVerifyExport(c *cli, args []string) error {
+	fs := c.flags("audit verify")
+	pos, err := c.parse(fs, args, "FILE|-")
+	if err != nil {
+		return err
+	}
+	if pos[0] == "-" {
+		return c.verifyExport("standard input", c.stdin)
+	}
+	return c.verifyFile(pos[0])
+}
+
+// verifyFile verifies an export file (verifyExport).
 func (c *cli) verifyFile(name string) error {
 	f, err := os.Open(name)
 	if err != nil {
-		return usagef("--file: %v", err)
+		return usagef("audit verify: %v", err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return c.verifyExport(name, f)
+}
+
+// verifyExport verifies an export read from r (called name in messages):
+// the chain from its head's anchor (or, for a partial export, from its
+// first event's prev), through the head's last event, whose hash must be
+// the head's.
+func (c *cli) verifyExport(name string, r io.Reader) error {
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxExportLine)
 	if !sc.Scan() {
 		if err := sc.Err(); err != nil {
-			return fmt.Errorf("audit-log verify: %s: %w", name, err)
+			return fmt.Errorf("audit verify: %s: %w", name, err)
 		}
-		return usagef("audit-log verify: %s is empty", name)
+		return usagef("audit verify: %s is empty", name)
 	}
 	var first struct {
 		Head  *client.AuditHead `json:"head"`
 		Since uint64            `json:"since"`
 	}
 	if err := json.Unmarshal(sc.Bytes(), &first); err != nil || first.Head == nil {
-		return usagef("audit-log verify: %s does not start with a {\"head\":...} line; is it an audit-log export?", name)
+		return usagef("audit verify: %s does not start with a {\"head\":...} line; is it an audit log export?", name)
 	}
 	head := *first.Head
 	k := newChainCheck(head, first.Since)
@@ -195,7 +219,7 @@ func (c *cli) verifyFile(name string) error {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("audit-log verify: %s: %w", name, err)
+		return fmt.Errorf("audit verify: %s: %w", name, err)
 	}
 	// The export ends at its head: an event missing at the end is a break,
 	// events past it (a server-side export made while the log grew) must

@@ -49,6 +49,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 // cli is one invocation.
 type cli struct {
 	globals
+	stdin          io.Reader
 	stdout, stderr io.Writer
 }
 

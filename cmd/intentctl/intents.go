@@ -212,7 +212,13 @@ func cmdList(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
+// cmdAudit is "audit KEY" (the key's trail) and "audit verify FILE|-"
+// (an export's hash chain, offline: auditverify.go). A key named verify
+// reads as "audit -- verify".
 func cmdAudit(ctx context.Context, c *cli, args []string) error {
+	if sub, rest := subcommand(args, "verify"); sub != "" {
+		return auditVerifyExport(c, rest)
+	}
 	fs := c.flags("audit")
 	pos, err := c.parse(fs, args, "KEY")
 	if err != nil {

@@ -29,10 +29,16 @@ func main() {
 	os.Exit(code)
 }
 
-// run executes intentctl with args (without the program name) and returns
-// its exit code.
+// run executes intentctl with args (without the program name), reading
+// the process's standard input where a command reads "-", and returns its
+// exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := &cli{stdout: stdout, stderr: stderr}
+	return runWith(ctx, args, os.Stdin, stdout, stderr)
+}
+
+// runWith is run with stdin as the standard input.
+func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
 	c.addr = defaultAddr
 	if env := os.Getenv("INTENTCTL_ADDR"); env != "" {
 		c.addr = env

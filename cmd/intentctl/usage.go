@@ -38,7 +38,13 @@ Commands:
   list [--state S] [--prefix P] [--limit N] [--cursor C] [--stale]
         list intents in key order, a page at a time
   audit KEY
-        every recorded attempt on KEY
+        every recorded attempt on KEY ("audit -- verify" for a key named verify)
+  audit verify FILE|-
+        an auditor's offline check of a JSON-lines export (audit-log export,
+        GET /v1/audit?format=jsonl, the web console's Export button) from a
+        file or standard input: the hash chain from the anchor through the
+        head; needs no access to the cluster; exit 12 and the first break
+        (its seq) if it does not verify
   policy put NAME [--tools 'payments.*,refunds.*'] [--priority N]
         [--dedupe-window 24h] [--lease 30s] [--token-ttl 15m]
         [--require-approval] [--approvals N] [--approvers a,b,c] [--allow-self-approval] [--blocked]

@@ -84,7 +84,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "gossip (memberlist) listen address")
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", "", "gossip address other nodes reach (default: the listen address)")
 	fs.StringVar(&join, "join", "", "comma-separated gossip addresses of existing members")
-	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", -1, "nodes to wait for before bootstrapping a new cluster (default: 1 without --join, 0 with it)")
+	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", -1, "voters to wait for before bootstrapping a new cluster (default: 1 without --join, 0 with it)")
+	voter := true
+	fs.BoolVar(&voter, "voter", true, "take part in quorums and elections; --voter=false makes a non-voting replica (receives the log, serves stale reads and long-polls, forwards the rest; needs --join)")
+	fs.StringVar(&c.Region, "region", "", "the region this node runs in (gossip, /v1/cluster, metrics; --prefer-leader-region)")
+	fs.StringVar(&c.PreferLeaderRegion, "prefer-leader-region", "", "move leadership to a healthy voter of this region whenever the leader is elsewhere (set it on every voter)")
+	fs.StringVar(&c.Network, "network", node.NetworkLAN, "timing profile: lan (one data centre: Raft 1s/1s/500ms, memberlist local) or wan (members 30-300 ms apart: Raft 3s/3s/1.5s, memberlist WAN); explicit timing flags win")
 	fs.StringVar(&c.LogStore, "log-store", c.LogStore, "Raft log store: wal (raft-wal, one fsync per append) or boltdb (raft-boltdb); a data dir keeps the kind it was made with")
 	fs.BoolVar(&c.LeaveOnTerminate, "leave-on-terminate", c.LeaveOnTerminate, "leave gossip on SIGTERM so the leader removes this voter")
 	fs.IntVar(&c.Limits.MaxPayloadBytes, "max-payload-bytes", c.Limits.MaxPayloadBytes, "largest intent payload accepted")
@@ -132,6 +137,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 			c.Join = append(c.Join, j)
 		}
 	}
+	c.Replica = !voter
 	if c.BootstrapExpect < 0 {
 		c.BootstrapExpect = 0
 		if len(c.Join) == 0 {

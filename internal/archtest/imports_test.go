@@ -28,6 +28,7 @@ var allowed = map[string][]string{
 	"internal/progress":  nil, // status lines redrawn on a terminal, plain lines in a log
 	"internal/cli":       nil, // the commands' logger, flags from the environment, list flags
 	"internal/doccheck":  nil, // Markdown and shell scanning; its tests start a local cluster
+	"console":            nil, // the web console's embedded files; its pages reach the ledger through the API only
 	"token":              nil,
 	"client":             nil, // the SDK: standard library only, no server package (clientMayImport)
 	"client/":            {"client", "client/"},
@@ -41,7 +42,7 @@ var allowed = map[string][]string{
 	"httpapi":           {"auth", "cluster", "fsm", "ledger", "token", "internal/jsonenc", "internal/namespace", "internal/peerauth"},
 
 	// The wiring and what starts it.
-	"internal/node":         {"auth", "cluster", "fsm", "httpapi", "ledger", "token", "internal/faults", "internal/peerauth", "internal/tlsutil"},
+	"internal/node":         {"auth", "cluster", "console", "fsm", "httpapi", "ledger", "token", "internal/faults", "internal/peerauth", "internal/tlsutil"},
 	"internal/localcluster": {"cluster", "httpapi", "internal/node"},
 	"internal/clienttest":   {"auth", "cluster", "httpapi", "ledger", "ledger/ledgertest", "internal/localcluster"},
 	"cmd/intentd":           {"auth", "internal/cli", "internal/faults", "internal/node", "internal/tlsutil"},
@@ -57,8 +58,9 @@ var allowed = map[string][]string{
 	// The MCP gate: the ledger through the SDK only, MCP through go-sdk.
 	"mcpgate":                              {"client"},
 	"cmd/intent-mcp":                       {"client", "internal/cli", "mcpgate"},
-	"cmd/intent-mcp/internal/testupstream": nil,                 // the process tests' upstream MCP server
-	"canary":                               {"client", "proxy"}, // --via http-proxy puts proxy.Handler in front of a plain tool
+	"cmd/intent-mcp/internal/testupstream": nil,                             // the process tests' upstream MCP server
+	"cmd/intent-mcp/internal/mcpbench":     {"client", "internal/progress"}, // make bench-mcp's driver
+	"canary":                               {"client", "mcpgate", "proxy"},  // --via http-proxy: proxy.Handler before a plain tool; --via mcp: mcpgate before a plain MCP server
 	"cmd/canary":                           {"canary", "internal/localcluster", "internal/progress"},
 	"examples/":                            {"client"},
 	"sdk/":                                 {"client"}, // the SDK conformance suite (its code is tests)

@@ -2,11 +2,14 @@
 // loopback, for the SDK's tests and the canary gate. Each node is the
 // production wiring (internal/node: Raft with its log on disk, gossip, the
 // ledger service and the HTTP API with its body cap, rate limits and
-// metrics) with fast timings and auth off, each on its own ports.
+// metrics, the web console) with fast timings, each on its own ports, and
+// auth off unless StartWith is given API keys.
 package localcluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,6 +30,9 @@ import (
 type Cluster struct {
 	dir   string
 	owned bool // dir was made by Start and is removed by Close
+	// apiKeys and gossipKey turn auth on (StartWith).
+	apiKeys, gossipKey string
+
 	mu    sync.Mutex
 	nodes []*Node
 }
@@ -44,12 +50,39 @@ type Node struct {
 	killed atomic.Bool
 }
 
+// Options configures StartWith.
+type Options struct {
+	// Size is the number of nodes.
+	Size int
+	// Dir holds the nodes' data directories; "" makes a temporary one,
+	// removed by Close.
+	Dir string
+	// APIKeys, when set, turns auth on (--auth=required) with these keys,
+	// in the INTENTD_API_KEYS form name:namespace:role+role:sha256,...
+	// (auth.GenerateKey makes a key and its hash); the nodes then share a
+	// fresh gossip key, as auth requires. Empty: auth off.
+	APIKeys string
+}
+
 // Start starts size nodes that bootstrap together under dir (a new
 // temporary directory, removed by Close, when dir is "") and waits within ctx
 // until every one is ready (knows a leader and has caught up). On error
 // everything started is stopped. Set INTENTD_TEST_LOGS=1 to see node logs.
 func Start(ctx context.Context, size int, dir string) (*Cluster, error) {
-	c := &Cluster{dir: dir}
+	return StartWith(ctx, Options{Size: size, Dir: dir})
+}
+
+// StartWith is Start with options: with auth on when opts.APIKeys is set.
+func StartWith(ctx context.Context, opts Options) (*Cluster, error) {
+	size, dir := opts.Size, opts.Dir
+	c := &Cluster{dir: dir, apiKeys: opts.APIKeys}
+	if c.apiKeys != "" {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, fmt.Errorf("localcluster: gossip key: %w", err)
+		}
+		c.gossipKey = base64.StdEncoding.EncodeToString(key)
+	}
 	if dir == "" {
 		d, err := os.MkdirTemp("", "intentd-local-")
 		if err != nil {
@@ -100,6 +133,9 @@ func (c *Cluster) start(id string, expect int, join ...string) (*Node, error) {
 	cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Join, cfg.BootstrapExpect = join, expect
 	cfg.Auth = node.AuthOff
+	if c.apiKeys != "" {
+		cfg.Auth, cfg.APIKeys, cfg.Security.GossipKey = node.AuthRequired, c.apiKeys, c.gossipKey
+	}
 	cfg.RateLimits = httpapi.RateLimits{} // load tests and the canary hammer few keys from one address
 	cfg.Logger = logger()
 	cfg.Timings = cluster.FastTimings()

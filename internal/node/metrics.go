@@ -14,7 +14,7 @@ import (
 type clusterCollector struct {
 	node                                   *cluster.Node
 	leader, term, commit, applied, members *prometheus.Desc
-	ready, intents                         *prometheus.Desc
+	ready, intents, info                   *prometheus.Desc
 }
 
 func newClusterCollector(n *cluster.Node) *clusterCollector {
@@ -27,11 +27,13 @@ func newClusterCollector(n *cluster.Node) *clusterCollector {
 		members: prometheus.NewDesc("intentd_cluster_members", "Members by gossip state.", []string{"gossip"}, nil),
 		ready:   prometheus.NewDesc("intentd_ready", "1 when the node is ready to serve.", nil, nil),
 		intents: prometheus.NewDesc("intentd_intents", "Intents in this replica by state (in_doubt needs reconciliation).", []string{"state"}, nil),
+		info: prometheus.NewDesc("intentd_node_info", "Always 1; its labels say where the node runs (region), its role (voter or replica) "+
+			"and its timing profile (network): join other series on the instance to group them by region.", []string{"region", "role", "network"}, nil),
 	}
 }
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leader, c.term, c.commit, c.applied, c.members, c.ready, c.intents} {
+	for _, d := range []*prometheus.Desc{c.leader, c.term, c.commit, c.applied, c.members, c.ready, c.intents, c.info} {
 		ch <- d
 	}
 }
@@ -49,6 +51,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.commit, prometheus.GaugeValue, float64(st.CommitIndex))
 	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(st.AppliedIndex))
 	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, b(st.Ready))
+	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, st.Region, st.Role, st.Network)
 	var byState map[fsm.State]int
 	_ = c.node.Read(context.Background(), ledger.Stale, func(l *fsm.Ledger) { byState = l.Counts() })
 	for state, n := range byState {

@@ -1,6 +1,7 @@
 // Package node wires one intentd node: the cluster member (Raft and
 // gossip), the ledger service, the HTTP API with its authentication, rate
-// limits and metrics, and the optional pprof and fault-suite endpoints.
+// limits and metrics, the web console under /ui/, and the optional pprof
+// and fault-suite endpoints.
 // cmd/intentd fills a Config from flags and calls Run; the local cluster,
 // the canary and every test that needs a node start the same wiring with
 // New and Start, so what they test is what runs in production.
@@ -25,6 +26,7 @@ import (
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/cluster"
+	"github.com/intentledger/intentd/console"
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/internal/faults"
 	"github.com/intentledger/intentd/internal/tlsutil"
@@ -76,6 +78,13 @@ type Config struct {
 	// Timings, where not zero, override Raft's, the reconcile loop's and
 	// gossip's intervals (cluster.FastTimings for in-process clusters).
 	Timings cluster.Timings
+	// Region, Replica, PreferLeaderRegion and Network are cluster.Config's:
+	// where the node runs, whether it is a non-voting replica, where the
+	// leader should be, and the timing profile (lan or wan).
+	Region             string
+	Replica            bool
+	PreferLeaderRegion string
+	Network            string
 }
 
 // DefaultConfig is a single-node ledger on loopback.
@@ -101,6 +110,12 @@ func DefaultConfig() Config {
 		Security:         SecurityConfig{ClusterName: tlsutil.DefaultCluster},
 	}
 }
+
+// The values of Config.Network: the timing profiles of cluster.Config.
+const (
+	NetworkLAN = cluster.NetworkLAN
+	NetworkWAN = cluster.NetworkWAN
+)
 
 // The values of Config.Auth.
 const (
@@ -189,7 +204,8 @@ func (n *Node) Start(ctx context.Context) error {
 		LeaveOnShutdown: n.cfg.LeaveOnTerminate, LogStore: n.cfg.LogStore, Logger: n.cfg.Logger, Raft: n.cfg.Raft,
 		RaftTLS: sec.peer, PeerIdentity: sec.identity, GossipKey: sec.gossipKey,
 		Clock:  func() time.Time { return time.Now().Add(time.Duration(n.clockOffset.Load())) },
-		Faults: bugs,
+		Faults: bugs, Region: n.cfg.Region, Replica: n.cfg.Replica, PreferLeaderRegion: n.cfg.PreferLeaderRegion,
+		Network: n.cfg.Network,
 	}
 	n.cfg.Timings.Apply(&cc)
 	cn, err := cluster.New(cc)
@@ -231,7 +247,9 @@ func (n *Node) Start(ctx context.Context) error {
 		Logger:        n.log,
 		NodeID:        n.cfg.ID,
 	})
-	handler := api.Handler()
+	// The web console: static files under /ui/, no key needed to load
+	// them; every call its pages make is an API call with the person's key.
+	handler := console.Mount(api.Handler())
 	if n.cfg.TestHooks {
 		n.log.Warn("test hooks enabled: /debug/digest and /debug/clock-offset are served")
 		handler = n.withTestHooks(handler, keys)

@@ -25,6 +25,15 @@ func (c *Config) Validate() error {
 	if c.LogStore != cluster.LogStoreWAL && c.LogStore != cluster.LogStoreBoltDB {
 		return fmt.Errorf("--log-store must be %s or %s, not %q", cluster.LogStoreWAL, cluster.LogStoreBoltDB, c.LogStore)
 	}
+	if c.Network != "" && c.Network != cluster.NetworkLAN && c.Network != cluster.NetworkWAN {
+		return fmt.Errorf("--network must be %s or %s, not %q", cluster.NetworkLAN, cluster.NetworkWAN, c.Network)
+	}
+	if c.Replica && len(c.Join) == 0 {
+		return errors.New("--voter=false (a replica) needs --join: a replica never starts a cluster, the voters' leader adds it")
+	}
+	if c.Replica && c.BootstrapExpect > 0 {
+		return errors.New("--bootstrap-expect is for voters: a replica is added by the leader once the voters have bootstrapped")
+	}
 	if c.TestBug != "" {
 		if !c.TestHooks {
 			return errors.New("--test-bug needs --test-hooks")

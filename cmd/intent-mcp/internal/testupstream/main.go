@@ -14,6 +14,8 @@
 //	strict {ok}                   ok false: a JSON-RPC invalid-params error, no effect
 //	read {}                       readOnlyHint: how many times read ran in this process
 //	add_tool {name}               adds a tool named name (no annotations) whose calls are effects
+//	bench {...}                   destructive, but writes no effect: answers a small result at once
+//	                              (make bench-mcp's tool: the upstream's own cost stays near zero)
 //
 // It serves stdio, or streamable HTTP with --http ADDR (the bound address
 // is written to --addr-file).
@@ -30,6 +32,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +45,7 @@ type upstream struct {
 	effects string
 	mu      sync.Mutex
 	reads   int
+	benched atomic.Uint64
 }
 
 func main() {
@@ -60,6 +64,7 @@ func main() {
 	u.server.AddTool(&mcp.Tool{Name: "strict", InputSchema: object, Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes}}, u.strict)
 	u.server.AddTool(&mcp.Tool{Name: "read", InputSchema: object, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, u.read)
 	u.server.AddTool(&mcp.Tool{Name: "add_tool", InputSchema: object}, u.addTool)
+	u.server.AddTool(&mcp.Tool{Name: "bench", InputSchema: object, Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes}}, u.bench)
 
 	if *httpAddr == "" {
 		if err := u.server.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
@@ -195,4 +200,16 @@ func (u *upstream) addTool(_ context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	}
 	u.server.AddTool(&mcp.Tool{Name: in.Name, InputSchema: map[string]any{"type": "object"}}, u.simple(in.Name))
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "added " + in.Name}}}, nil
+}
+
+// bench answers at once with a small result naming the call, as a tool
+// that creates something would; nothing is written.
+func (u *upstream) bench(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in struct {
+		Order string `json:"order"`
+	}
+	_ = json.Unmarshal(req.Params.Arguments, &in)
+	n := u.benched.Add(1)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("created %s", in.Order)}},
+		StructuredContent: map[string]any{"id": fmt.Sprintf("ch_%d", n), "order": in.Order, "status": "succeeded"}}, nil
 }

@@ -1,0 +1,139 @@
+// DOM helpers. Every text reaches the page through textContent or an
+// attribute, never as markup, so nothing an agent put in a payload, key or
+// reason can run in the console.
+
+let ids = 0;
+
+// uid returns a fresh element id with the given prefix (for label/for and
+// aria-describedby pairs).
+export function uid(prefix = "c") {
+  ids += 1;
+  return `${prefix}-${ids}`;
+}
+
+// h makes an element: h("p", {class: "muted"}, "text", child, ...). An
+// attribute whose value is false, null or undefined is left out; "on*"
+// attributes with a function value become event listeners; children may be
+// strings, numbers, nodes, arrays of them, or null (skipped).
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === false || v === null || v === undefined) continue;
+    if (k.startsWith("on") && typeof v === "function") {
+      el.addEventListener(k.slice(2), v);
+    } else if (k === "value" && "value" in el) {
+      el.value = v;
+    } else if (v === true) {
+      el.setAttribute(k, "");
+    } else {
+      el.setAttribute(k, String(v));
+    }
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const c of children) {
+    if (c === null || c === undefined || c === false) continue;
+    if (Array.isArray(c)) append(el, c);
+    else el.append(c instanceof Node ? c : String(c));
+  }
+}
+
+// clear empties el and fills it with children.
+export function clear(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+  return el;
+}
+
+// field is a labelled control: the label, an optional hint tied to the
+// control with aria-describedby, and the control itself.
+export function field(labelText, control, hint) {
+  const id = control.id || uid("f");
+  control.id = id;
+  const parts = [h("label", { for: id }, labelText)];
+  if (hint) {
+    const hid = uid("hint");
+    control.setAttribute("aria-describedby", hid);
+    parts.push(h("span", { class: "hint", id: hid }, hint));
+  }
+  parts.push(control);
+  return h("div", { class: "field" }, ...parts);
+}
+
+// notice is a status box: kind is ok, warn, bad or info.
+export function notice(kind, title, ...body) {
+  return h("div", { class: `notice ${kind}` }, h("strong", {}, title), ...body.map((b) => (typeof b === "string" ? h("p", {}, b) : b)));
+}
+
+// badge shows a state or status word.
+export function badge(word, kind) {
+  return h("span", { class: `badge ${kind || word}` }, String(word).replaceAll("_", " "));
+}
+
+// facts is a definition list of [term, value] pairs (rows whose value is
+// empty are left out).
+export function facts(rows) {
+  const dl = h("dl", { class: "facts" });
+  for (const [term, value] of rows) {
+    if (value === "" || value === null || value === undefined) continue;
+    dl.append(h("dt", {}, term), h("dd", {}, value));
+  }
+  return dl;
+}
+
+// table builds a table inside a focusable, labelled scrolling region (so
+// a keyboard can scroll it sideways on a phone).
+export function table(caption, headers, rows) {
+  const t = h("table", {},
+    h("caption", { class: "muted small" }, caption),
+    h("thead", {}, h("tr", {}, headers.map((x) => h("th", { scope: "col" }, x)))),
+    h("tbody", {}, rows));
+  return h("div", { class: "scroll", tabindex: 0, role: "region", "aria-label": caption }, t);
+}
+
+// when renders an RFC 3339 time as local time, with the UTC value in a
+// title; "" for none.
+export function when(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  return h("time", { datetime: iso, title: iso }, d.toLocaleString());
+}
+
+// age says how long ago an RFC 3339 time was ("4 min ago").
+export function age(iso, now = Date.now()) {
+  const t = new Date(iso).getTime();
+  if (!iso || Number.isNaN(t)) return "";
+  let s = Math.max(0, Math.round((now - t) / 1000));
+  if (s < 60) return `${s} s ago`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ago`;
+  const hr = Math.floor(m / 60);
+  if (hr < 48) return `${hr} h ${m % 60} min ago`;
+  return `${Math.floor(hr / 24)} days ago`;
+}
+
+// short abbreviates a hash for tables (the whole value stays in a title).
+export function short(hash, n = 12) {
+  if (!hash) return "";
+  return hash.length > n ? h("span", { class: "mono", title: hash }, hash.slice(0, n) + "…") : h("span", { class: "mono" }, hash);
+}
+
+// intentLink links to an intent's detail page.
+export function intentLink(key) {
+  return h("a", { href: "/ui/intent?key=" + encodeURIComponent(key) }, key);
+}
+
+// announce puts a message into the page's polite live region, for screen
+// readers, without moving focus.
+export function announce(text) {
+  let region = document.getElementById("announce");
+  if (!region) {
+    region = h("div", { id: "announce", class: "skip", "aria-live": "polite", role: "status" });
+    document.body.append(region);
+  }
+  region.textContent = text;
+}
