@@ -73,22 +73,14 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 		}
 	}
 	prog.Event("jepsen: seed %d, %d nodes, nemeses %v, %s; results in %s", o.seed, o.nodes, o.nemeses, o.duration, o.results)
+	nf, code, err := resolveNodeFlags(ctx, &o, bin)
+	if err != nil {
+		return code, err
+	}
+	notes := nf.notes
 	network := o.wan.describe(o.raftTimeout)
 	if network != "" {
 		prog.Event("jepsen: %s", network)
-	}
-	var notes []string
-	nodeArgs, expect := func(int) []string { return nil }, 0
-	if o.wan.placement || o.wan.nodeNetwork != "" {
-		known, err := binaryFlags(ctx, bin)
-		if err != nil {
-			return exitError, err
-		}
-		var more []string
-		nodeArgs, expect, more = o.wan.nodeFlags(known, o.nodes)
-		notes = append(notes, more...)
-	} else if o.wan.regions && o.wan.layout.Voters() != o.wan.layout.Nodes() {
-		notes = append(notes, "replicas in --regions without --placement: they ran as voters")
 	}
 	for _, n := range notes {
 		prog.Event("jepsen: note: %s", n)
@@ -124,8 +116,8 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 		return exitError, err
 	}
 	cl, err := nodes.Start(ctx, nodes.Config{Binary: bin, Net: net, Dir: o.results, ExtraArgs: extra,
-		GossipKey: trust.gossipKey, TLSDir: trust.pkiDir, RaftHeartbeat: o.raftTimeout,
-		Relayed: links != nil, NodeArgs: nodeArgs, BootstrapExpect: expect})
+		GossipKey: trust.gossipKey, TLSDir: trust.pkiDir, RaftHeartbeat: o.raftTimeout, ProfileTimeouts: nf.profile,
+		Relayed: links != nil, NodeArgs: nf.args, BootstrapExpect: nf.bootstrapExpect})
 	if err != nil {
 		return exitError, fmt.Errorf("start nodes: %w", err)
 	}

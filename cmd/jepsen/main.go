@@ -64,8 +64,22 @@ type options struct {
 	tls       bool // nodes run with TLS (HTTPS, Raft over mutual TLS with node identities)
 	args      []string
 
-	raftTimeout time.Duration
-	wan         wanOptions
+	raftTimeout    time.Duration
+	raftTimeoutSet bool // --raft-timeout was given
+	wan            wanOptions
+}
+
+// profileTimeouts reports whether the nodes' --network profile sets their
+// Raft timeouts (--node-network without --raft-timeout).
+func (o options) profileTimeouts() bool { return o.wan.nodeNetwork != "" && !o.raftTimeoutSet }
+
+// checkHold refuses a hold that a leader fault would end before the other
+// nodes could elect a leader.
+func (o options) checkHold() error {
+	if o.hold < 4*o.raftTimeout {
+		return fmt.Errorf("--hold %v is shorter than 4 Raft election timeouts (%v): a leader fault would heal before the others could elect a leader", o.hold, 4*o.raftTimeout)
+	}
+	return nil
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -96,7 +110,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	nodesSet := false
-	fs.Visit(func(f *flag.Flag) { nodesSet = nodesSet || f.Name == "nodes" })
+	fs.Visit(func(f *flag.Flag) {
+		nodesSet = nodesSet || f.Name == "nodes"
+		o.raftTimeoutSet = o.raftTimeoutSet || f.Name == "raft-timeout"
+	})
 	if err := o.wan.parse(*regions, *rtt, *jitter, &o.nodes, nodesSet); err != nil {
 		return o, err
 	}
@@ -106,8 +123,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.raftTimeout < 500*time.Millisecond {
 		return o, errors.New("--raft-timeout must be at least 500ms (the nodes' leader lease)")
 	}
-	if o.hold < 4*o.raftTimeout {
-		return o, fmt.Errorf("--hold %v is shorter than 4 x --raft-timeout (%v): a leader fault would heal before the others could elect a leader", o.hold, 4*o.raftTimeout)
+	if err := o.checkHold(); err != nil && !o.profileTimeouts() {
+		return o, err // with the nodes' own profile, execute checks it once it knows the profile's timeout
 	}
 	if o.duration <= 0 || o.hold <= 0 || o.interval <= o.hold || o.clients < 1 || o.claimants < 1 {
 		return o, errors.New("need positive --duration, --hold < --interval, --clients and --claimants")

@@ -117,6 +117,7 @@ func TestParseRegionsAndDelay(t *testing.T) {
 		{"--placement"}, // without --regions
 		{"--raft-timeout", "100ms"},
 		{"--raft-timeout", "1s", "--hold", "3s"}, // heals before an election
+		{"--regions", "eu:0+1,us:2,ap:1"},          // node 1 a replica
 	} {
 		if _, err := parse(bad, io.Discard); err == nil {
 			t.Errorf("parse(%q) accepted", bad)
@@ -159,8 +160,35 @@ func TestBinaryFlags(t *testing.T) {
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	known, err := binaryFlags(t.Context(), bin)
-	if err != nil || !known["region"] || !known["voter"] || known["network"] {
+	known, help, err := binaryHelp(t.Context(), bin)
+	if err != nil || !known["region"] || !known["voter"] || known["network"] || !strings.Contains(help, "the node's region") {
 		t.Fatalf("flags %v, %v", known, err)
+	}
+}
+
+// The election timeout of a --network profile comes from the binary's
+// --help, as intentd words it.
+func TestProfileElection(t *testing.T) {
+	help := "  -network string\n    \ttiming profile: lan (one data centre: Raft 1s/1s/500ms, memberlist local) or wan (members 30-300 ms apart: Raft 3s/3s/1.5s, memberlist WAN); explicit timing flags win (default \"lan\")\n"
+	for profile, want := range map[string]time.Duration{"lan": time.Second, "wan": 3 * time.Second} {
+		if got, err := profileElection(help, profile); err != nil || got != want {
+			t.Errorf("%s: %v, %v; want %v", profile, got, err, want)
+		}
+	}
+	if _, err := profileElection(help, "moon"); err == nil || !strings.Contains(err.Error(), "--raft-timeout") {
+		t.Errorf("an unknown profile: %v", err)
+	}
+	// With the nodes' own profile, the hold is checked once its timeout is
+	// known, not at parse time.
+	o, err := parse([]string{"--node-network", "wan", "--hold", "3s"}, io.Discard)
+	if err != nil || !o.profileTimeouts() {
+		t.Fatalf("parse: %+v %v", o, err)
+	}
+	o.raftTimeout = 3 * time.Second
+	if o.checkHold() == nil {
+		t.Error("a 3s hold passed for a 3s election timeout")
+	}
+	if o, err := parse([]string{"--node-network", "wan", "--raft-timeout", "2s", "--hold", "3s"}, io.Discard); err == nil || o.profileTimeouts() {
+		t.Errorf("an explicit --raft-timeout: checked at parse time: %v", err)
 	}
 }

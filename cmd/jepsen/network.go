@@ -39,6 +39,9 @@ func (w *wanOptions) parse(regions, rtt, jitter string, n *int, nodesSet bool) e
 		if v := l.Voters(); v != 3 && v != 5 {
 			return fmt.Errorf("--regions %s has %d voters: want 3 or 5", l, v)
 		}
+		if l.Regions[0].Voters == 0 {
+			return fmt.Errorf("--regions %s: the first region needs a voter (node 1 is where the others join)", l)
+		}
 		if nodesSet && *n != l.Nodes() {
 			return fmt.Errorf("--nodes %d, but --regions %s has %d nodes", *n, l, l.Nodes())
 		}
@@ -95,7 +98,7 @@ func (w wanOptions) describe(raftTimeout time.Duration) string {
 		s = "every node a region of its own"
 	}
 	if w.matrix == nil {
-		return s + "; no link delay; raft timeout " + raftTimeout.String()
+		return s + "; no link delay; raft timeout " + raftTimeout.String() + w.nodeFlagsNamed()
 	}
 	var rtts []string
 	for p, d := range w.rtt {
@@ -107,8 +110,23 @@ func (w wanOptions) describe(raftTimeout time.Duration) string {
 	if len(rtts) == 0 {
 		rtts = []string{"none"}
 	}
-	return fmt.Sprintf("%s; round trips %s; jitter %.0f%%; raft timeout %v", s, strings.Join(rtts, ", "),
-		100*w.matrix.Jitter, raftTimeout)
+	return fmt.Sprintf("%s; round trips %s; jitter %.0f%%; raft timeout %v%s", s, strings.Join(rtts, ", "),
+		100*w.matrix.Jitter, raftTimeout, w.nodeFlagsNamed())
+}
+
+// nodeFlagsNamed names the node flags the harness was asked to pass.
+func (w wanOptions) nodeFlagsNamed() string {
+	var f []string
+	if w.placement {
+		f = append(f, "--placement")
+	}
+	if w.nodeNetwork != "" {
+		f = append(f, "--network "+w.nodeNetwork)
+	}
+	if len(f) == 0 {
+		return ""
+	}
+	return "; node flags " + strings.Join(f, ", ")
 }
 
 // relayPorts are the ports the delay layer relays on every node: the
@@ -149,8 +167,9 @@ func (w wanOptions) canRun(name string) error {
 
 var helpFlag = regexp.MustCompile(`(?m)^\s+--?([a-zA-Z0-9][a-zA-Z0-9-]*)`)
 
-// binaryFlags lists the flags the intentd binary's --help names.
-func binaryFlags(ctx context.Context, bin string) (map[string]bool, error) {
+// binaryHelp is what the intentd binary's --help says: the flags it names,
+// and the whole text.
+func binaryHelp(ctx context.Context, bin string) (map[string]bool, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "--help").CombinedOutput()
@@ -159,9 +178,25 @@ func binaryFlags(ctx context.Context, bin string) (map[string]bool, error) {
 		flags[m[1]] = true
 	}
 	if len(flags) == 0 {
-		return nil, fmt.Errorf("%s --help names no flag: %w\n%s", bin, err, out)
+		return nil, "", fmt.Errorf("%s --help names no flag: %w\n%s", bin, err, out)
 	}
-	return flags, nil
+	return flags, string(out), nil
+}
+
+// profileElection reads the Raft election timeout of a --network profile
+// from the binary's --help, which describes each profile as
+// "NAME (...: Raft HEARTBEAT/ELECTION/LEASE, ...)".
+func profileElection(help, profile string) (time.Duration, error) {
+	re := regexp.MustCompile(`\b` + regexp.QuoteMeta(profile) + ` \([^)]*?Raft ([0-9.]+[mµn]?s)/([0-9.]+[mµn]?s)/`)
+	m := re.FindStringSubmatch(help)
+	if m == nil {
+		return 0, fmt.Errorf("the binary's --help does not give the Raft timeouts of --network %s: give --raft-timeout", profile)
+	}
+	d, err := time.ParseDuration(m[2])
+	if err != nil {
+		return 0, fmt.Errorf("--network %s election timeout %q: %w", profile, m[2], err)
+	}
+	return d, nil
 }
 
 // nodeFlags decides each node's own flags from the layout (with
@@ -239,4 +274,44 @@ func (w wanOptions) regionNemesesFor() []string {
 		}
 	}
 	return out
+}
+
+// nodeSetup is what resolveNodeFlags decided for the nodes.
+type nodeSetup struct {
+	args            func(i int) []string
+	bootstrapExpect int  // 0: every node
+	profile         bool // the nodes' --network profile sets their Raft timeouts
+	notes           []string
+}
+
+// resolveNodeFlags asks the binary which flags it knows (only with
+// --placement or --node-network), decides each node's own flags, and,
+// when the nodes' --network profile sets their Raft timeouts, takes the
+// profile's election timeout as o.raftTimeout; then checks --hold against
+// it. The exit code goes with an error.
+func resolveNodeFlags(ctx context.Context, o *options, bin string) (nodeSetup, int, error) {
+	nf := nodeSetup{args: func(int) []string { return nil }}
+	if !o.wan.placement && o.wan.nodeNetwork == "" {
+		if o.wan.regions && o.wan.layout.Voters() != o.wan.layout.Nodes() {
+			nf.notes = append(nf.notes, "replicas in --regions without --placement: they ran as voters")
+		}
+		return nf, exitValid, nil
+	}
+	known, help, err := binaryHelp(ctx, bin)
+	if err != nil {
+		return nf, exitError, err
+	}
+	nf.args, nf.bootstrapExpect, nf.notes = o.wan.nodeFlags(known, o.nodes)
+	if o.profileTimeouts() && known["network"] {
+		if o.raftTimeout, err = profileElection(help, o.wan.nodeNetwork); err != nil {
+			return nf, exitUsage, err
+		}
+		nf.profile = true
+		nf.notes = append(nf.notes, fmt.Sprintf("the nodes ran with the Raft timeouts of --network %s; the harness's pauses and holds assume its election timeout, %v (from the binary's --help)",
+			o.wan.nodeNetwork, o.raftTimeout))
+	}
+	if err := o.checkHold(); err != nil {
+		return nf, exitUsage, err
+	}
+	return nf, exitValid, nil
 }

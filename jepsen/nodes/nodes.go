@@ -88,6 +88,10 @@ type Config struct {
 	// --raft-election-timeout (default 500ms, at least 500ms: intentd's
 	// leader lease is 500ms and may not exceed the heartbeat timeout).
 	RaftHeartbeat time.Duration
+	// ProfileTimeouts leaves the Raft timeouts to the nodes' own timing
+	// profile (their --network, in NodeArgs): nothing is passed, and
+	// RaftHeartbeat is only what the harness assumes (pauses, holds).
+	ProfileTimeouts bool
 	// GossipKey, when set, is every node's --gossip-key (base64).
 	GossipKey string
 	// Relayed makes every node listen for its peers on the backend ports
@@ -296,12 +300,10 @@ func (c *Cluster) args(i int, join []string) []string {
 	if len(join) > 0 {
 		a = append(a, "--join", strings.Join(join, ","))
 	}
-	a = append(a,
-		"--auth=off",
-		"--log-format", "json",
-		"--raft-heartbeat-timeout", beat,
-		"--raft-election-timeout", beat,
-	)
+	a = append(a, "--auth=off", "--log-format", "json")
+	if !c.cfg.ProfileTimeouts {
+		a = append(a, "--raft-heartbeat-timeout", beat, "--raft-election-timeout", beat)
+	}
 	if c.cfg.GossipKey != "" {
 		a = append(a, "--gossip-key", c.cfg.GossipKey)
 	}
