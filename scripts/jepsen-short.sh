@@ -35,6 +35,12 @@ run() { # name, args...
 
 run faults --nodes 3 --seed "$SEED" --duration 120s --interval 5s --hold 2500ms \
   --nemesis kill-leader,isolate-leader,partition-halves,pause-leader,deafen-leader,kill-random,loss,clock-skew,snapshot-install,membership,restart-read
+# Over a WAN of three regions (round trips of 80 and 150 ms through the
+# link-delay layer, 10% jitter): the matrix changes mid-run, the leader's
+# region is cut off, the leader is killed (about 35 s).
+run wan --seed "$SEED" --duration 30s --interval 5s --hold 2500ms \
+  --regions eu:1,us:1,ap:1 --rtt eu-us=80ms,eu-ap=150ms,us-ap=150ms --jitter 10% \
+  --nemesis wan,isolate-leader-region,kill-leader --workload w1,w2
 # The trust boundary, with TLS on: rogue gossip members (one announcing
 # the leader's ID, one taking its name, one claiming a new ID without a node
 # certificate) and strangers on the leader's Raft port (plaintext, a client

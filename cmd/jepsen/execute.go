@@ -22,6 +22,7 @@ import (
 	"github.com/intentledger/intentd/jepsen/netns"
 	"github.com/intentledger/intentd/jepsen/nodes"
 	"github.com/intentledger/intentd/jepsen/report"
+	"github.com/intentledger/intentd/jepsen/wan"
 	"github.com/intentledger/intentd/jepsen/workload"
 )
 
@@ -38,11 +39,17 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	if len(o.nemeses) == 1 && o.nemeses[0] == "all" {
 		o.nemeses = nil
 		for _, n := range nemesis.Names() {
-			if o.nodes < 5 && (n == "ring" || n == "bridge") || !o.tls && n == "raft-poke" {
+			if o.nodes < 5 && (n == "ring" || n == "bridge") || !o.tls && n == "raft-poke" || nemesis.IsRegionNemesis(n) {
 				continue
 			}
 			o.nemeses = append(o.nemeses, n)
 		}
+		// Only a run with regions or link delay gets the region nemeses, so
+		// the schedule of a published seed without them stays the same.
+		o.nemeses = append(o.nemeses, o.wan.regionNemesesFor()...)
+	}
+	if err := o.wan.checkNemeses(o.nemeses); err != nil {
+		return exitUsage, err
 	}
 	for _, name := range o.nemeses {
 		n, err := nemesis.ByName(name)
@@ -66,12 +73,35 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 		}
 	}
 	prog.Event("jepsen: seed %d, %d nodes, nemeses %v, %s; results in %s", o.seed, o.nodes, o.nemeses, o.duration, o.results)
+	nf, code, err := resolveNodeFlags(ctx, &o, bin)
+	if err != nil {
+		return code, err
+	}
+	notes := nf.notes
+	network := o.wan.describe(o.raftTimeout)
+	if network != "" {
+		prog.Event("jepsen: %s", network)
+	}
+	for _, n := range notes {
+		prog.Event("jepsen: note: %s", n)
+	}
 
 	net, err := netns.Create(ctx, fmt.Sprintf("ij%d", o.seed%1000), o.nodes)
 	if err != nil {
 		return exitError, fmt.Errorf("network namespaces: %w", err)
 	}
 	defer net.Close()
+	var shaper *wan.Shaper
+	var links *wan.Links
+	if o.wan.matrix != nil {
+		// The relays listen before the nodes start: a node's peers reach it
+		// only through them (nodes.Config.Relayed).
+		shaper = wan.NewShaper(*o.wan.matrix, o.seed)
+		if links, err = wan.Start(net, shaper, relayPorts()); err != nil {
+			return exitError, fmt.Errorf("link-delay layer: %w", err)
+		}
+		defer links.Close()
+	}
 	// Small snapshot settings so a follower cut off for a few seconds must
 	// install a snapshot (snapshot-install, partitions, kills). A node's own
 	// shutdown bound comes well before the harness's (nodes.StopTimeout),
@@ -86,7 +116,8 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 		return exitError, err
 	}
 	cl, err := nodes.Start(ctx, nodes.Config{Binary: bin, Net: net, Dir: o.results, ExtraArgs: extra,
-		GossipKey: trust.gossipKey, TLSDir: trust.pkiDir})
+		GossipKey: trust.gossipKey, TLSDir: trust.pkiDir, RaftHeartbeat: o.raftTimeout, ProfileTimeouts: nf.profile,
+		Relayed: links != nil, NodeArgs: nf.args, BootstrapExpect: nf.bootstrapExpect})
 	if err != nil {
 		return exitError, fmt.Errorf("start nodes: %w", err)
 	}
@@ -111,7 +142,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	runCtx, stopRun := context.WithTimeout(ctx, o.duration)
 	defer stopRun()
 	env := &nemesis.Env{Net: net, Nodes: cl, Rec: rec, Rand: rand.New(rand.NewSource(o.seed)), Trust: trust.env(),
-		Log: func(format string, args ...any) { prog.Event("  nemesis: "+format, args...) }}
+		Log: func(format string, args ...any) { prog.Event("  nemesis: "+format, args...) }, Layout: o.wan.layout, Shaper: shaper}
 	bursts := 0
 	env.OnRestart = func(ctx context.Context, i int) {
 		bursts++
@@ -151,7 +182,11 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	if o.finalRead {
 		unread = w.FinalReads(healCtx, o.clients+1000)
 	}
-	digests := collectDigests(healCtx, addrs, cl.ClientTLS())
+	// The digests get a bound of their own: slow final reads (a delayed
+	// network) must not leave them none.
+	digestCtx, stopDigests := context.WithTimeout(ctx, 60*time.Second)
+	defer stopDigests()
+	digests := collectDigests(digestCtx, addrs, cl.ClientTLS())
 	panics, err := cl.Panics()
 	if err != nil {
 		return exitError, err
@@ -160,15 +195,25 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	if err := rec.Err(); err != nil {
 		return exitError, err
 	}
-	res, lin := checker.Check(ops, effects, faults, digests, panics, checker.Options{
-		Timeout: time.Minute, RequireOK: []history.OpType{history.OpClaim, history.OpComplete, history.OpRead}})
+	copt := checker.Options{Timeout: time.Minute, RequireOK: []history.OpType{history.OpClaim, history.OpComplete, history.OpRead}}
+	if o.wan.layout != nil {
+		urls := map[string]string{}
+		for i := 1; i <= o.nodes; i++ {
+			urls[cl.URL(i)] = nodes.Name(i)
+		}
+		copt.NodeOf = nodeOf(urls)
+	}
+	if links != nil {
+		notes = append(notes, "link-delay layer: "+links.Summary())
+	}
+	res, lin := checker.Check(ops, effects, faults, digests, panics, copt)
 	if unread > 0 {
 		res.Valid = false
 		res.Violations = append(res.Violations, checker.Violation{Checker: "final-reads",
 			Detail: fmt.Sprintf("%d keys could not be read after healing", unread)})
 	}
 	runInfo := report.Run{Seed: o.seed, Command: o.reproduce(), Nodes: o.nodes, Nemeses: o.nemeses,
-		Workloads: workloads(o), Duration: o.duration, Started: started, Harness: harness}
+		Workloads: workloads(o), Duration: o.duration, Started: started, Harness: harness, Network: network, Notes: notes}
 	if err := report.Write(o.results, runInfo, ops, effects, faults, res, lin); err != nil {
 		return exitError, fmt.Errorf("report: %w", err)
 	}

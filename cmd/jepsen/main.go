@@ -8,8 +8,12 @@
 //	go run ./cmd/jepsen --nodes 3 --nemesis kill-leader,isolate-leader,partition-halves --duration 60s --seed 7
 //
 // With --bug it runs a positive control: the nodes carry a seeded bug and
-// the run passes only if the checkers catch it. Needs root (namespaces,
-// iptables).
+// the run passes only if the checkers catch it. With --regions, --rtt and
+// --jitter the nodes' links go through a delaying relay layer (jepsen/wan).
+// Needs root (namespaces, iptables).
+//
+// `jepsen aggregate DIR` writes the aggregate table of a soak
+// (scripts/jepsen-soak.sh).
 package main
 
 import (
@@ -59,6 +63,23 @@ type options struct {
 	finalRead bool // W2
 	tls       bool // nodes run with TLS (HTTPS, Raft over mutual TLS with node identities)
 	args      []string
+
+	raftTimeout    time.Duration
+	raftTimeoutSet bool // --raft-timeout was given
+	wan            wanOptions
+}
+
+// profileTimeouts reports whether the nodes' --network profile sets their
+// Raft timeouts (--node-network without --raft-timeout).
+func (o options) profileTimeouts() bool { return o.wan.nodeNetwork != "" && !o.raftTimeoutSet }
+
+// checkHold refuses a hold that a leader fault would end before the other
+// nodes could elect a leader.
+func (o options) checkHold() error {
+	if o.hold < 4*o.raftTimeout {
+		return fmt.Errorf("--hold %v is shorter than 4 Raft election timeouts (%v): a leader fault would heal before the others could elect a leader", o.hold, 4*o.raftTimeout)
+	}
+	return nil
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -79,11 +100,31 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	wl := fs.String("workload", "w1,w2,w3", "workloads: w1 contended claims (always), w2 final reads after healing, w3 reads through restarting nodes (adds the restart-read nemesis)")
 	fs.StringVar(&o.bug, "bug", "", "positive control: seed this bug in the nodes and pass only if it is caught")
 	fs.BoolVar(&o.tls, "tls", false, "run the nodes with TLS (a fresh development PKI): HTTPS, Raft over mutual TLS with node identities (raft-poke needs it)")
+	fs.DurationVar(&o.raftTimeout, "raft-timeout", 500*time.Millisecond, "the nodes' Raft heartbeat and election timeout (at least 500ms)")
+	regions := fs.String("regions", "", "place the nodes in regions: NAME:VOTERS[+REPLICAS],... e.g. eu:2,us:2,ap:1 (sets the number of nodes; voters 3 or 5)")
+	rtt := fs.String("rtt", "", "link delay: round trips between regions, A-B=80ms,..., or one duration for every pair (without --regions every node is a region); empty: no delay layer")
+	jitter := fs.String("jitter", "", "with --rtt: each delay varies by this fraction either way (10% or 0.1)")
+	fs.BoolVar(&o.wan.placement, "placement", false, "pass each node its place from --regions: --region NAME, and --voter=false (or --role replica) for replicas, each only if the binary knows the flag")
+	fs.StringVar(&o.wan.nodeNetwork, "node-network", "", "pass --network VALUE (lan or wan) to the nodes, if the binary knows the flag")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if o.nodes != 3 && o.nodes != 5 {
+	nodesSet := false
+	fs.Visit(func(f *flag.Flag) {
+		nodesSet = nodesSet || f.Name == "nodes"
+		o.raftTimeoutSet = o.raftTimeoutSet || f.Name == "raft-timeout"
+	})
+	if err := o.wan.parse(*regions, *rtt, *jitter, &o.nodes, nodesSet); err != nil {
+		return o, err
+	}
+	if o.nodes != 3 && o.nodes != 5 && o.wan.layout == nil {
 		return o, errors.New("--nodes must be 3 or 5")
+	}
+	if o.raftTimeout < 500*time.Millisecond {
+		return o, errors.New("--raft-timeout must be at least 500ms (the nodes' leader lease)")
+	}
+	if err := o.checkHold(); err != nil && !o.profileTimeouts() {
+		return o, err // with the nodes' own profile, execute checks it once it knows the profile's timeout
 	}
 	if o.duration <= 0 || o.hold <= 0 || o.interval <= o.hold || o.clients < 1 || o.claimants < 1 {
 		return o, errors.New("need positive --duration, --hold < --interval, --clients and --claimants")
@@ -134,6 +175,9 @@ func (o options) reproduce() string {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "aggregate" {
+		return aggregate(args[1:], stdout, stderr)
+	}
 	o, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitValid

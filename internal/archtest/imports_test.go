@@ -74,7 +74,8 @@ var allowed = map[string][]string{
 	"jepsen/workload":        {"jepsen/history"},
 	"jepsen/report":          {"jepsen/checker", "jepsen/history"},
 	"jepsen/nodes":           {"internal/tlsutil", "jepsen/netns"},
-	"jepsen/nemesis":         {"fsm", "internal/tlsutil", "jepsen/history", "jepsen/netns", "jepsen/nodes"},
+	"jepsen/wan":             {"jepsen/netns"}, // the link-delay layer: relays in the nodes' namespaces
+	"jepsen/nemesis":         {"fsm", "internal/tlsutil", "jepsen/history", "jepsen/netns", "jepsen/nodes", "jepsen/wan"},
 	"cmd/jepsen":             {"internal/progress", "internal/tlsutil", "jepsen/"},
 }
 

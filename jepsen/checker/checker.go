@@ -57,7 +57,7 @@ const (
 
 // LeaderFaults are the nemeses that target the leader: each must end with
 // another leader, or the fault did not hit.
-var LeaderFaults = []string{"kill-leader", "isolate-leader", "pause-leader", "deafen-leader"}
+var LeaderFaults = []string{"kill-leader", "isolate-leader", "pause-leader", "deafen-leader", "isolate-leader-region", "kill-leader-region"}
 
 // SafetyCheckers are the checkers whose violations mean the ledger broke a
 // guarantee (the others say the run proves too little).
@@ -192,6 +192,10 @@ type Result struct {
 	Nemeses        []NemesisStats
 	NoFault        OutcomeCounts
 	Unavailability Unavailability
+	// Failover is, with Options.NodeOf, the unavailability after each
+	// fault that lost the leader's region, measured to the first ok write
+	// through a node outside that region (zero without NodeOf).
+	Failover Unavailability
 	// LeaderChanges counts faults whose LeaderBefore and LeaderAfter are
 	// both known and differ.
 	LeaderChanges int
@@ -204,6 +208,9 @@ type Options struct {
 	Timeout time.Duration
 	// RequireOK lists op types that must have at least one ok outcome.
 	RequireOK []history.OpType
+	// NodeOf, when set, names the node ("n<i>") an op was sent to (from
+	// its Node), and turns on the Failover measure.
+	NodeOf func(opNode string) string
 }
 
 // Linearization is what the linearizable checker leaves for a report:
@@ -270,6 +277,9 @@ func Check(ops []history.Op, effects []history.Effect, faults []history.Fault, d
 
 	res.Nemeses, res.NoFault = nemesisStats(ops, faults, res.Span)
 	res.Unavailability = unavailability(ops, faults)
+	if opt.NodeOf != nil {
+		res.Failover = failover(ops, faults, opt.NodeOf)
+	}
 	for _, f := range faults {
 		if f.LeaderBefore != "" && f.LeaderAfter != "" && f.LeaderBefore != f.LeaderAfter {
 			res.LeaderChanges++

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -61,14 +62,62 @@ func leaderTargeted(f history.Fault) bool {
 // its start to the return of the earliest-returning ok write invoked at or
 // after its start.
 func unavailability(ops []history.Op, faults []history.Fault) Unavailability {
+	return windows(okWrites(ops, func(history.Op) bool { return true }), faults, leaderTargeted)
+}
+
+// RegionLoss reports whether a fault's nemesis loses the leader's whole
+// region (its targets are that region's nodes).
+func RegionLoss(f history.Fault) bool { return strings.HasSuffix(f.Nemesis, "leader-region") }
+
+// failover measures, for each fault that lost the leader's region, the
+// time from its start to the return of the earliest-returning ok write
+// invoked at or after its start through a node outside the region (one
+// not among the fault's targets): leader region lost → first ok write
+// elsewhere.
+func failover(ops []history.Op, faults []history.Fault, nodeOf func(string) string) Unavailability {
+	var out Unavailability
+	for _, f := range faults {
+		if !RegionLoss(f) {
+			continue
+		}
+		elsewhere := okWrites(ops, func(op history.Op) bool { return !slices.Contains(f.Targets, nodeOf(op.Node)) })
+		u := windows(elsewhere, []history.Fault{f}, RegionLoss)
+		out.Faults += u.Faults
+		out.Windows = append(out.Windows, u.Windows...)
+	}
+	var lengths []time.Duration
+	for _, w := range out.Windows {
+		if w.Recovered {
+			out.Recovered++
+			lengths = append(lengths, w.Length)
+		}
+	}
+	sort.Slice(lengths, func(i, j int) bool { return lengths[i] < lengths[j] })
+	out.P50, out.P99 = percentile(lengths, 0.50), percentile(lengths, 0.99)
+	if len(lengths) > 0 {
+		out.Max = lengths[len(lengths)-1]
+	}
+	return out
+}
+
+// okWrites are the ok claims and completes that keep says to, in
+// invocation order.
+func okWrites(ops []history.Op, keep func(history.Op) bool) []history.Op {
 	var writes []history.Op
 	for _, op := range ops {
 		if op.Outcome == history.OutcomeOK && (op.Type == history.OpClaim || op.Type == history.OpComplete) &&
-			op.Return >= op.Invoke {
+			op.Return >= op.Invoke && keep(op) {
 			writes = append(writes, op)
 		}
 	}
 	sort.SliceStable(writes, func(i, j int) bool { return writes[i].Invoke < writes[j].Invoke })
+	return writes
+}
+
+// windows measures, for each fault counted, the time from its start to
+// the return of the earliest-returning write (of writes, in invocation
+// order) invoked at or after its start.
+func windows(writes []history.Op, faults []history.Fault, counted func(history.Fault) bool) Unavailability {
 	// firstReturn[i] is the earliest-returning write among writes[i:].
 	firstReturn := make([]int, len(writes)+1)
 	firstReturn[len(writes)] = -1
@@ -81,7 +130,7 @@ func unavailability(ops []history.Op, faults []history.Fault) Unavailability {
 	var u Unavailability
 	var lengths []time.Duration
 	for _, f := range faults {
-		if !leaderTargeted(f) || f.Cut || f.Failed != "" {
+		if !counted(f) || f.Cut || f.Failed != "" {
 			continue // cut short by the run's end (no time to recover in), or a harness failure
 		}
 		u.Faults++

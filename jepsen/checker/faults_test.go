@@ -136,3 +136,42 @@ func TestTrustBoundaryReportsFindings(t *testing.T) {
 		t.Fatal("trust-boundary is not a safety checker that Check runs")
 	}
 }
+
+// Failover after a lost region counts only ok writes through nodes
+// outside it: an ok write through the lost region's node (a late answer
+// of the old leader) does not end the window.
+func TestFailoverCountsWritesElsewhere(t *testing.T) {
+	write := func(id int, node string, invoke, ret int) history.Op {
+		return history.Op{ID: id, Node: "http://" + node, Type: history.OpClaim, Outcome: history.OutcomeOK,
+			Invoke: ms(invoke), Return: ms(ret)}
+	}
+	ops := []history.Op{
+		write(1, "n1", 90, 95),     // before the fault
+		write(2, "n1", 110, 120),   // through the lost region: not failover
+		write(3, "n3", 130, 900),   // elsewhere, slow
+		write(4, "n4", 200, 700),   // elsewhere: the first to return, 600 ms after the start
+		write(5, "n3", 2100, 2400), // after the second fault, elsewhere: 400 ms
+	}
+	faults := []history.Fault{
+		{Nemesis: "isolate-leader-region", Targets: []string{"n1", "n2"}, Start: ms(100), End: ms(1000), LeaderBefore: "n1", LeaderAfter: "n3"},
+		{Nemesis: "kill-leader", Targets: []string{"n3"}, Start: ms(1500), End: ms(1600)}, // not a region loss
+		{Nemesis: "kill-leader-region", Targets: []string{"n3", "n4"}, Start: ms(2000), End: ms(2500)},
+		{Nemesis: "kill-leader-region", Targets: []string{"n1"}, Start: ms(3000), End: ms(3010), Cut: true},
+	}
+	nodeOf := func(s string) string { return strings.TrimPrefix(s, "http://") }
+	u := failover(ops, faults, nodeOf)
+	// The second region loss took n3 and n4, yet write 5 went through n3:
+	// it is not elsewhere, so that window never recovers.
+	if u.Faults != 2 || u.Recovered != 1 || u.P50 != ms(600) || u.Max != ms(600) {
+		t.Fatalf("failover %+v", u)
+	}
+	if w := u.Windows[0]; w.OpID != 4 || w.Nemesis != "isolate-leader-region" {
+		t.Errorf("first window %+v, want op 4", w)
+	}
+	if res, _ := Check(ops, nil, faults, nil, nil, Options{NodeOf: nodeOf}); res.Failover.Faults != 2 {
+		t.Errorf("Check's failover %+v", res.Failover)
+	}
+	if res, _ := Check(ops, nil, faults, nil, nil, Options{}); res.Failover.Faults != 0 {
+		t.Errorf("without NodeOf, failover %+v", res.Failover)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/intentledger/intentd/jepsen/netns"
 	"github.com/intentledger/intentd/jepsen/netns/netnstest"
 	"github.com/intentledger/intentd/jepsen/nodes"
+	"github.com/intentledger/intentd/jepsen/wan"
 )
 
 const testPrefix = "ijtest-" // shared by the suite's tests: each run removes any crashed one's leftovers
@@ -32,6 +33,14 @@ func testContext(t *testing.T, d time.Duration) context.Context {
 // test's cleanup tears everything down.
 func startCluster(ctx context.Context, t *testing.T, n int) (*netns.Net, *nodes.Cluster) {
 	t.Helper()
+	nw, c, _ := startClusterOver(ctx, t, n, nil)
+	return nw, c
+}
+
+// startClusterOver is startCluster with, when m is not nil, the link-delay
+// layer of matrix m between the nodes.
+func startClusterOver(ctx context.Context, t *testing.T, n int, m *wan.Matrix) (*netns.Net, *nodes.Cluster, *wan.Shaper) {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "intentd")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/intentd")
 	build.Dir = filepath.Join("..", "..")
@@ -47,7 +56,25 @@ func startCluster(ctx context.Context, t *testing.T, n int) (*netns.Net, *nodes.
 			t.Errorf("netns close: %v", err)
 		}
 	})
-	c, err := nodes.Start(ctx, nodes.Config{Binary: bin, Net: nw, Dir: t.TempDir(),
+	var sh *wan.Shaper
+	if m != nil {
+		sh = wan.NewShaper(*m, 1)
+		links, err := wan.Start(nw, sh, []wan.Port{
+			{Name: "http", Listen: nodes.HTTPPeerPort, Backend: nodes.HTTPPort},
+			{Name: "raft", Listen: nodes.RaftPort, Backend: nodes.RaftBackendPort},
+			{Name: "gossip", Listen: nodes.GossipPort, Backend: nodes.GossipBackendPort, UDP: true},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { // runs after the cluster's cleanup, before the network's
+			t.Log(links.Summary())
+			if err := links.Close(); err != nil {
+				t.Errorf("links close: %v", err)
+			}
+		})
+	}
+	c, err := nodes.Start(ctx, nodes.Config{Binary: bin, Net: nw, Dir: t.TempDir(), Relayed: m != nil,
 		ExtraArgs: []string{"--test-hooks", "--snapshot-threshold", "64", "--trailing-logs", "16", "--snapshot-interval", "500ms"}})
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +87,7 @@ func startCluster(ctx context.Context, t *testing.T, n int) (*netns.Net, *nodes.
 			t.Errorf("node logs: panics %q, %v", p, err)
 		}
 	})
-	return nw, c
+	return nw, c, sh
 }
 
 // waitOtherLeader waits until a node other than old says it leads.
@@ -120,8 +147,8 @@ func once(ctx context.Context, t *testing.T, env *Env, name string) {
 	}
 	t.Logf("%s: %s, targets %v (leader was n%d)", name, detail, targets, before)
 	switch name {
-	case "isolate-leader", "kill-leader", "pause-leader":
-		if len(targets) != 1 || targets[0] != nodes.Name(before) {
+	case "isolate-leader", "kill-leader", "pause-leader", "isolate-leader-region", "kill-leader-region":
+		if len(targets) != 1 || targets[0] != nodes.Name(before) { // the regions of the tests have one node
 			t.Errorf("targets %v, want the leader n%d", targets, before)
 		}
 		waitOtherLeader(ctx, t, c, before)
@@ -196,5 +223,34 @@ func TestRingAndBridgeFiveNodes(t *testing.T) {
 	env := &Env{Net: nw, Nodes: c, Rand: rand.New(rand.NewSource(3)), Log: t.Logf}
 	for _, name := range []string{"ring", "bridge"} {
 		t.Run(name, func(t *testing.T) { once(ctx, t, env, name) })
+	}
+}
+
+// Over the link-delay layer (three regions, 80-150 ms round trips, 10%
+// jitter): the region nemeses and the network and process faults they
+// sit beside all inject, hit and heal.
+func TestNemesesOverTheDelayLayer(t *testing.T) {
+	netnstest.Require(t)
+	ctx := testContext(t, 3*time.Minute)
+	layout, err := wan.ParseLayout("eu:1,us:1,ap:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtt, err := wan.ParseRTT("eu-us=80ms,eu-ap=150ms,us-ap=150ms", layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := wan.NewMatrix(layout, rtt, 0.1)
+	nw, c, sh := startClusterOver(ctx, t, 3, &m)
+	env := &Env{Net: nw, Nodes: c, Rand: rand.New(rand.NewSource(1)), Log: t.Logf, Layout: &layout, Shaper: sh}
+	for _, name := range []string{"wan", "isolate-leader-region", "kill-leader-region", "partition-halves", "deafen-leader",
+		"pause-leader", "snapshot-install", "membership"} {
+		t.Run(name, func(t *testing.T) { once(ctx, t, env, name) })
+		if t.Failed() {
+			return
+		}
+	}
+	if got := sh.Matrix(); got.OneWay(1, 3) != 75*time.Millisecond || got.Jitter != 0.1 {
+		t.Errorf("after the wan nemesis healed: %s", got)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/intentledger/intentd/jepsen/history"
 	"github.com/intentledger/intentd/jepsen/netns"
 	"github.com/intentledger/intentd/jepsen/nodes"
+	"github.com/intentledger/intentd/jepsen/wan"
 )
 
 // Bounds on the waits Run and the nemeses make.
@@ -65,6 +66,12 @@ type Env struct {
 	// Trust holds the credentials the trust-boundary nemeses (rogue-member,
 	// raft-poke) need; nil: they refuse to start.
 	Trust *Trust
+	// Layout places the nodes in regions (nil: none); the leader-region
+	// nemeses need it.
+	Layout *wan.Layout
+	// Shaper is the link-delay layer's (nil: no delay); the wan nemesis
+	// changes its matrix.
+	Shaper *wan.Shaper
 
 	// Test seams: when set, used instead of Net and Nodes.
 	net     network
@@ -193,6 +200,9 @@ var registry = []named{
 	{"restart-read", restartRead},
 	{"rogue-member", rogueMember},
 	{"raft-poke", raftPoke},
+	{"wan", wanChange},
+	{"isolate-leader-region", isolateLeaderRegion},
+	{"kill-leader-region", killLeaderRegion},
 }
 
 // Names lists every nemesis ByName knows, in a fixed order.

@@ -41,6 +41,17 @@ const (
 	GossipPort = 8300
 )
 
+// Ports of a relayed node (Config.Relayed): its peers reach it on the
+// advertised ports (HTTPPeerPort for forwarding, RaftPort, GossipPort),
+// where the delay layer's relays listen; the node itself listens for Raft
+// and gossip on the backend ports and for HTTP on HTTPPort, which the
+// harness's clients reach directly.
+const (
+	HTTPPeerPort      = 8101
+	RaftBackendPort   = 8201
+	GossipBackendPort = 8301
+)
+
 // Bounds on waits that the caller's context may not bound.
 const (
 	// StartTimeout bounds Start and Restart waiting for readiness.
@@ -77,8 +88,22 @@ type Config struct {
 	// --raft-election-timeout (default 500ms, at least 500ms: intentd's
 	// leader lease is 500ms and may not exceed the heartbeat timeout).
 	RaftHeartbeat time.Duration
+	// ProfileTimeouts leaves the Raft timeouts to the nodes' own timing
+	// profile (their --network, in NodeArgs): nothing is passed, and
+	// RaftHeartbeat is only what the harness assumes (pauses, holds).
+	ProfileTimeouts bool
 	// GossipKey, when set, is every node's --gossip-key (base64).
 	GossipKey string
+	// Relayed makes every node listen for its peers on the backend ports
+	// and advertise the public ones (see HTTPPeerPort), where relays that
+	// delay each link listen: the caller starts them before Start.
+	Relayed bool
+	// NodeArgs, when set, gives flags for node i alone, appended after
+	// ExtraArgs (e.g. its region).
+	NodeArgs func(i int) []string
+	// BootstrapExpect is every node's --bootstrap-expect (default: the
+	// number of nodes).
+	BootstrapExpect int
 	// TLSDir, when set, holds a development PKI (tlsutil.DevPKI) with a
 	// certificate per node named n<i> that names the node's IP: the nodes
 	// run with TLS (HTTPS, Raft over mutual TLS with node identities) and
@@ -120,8 +145,9 @@ func (p *proc) exited() bool {
 // until each one's GET /readyz answers 200. Node i's flags are --id n<i>
 // --data-dir <Dir>/data/n<i> --http-addr IP:8100 --raft-addr IP:8200
 // --gossip-addr IP:8300 --bootstrap-expect N --join <node 1>:8300 (for
-// i > 1) --auth=off --log-format json, then the raft timeouts and
-// ExtraArgs. On failure every started process is killed and the error
+// i > 1) --auth=off --log-format json, then the raft timeouts, ExtraArgs
+// and NodeArgs(i). Relayed nodes listen on the backend ports and
+// advertise the public ones (HTTPPeerPort). On failure every started process is killed and the error
 // names the node and the tail of its log.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Net == nil {
@@ -225,12 +251,14 @@ func (c *Cluster) URL(i int) string {
 // trusts the node CA), nil when they run without TLS.
 func (c *Cluster) ClientTLS() *tls.Config { return c.tls }
 
-// RaftAddr is node i's Raft address.
+// RaftAddr is node i's Raft address (the one its peers dial: a relay's,
+// for relayed nodes).
 func (c *Cluster) RaftAddr(i int) string {
 	return net.JoinHostPort(c.cfg.Net.NodeIP(i), strconv.Itoa(RaftPort))
 }
 
-// GossipAddr is node i's gossip address.
+// GossipAddr is node i's gossip address (the one its peers reach: a
+// relay's, for relayed nodes).
 func (c *Cluster) GossipAddr(i int) string { return c.gossipAddr(i) }
 
 func (c *Cluster) gossipAddr(i int) string {
@@ -250,23 +278,32 @@ func (c *Cluster) ElectionTimeout() time.Duration { return c.cfg.RaftHeartbeat }
 func (c *Cluster) args(i int, join []string) []string {
 	ip := c.cfg.Net.NodeIP(i)
 	beat := c.cfg.RaftHeartbeat.String()
+	hostPort := func(port int) string { return net.JoinHostPort(ip, strconv.Itoa(port)) }
+	expect := c.n
+	if c.cfg.BootstrapExpect > 0 {
+		expect = c.cfg.BootstrapExpect
+	}
 	a := []string{
 		"--id", Name(i),
 		"--data-dir", c.DataDir(i),
-		"--http-addr", net.JoinHostPort(ip, strconv.Itoa(HTTPPort)),
-		"--raft-addr", net.JoinHostPort(ip, strconv.Itoa(RaftPort)),
-		"--gossip-addr", net.JoinHostPort(ip, strconv.Itoa(GossipPort)),
-		"--bootstrap-expect", strconv.Itoa(c.n),
+		"--http-addr", hostPort(HTTPPort),
 	}
+	if c.cfg.Relayed {
+		a = append(a,
+			"--http-advertise", hostPort(HTTPPeerPort),
+			"--raft-addr", hostPort(RaftBackendPort), "--raft-advertise", hostPort(RaftPort),
+			"--gossip-addr", hostPort(GossipBackendPort), "--gossip-advertise", hostPort(GossipPort))
+	} else {
+		a = append(a, "--raft-addr", hostPort(RaftPort), "--gossip-addr", hostPort(GossipPort))
+	}
+	a = append(a, "--bootstrap-expect", strconv.Itoa(expect))
 	if len(join) > 0 {
 		a = append(a, "--join", strings.Join(join, ","))
 	}
-	a = append(a,
-		"--auth=off",
-		"--log-format", "json",
-		"--raft-heartbeat-timeout", beat,
-		"--raft-election-timeout", beat,
-	)
+	a = append(a, "--auth=off", "--log-format", "json")
+	if !c.cfg.ProfileTimeouts {
+		a = append(a, "--raft-heartbeat-timeout", beat, "--raft-election-timeout", beat)
+	}
 	if c.cfg.GossipKey != "" {
 		a = append(a, "--gossip-key", c.cfg.GossipKey)
 	}
@@ -274,7 +311,11 @@ func (c *Cluster) args(i int, join []string) []string {
 		a = append(a, "--tls-cert", filepath.Join(d, Name(i)+".pem"), "--tls-key", filepath.Join(d, Name(i)+"-key.pem"),
 			"--tls-ca", filepath.Join(d, "ca.pem"))
 	}
-	return append(a, c.cfg.ExtraArgs...)
+	a = append(a, c.cfg.ExtraArgs...)
+	if c.cfg.NodeArgs != nil {
+		a = append(a, c.cfg.NodeArgs(i)...)
+	}
+	return a
 }
 
 // spawn starts node i's process. Its lifetime is the Cluster's, not a

@@ -48,6 +48,12 @@ type Run struct {
 	// when none: the checkers still judged the history it left, and the
 	// verdict names both.
 	Harness string
+	// Network describes the link-delay layer ("" without one): the
+	// regions layout, the round trips and the jitter.
+	Network string
+	// Notes are what the harness wants the reader to know about how the
+	// run differs from what was asked (e.g. node flags the binary lacked).
+	Notes []string
 }
 
 // Write writes results.json, linearizability.html, latency.svg and

@@ -28,8 +28,11 @@ type Results struct {
 	InfoRatePerNemesis map[string]NemesisInfo `json:"info_rate_per_nemesis"`
 	NoFault            NemesisInfo            `json:"no_fault"`
 	Unavailability     UnavailabilityInfo     `json:"unavailability"`
-	LeaderChanges      int                    `json:"leader_changes"`
-	Faults             []FaultInfo            `json:"faults"`
+	// Failover is, in a run with regions, the unavailability after each
+	// loss of the leader's region, to the first ok write elsewhere.
+	Failover      *UnavailabilityInfo `json:"failover,omitempty"`
+	LeaderChanges int                 `json:"leader_changes"`
+	Faults        []FaultInfo         `json:"faults"`
 }
 
 // RunInfo is Run in results.json.
@@ -41,6 +44,8 @@ type RunInfo struct {
 	Workloads []string `json:"workloads"`
 	DurationS float64  `json:"duration_s"`
 	Started   string   `json:"started,omitempty"` // RFC 3339
+	Network   string   `json:"network,omitempty"`
+	Notes     []string `json:"notes,omitempty"`
 }
 
 // CheckerInfo is one checker's verdict.
@@ -123,7 +128,7 @@ func resultsDocument(run Run, faults []history.Fault, res checker.Result) Result
 		Valid:   res.Valid,
 		Harness: run.Harness,
 		Run: RunInfo{Seed: run.Seed, Command: run.Command, Nodes: run.Nodes, Nemeses: nonNil(run.Nemeses),
-			Workloads: nonNil(run.Workloads), DurationS: run.Duration.Seconds()},
+			Workloads: nonNil(run.Workloads), DurationS: run.Duration.Seconds(), Network: run.Network, Notes: run.Notes},
 		Ops: res.Ops, Effects: res.Effects,
 		OpsByTypeOutcome: res.OpsByTypeOutcome, StatusCounts: res.StatusCounts,
 		Checkers:   []CheckerInfo{},
@@ -135,11 +140,9 @@ func resultsDocument(run Run, faults []history.Fault, res checker.Result) Result
 		AcksChecked: res.Acks.Checked, AcksUnchecked: res.Acks.Unchecked,
 		InfoRatePerNemesis: map[string]NemesisInfo{},
 		NoFault:            nemesisInfo(res.NoFault, 0),
-		Unavailability: UnavailabilityInfo{LeaderFaults: res.Unavailability.Faults,
-			Recovered: res.Unavailability.Recovered, P50MS: millis(res.Unavailability.P50),
-			P99MS: millis(res.Unavailability.P99), MaxMS: millis(res.Unavailability.Max), Windows: []WindowInfo{}},
-		LeaderChanges: res.LeaderChanges,
-		Faults:        []FaultInfo{},
+		Unavailability:     unavailabilityInfo(res.Unavailability),
+		LeaderChanges:      res.LeaderChanges,
+		Faults:             []FaultInfo{},
 	}
 	if !run.Started.IsZero() {
 		doc.Run.Started = run.Started.UTC().Format(time.RFC3339)
@@ -160,9 +163,9 @@ func resultsDocument(run Run, faults []history.Fault, res checker.Result) Result
 	for _, n := range res.Nemeses {
 		doc.InfoRatePerNemesis[n.Name] = nemesisInfo(n.OutcomeCounts, n.Faults)
 	}
-	for _, w := range res.Unavailability.Windows {
-		doc.Unavailability.Windows = append(doc.Unavailability.Windows, WindowInfo{Nemesis: w.Nemesis, Detail: w.Detail,
-			StartMS: millis(w.Start), LengthMS: millis(w.Length), Recovered: w.Recovered, OpID: w.OpID})
+	if res.Failover.Faults > 0 {
+		f := unavailabilityInfo(res.Failover)
+		doc.Failover = &f
 	}
 	for _, f := range faults {
 		doc.Faults = append(doc.Faults, FaultInfo{Nemesis: f.Nemesis, Detail: f.Detail, Targets: f.Targets,
@@ -170,6 +173,16 @@ func resultsDocument(run Run, faults []history.Fault, res checker.Result) Result
 			Cut: f.Cut, Failed: f.Failed})
 	}
 	return doc
+}
+
+func unavailabilityInfo(u checker.Unavailability) UnavailabilityInfo {
+	info := UnavailabilityInfo{LeaderFaults: u.Faults, Recovered: u.Recovered, P50MS: millis(u.P50),
+		P99MS: millis(u.P99), MaxMS: millis(u.Max), Windows: []WindowInfo{}}
+	for _, w := range u.Windows {
+		info.Windows = append(info.Windows, WindowInfo{Nemesis: w.Nemesis, Detail: w.Detail,
+			StartMS: millis(w.Start), LengthMS: millis(w.Length), Recovered: w.Recovered, OpID: w.OpID})
+	}
+	return info
 }
 
 func nonNil[T any](s []T) []T {

@@ -29,6 +29,12 @@ func Summary(run Run, res checker.Result) string {
 	if run.Harness != "" {
 		fmt.Fprintf(&b, "harness: %s\n(the schedule stopped there; everything was healed and the checkers judged the history up to it)\n", run.Harness)
 	}
+	if run.Network != "" {
+		fmt.Fprintf(&b, "network: %s\n", run.Network)
+	}
+	for _, n := range run.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
 
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -88,6 +94,21 @@ func Summary(run Run, res checker.Result) string {
 		fmt.Fprintf(&b, ": p50 %v, p99 %v, max %v", round(u.P50), round(u.P99), round(u.Max))
 	}
 	b.WriteString("\n")
+	if f := res.Failover; f.Faults > 0 {
+		fmt.Fprintf(&b, "failover (leader's region lost to first ok write through another region): %d faults, %d recovered", f.Faults, f.Recovered)
+		if f.Recovered > 0 {
+			fmt.Fprintf(&b, ": p50 %v, p99 %v, max %v", round(f.P50), round(f.P99), round(f.Max))
+		}
+		var each []string
+		for _, w := range f.Windows {
+			if w.Recovered {
+				each = append(each, round(w.Length).String())
+			} else {
+				each = append(each, "not recovered")
+			}
+		}
+		fmt.Fprintf(&b, " (each: %s)\n", strings.Join(each, ", "))
+	}
 	fmt.Fprintf(&b, "leader changes: %d\n", res.LeaderChanges)
 	fmt.Fprintf(&b, "\nreproduce: %s\n", orNone(run.Command))
 	return b.String()

@@ -210,24 +210,54 @@ func (w *Contended) ReadBurst(ctx context.Context, p int, node string, d time.Du
 	}
 }
 
+// finalReaders is how many keys FinalReads reads at once: over a delayed
+// (WAN) network each linearizable read costs round trips, and one at a
+// time would not get through a few thousand keys in the heal budget.
+const finalReaders = 16
+
+// finalAttempts bounds the reads of one key in FinalReads.
+const finalAttempts = 50
+
 // FinalReads reads every key the run touched (workload W2) through the
-// nodes in turn, retrying until each read is definite or ctx ends. process
-// numbers start at firstProcess so they never collide with run clients.
+// nodes in turn, retrying until each read is definite or ctx ends;
+// finalReaders keys at a time. Process numbers start at firstProcess (and
+// use finalReaders·finalAttempts of them) so they never collide with run
+// clients, and no two concurrent reads share one.
 func (w *Contended) FinalReads(ctx context.Context, firstProcess int) (unread int) {
-	for i, key := range w.Keys() {
-		ok := false
-		for attempt := 0; attempt < 50 && ctx.Err() == nil; attempt++ {
-			node := w.cfg.Nodes[(i+attempt)%len(w.cfg.Nodes)]
-			if w.read(ctx, firstProcess+attempt, key, node) == history.OutcomeOK {
-				ok = true
-				break
+	keys := w.Keys()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	next := 0
+	for r := range finalReaders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= len(keys) {
+					return
+				}
+				ok := false
+				for attempt := 0; attempt < finalAttempts && ctx.Err() == nil; attempt++ {
+					node := w.cfg.Nodes[(i+attempt)%len(w.cfg.Nodes)]
+					if w.read(ctx, firstProcess+r*finalAttempts+attempt, keys[i], node) == history.OutcomeOK {
+						ok = true
+						break
+					}
+					backoff(ctx, attempt)
+				}
+				if !ok {
+					mu.Lock()
+					unread++
+					mu.Unlock()
+				}
 			}
-			backoff(ctx, attempt)
-		}
-		if !ok {
-			unread++
-		}
+		}()
 	}
+	wg.Wait()
 	return unread
 }
 
