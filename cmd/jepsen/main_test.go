@@ -117,7 +117,7 @@ func TestParseRegionsAndDelay(t *testing.T) {
 		{"--placement"}, // without --regions
 		{"--raft-timeout", "100ms"},
 		{"--raft-timeout", "1s", "--hold", "3s"}, // heals before an election
-		{"--regions", "eu:0+1,us:2,ap:1"},          // node 1 a replica
+		{"--regions", "eu:0+1,us:2,ap:1"},        // node 1 a replica
 	} {
 		if _, err := parse(bad, io.Discard); err == nil {
 			t.Errorf("parse(%q) accepted", bad)
