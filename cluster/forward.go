@@ -496,7 +496,11 @@ type forwardServer struct {
 func (n *Node) acceptForward(conn net.Conn) {
 	s := &n.fwdServer
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || !n.raftStarted.Load() {
+		// Stopping, or still starting: the stream layer accepts while
+		// raft restores its snapshot, before n.raft is set. A follower
+		// whose connection closes before its command was written tries
+		// again (definite, not unknown).
 		s.mu.Unlock()
 		_ = conn.Close()
 		return

@@ -322,3 +322,18 @@ func TestForwardAnswers(t *testing.T) {
 		})
 	}
 }
+
+// A node still starting (raft restoring its snapshot, n.raft not set yet)
+// refuses forwarded commands by closing the connection, before anything
+// was written: the follower retries. It once dereferenced the nil raft
+// and crashed on every restart (found by the short fault profile).
+func TestForwardRefusedWhileRaftStarts(t *testing.T) {
+	n := &Node{}
+	client, server := net.Pipe()
+	defer client.Close()
+	n.acceptForward(server)
+	if _, err := client.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a node whose raft has not started served a forwarded connection")
+	}
+	n.fwdServer.wg.Wait()
+}

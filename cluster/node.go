@@ -231,6 +231,10 @@ type Node struct {
 	// preferred region): placement.go.
 	peers          *peerHealth
 	placementState atomic.Pointer[LeaderPlacement]
+	// raftStarted is set once n.raft is: the stream layer accepts
+	// connections (and so forwarded commands) while raft.NewRaft still
+	// restores its snapshot.
+	raftStarted atomic.Bool
 	// fwd forwards this node's commands to the leader while it follows;
 	// fwdServer serves the followers' while it leads (forward.go).
 	fwd       forwarder
@@ -312,6 +316,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
 	n.raft = r
+	n.raftStarted.Store(true) // forwarded commands may be served from now on
 
 	if err := n.startGossip(hasState); err != nil {
 		return nil, err
