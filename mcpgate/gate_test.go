@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -307,18 +308,25 @@ func TestGateProgressRelayed(t *testing.T) {
 		defer mu.Unlock()
 		if r.Params.ProgressToken == "mine" {
 			got = append(got, r.Params.Progress)
+			if len(got) == 2 {
+				close(h.up.progressSeen) // the upstream may answer now
+			}
 		}
 	}})
 	p := &mcp.CallToolParams{Name: "charge", Arguments: map[string]any{"order": "pr", "mode": "progress"}, Meta: key("pr")}
 	p.SetProgressToken("mine")
-	if _, err := cs.CallTool(context.Background(), p); err != nil {
+	res, err := cs.CallTool(context.Background(), p)
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "two progress notifications", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) == 2
-	})
+	if res.IsError || h.up.count("pr") != 1 {
+		t.Fatalf("call: %+v, %d effects", res, h.up.count("pr"))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(got, []float64{1, 2}) {
+		t.Errorf("progress relayed to the caller: %v, want [1 2]", got)
+	}
 }
 
 func TestGateToolListFollowsUpstream(t *testing.T) {

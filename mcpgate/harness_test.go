@@ -24,7 +24,8 @@ import (
 //	""          the effect, then a result {"charge_id", "n", "fencing_token"}
 //	"block"     the effect, announce on arrived, wait for release
 //	"hang"      the effect, announce on arrived, never answer
-//	"progress"  two progress notifications, the effect, the result
+//	"progress"  two progress notifications, then (bounded) waits until the
+//	            test closes progressSeen, the effect, the result
 //	"iserror"   the effect, then an isError result
 //	"invalid"   a JSON-RPC invalid-params error, no effect
 //	"internal"  the effect, then a JSON-RPC internal error
@@ -38,13 +39,19 @@ type fakeUpstream struct {
 	arrived chan string
 	release chan struct{}
 	quit    chan struct{}
+	// progressSeen is closed by a test once its caller got the progress
+	// notifications: the SDK hands notifications to handlers through a
+	// queue that the call's response bypasses, so progress sent right
+	// before a result may be handled after the call ended (and is then
+	// rightly dropped by the gate: no progress after the result).
+	progressSeen chan struct{}
 }
 
 var destructive = true
 
 func newFakeUpstream(t *testing.T) *fakeUpstream {
 	u := &fakeUpstream{effects: map[string]int{}, metas: map[string]map[string]any{}, arrived: make(chan string, 64),
-		release: make(chan struct{}), quit: make(chan struct{})}
+		release: make(chan struct{}), quit: make(chan struct{}), progressSeen: make(chan struct{})}
 	t.Cleanup(func() { close(u.quit) })
 	u.server = mcp.NewServer(&mcp.Implementation{Name: "fake", Version: "1"}, nil)
 	schema := map[string]any{"type": "object"}
@@ -73,6 +80,13 @@ func (u *fakeUpstream) charge(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if in.Mode == "progress" {
 		for i := 1; i <= 2; i++ {
 			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Total: 2, Message: "step"})
+		}
+		select {
+		case <-u.progressSeen:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-u.quit:
+			return nil, fmt.Errorf("quit")
 		}
 	}
 	u.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -202,14 +203,34 @@ func TestGateProcesses(t *testing.T) {
 		p.SetProgressToken("tok-1")
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
+		seen := make(chan error, 1)
+		go func() { // tell the upstream its caller got the progress, so it may answer
+			got := func() bool {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				return len(h.prog) == 3
+			}
+			for !got() {
+				select {
+				case <-cctx.Done():
+					seen <- cctx.Err()
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			seen <- os.WriteFile(w.effWeb+".progress-seen", nil, 0o600)
+		}()
 		if res, err := h.cs.CallTool(cctx, p); err != nil || res.IsError {
 			t.Fatalf("%v %v", res, err)
 		}
-		nodetest.WaitFor(t, 30*time.Second, "three progress notifications", func() bool {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			return len(h.prog) == 3
-		})
+		if err := <-seen; err != nil {
+			t.Fatalf("three progress notifications: %v", err)
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !slices.Equal(h.prog, []float64{1, 2, 3}) {
+			t.Errorf("progress relayed: %v, want [1 2 3]", h.prog)
+		}
 	})
 
 	t.Run("gates share keys: another gate over HTTP replays", func(t *testing.T) {

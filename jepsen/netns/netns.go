@@ -96,8 +96,9 @@ func Available() error {
 // namespace "<prefix>n<i>" per node with a veth into br0, address
 // 10.213.0.(10+i)/24 and lo up; and a veth "<prefix>h" from the root
 // namespace into br0 with 10.213.0.1/24. It first waits (bounded by ctx)
-// for the machine-wide lock and removes leftovers of earlier runs with the
-// same prefix. On failure everything it made is removed.
+// for the machine-wide lock and removes leftovers of earlier runs: those
+// with the same prefix, and any harness network (of any prefix) a crashed
+// run left holding the subnet. On failure everything it made is removed.
 func Create(ctx context.Context, prefix string, nodes int) (*Net, error) {
 	if !prefixRE.MatchString(prefix) {
 		return nil, fmt.Errorf("netns: prefix %q must be 1-11 characters: a lower-case letter, then lower-case letters, digits or dashes", prefix)
@@ -113,6 +114,10 @@ func Create(ctx context.Context, prefix string, nodes int) (*Net, error) {
 	if err := n.removeAll(); err != nil {
 		_ = n.Close()
 		return nil, fmt.Errorf("netns: removing leftovers of an earlier run: %w", err)
+	}
+	if err := removeCrashedNets(ctx); err != nil {
+		_ = n.Close()
+		return nil, err
 	}
 	if err := checkSubnetFree(ctx); err != nil {
 		_ = n.Close()
@@ -565,6 +570,37 @@ func killInside(ctx context.Context, ns string) error {
 func linkExists(ctx context.Context, name string) bool {
 	_, err := run(ctx, nil, "ip", "link", "show", "dev", name)
 	return err == nil
+}
+
+// hostLinkRE matches the root namespace's end of a harness network's host
+// veth ("<prefix>h") and captures the prefix.
+var hostLinkRE = regexp.MustCompile(`^([a-z][a-z0-9-]{0,10})h$`)
+
+// removeCrashedNets removes the harness networks, of any prefix, that a
+// crashed or killed run left behind: a root-namespace link named like a
+// host veth that holds the harness's host address. The caller holds the
+// machine-wide lock, so no live run owns such a network: every run that
+// builds one holds the lock until it has removed it (or died, which
+// releases the flock).
+func removeCrashedNets(ctx context.Context) error {
+	out, err := run(ctx, nil, "ip", "-o", "-4", "addr", "show", "to", Subnet)
+	if err != nil {
+		return fmt.Errorf("netns: %w", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[3], hostIP+"/") {
+			continue
+		}
+		m := hostLinkRE.FindStringSubmatch(strings.TrimSuffix(strings.SplitN(f[1], "@", 2)[0], ":"))
+		if m == nil {
+			continue
+		}
+		if err := (&Net{prefix: m[1]}).removeAll(); err != nil {
+			return fmt.Errorf("netns: removing the network a crashed run left with prefix %q: %w", m[1], err)
+		}
+	}
+	return nil
 }
 
 // checkSubnetFree fails when the root namespace already has an address in

@@ -273,3 +273,42 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestCrashedNetworkOfAnotherPrefixIsRemoved leaves a whole network of
+// another prefix behind, as a killed run would (its lock released, nothing
+// removed), and sees the next Create remove it instead of refusing the
+// subnet.
+func TestCrashedNetworkOfAnotherPrefixIsRemoved(t *testing.T) {
+	requireAvailable(t)
+	ctx := testContext(t, 50*time.Second)
+	const crashed = testPrefix + "x" // "ijtest-x": another prefix the test's leftovers() still sees
+	dead, err := Create(ctx, crashed, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dead.Close() })
+	dead.mu.Lock()
+	_ = dead.lock.Close() // the run dies: the kernel releases its flock, its network stays
+	dead.lock = nil
+	dead.mu.Unlock()
+	if !contains(leftovers(t), crashed+"h") {
+		t.Fatalf("the crashed network's host link is missing: %v", leftovers(t))
+	}
+
+	n, err := Create(ctx, testPrefix, 2)
+	if err != nil {
+		t.Fatalf("Create over a crashed run's network: %v", err)
+	}
+	for _, name := range []string{crashed + "h", crashed + "br", crashed + "n1", crashed + "n2"} {
+		if contains(leftovers(t), name) {
+			t.Errorf("%s of the crashed run is still there", name)
+		}
+	}
+	listen(t, n)
+	if err := dial(n, 0, 1, 5*time.Second); err != nil {
+		t.Errorf("the host cannot reach node 1 of the new network: %v", err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -8,7 +8,9 @@
 //	charge {order, amount, mode}  destructive: the effect, then {"charge_id", ...}. mode:
 //	                              "block" waits after the effect until <effects>.release exists,
 //	                              "die" SIGKILLs the process after the effect,
-//	                              "progress" sends three progress notifications first,
+//	                              "progress" sends three progress notifications first, then waits
+//	                              until <effects>.progress-seen exists (the caller got them: the
+//	                              gate drops progress it handles after the call's result),
 //	                              "iserror" answers an isError result
 //	refund {order}                destructive: the effect, then {"refund_id"}
 //	strict {ok}                   ok false: a JSON-RPC invalid-params error, no effect
@@ -130,6 +132,9 @@ func (u *upstream) charge(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(),
 				Progress: float64(i), Total: 3, Message: fmt.Sprintf("step %d", i)})
 		}
+		if err := waitForFile(ctx, u.effects+".progress-seen"); err != nil {
+			return nil, err
+		}
 	}
 	n := u.effect(map[string]any{"tool": "charge", "order": in.Order, "amount": in.Amount,
 		"fencing_token": req.Params.Meta["dev.intentd/fencingToken"], "key": req.Params.Meta["dev.intentd/idempotencyKey"]})
@@ -138,15 +143,8 @@ func (u *upstream) charge(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	case "block":
-		for {
-			if _, err := os.Stat(u.effects + ".release"); err == nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(10 * time.Millisecond):
-			}
+		if err := waitForFile(ctx, u.effects+".release"); err != nil {
+			return nil, err
 		}
 	}
 	res := &mcp.CallToolResult{
@@ -156,6 +154,20 @@ func (u *upstream) charge(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	}
 	res.IsError = in.Mode == "iserror"
 	return res, nil
+}
+
+// waitForFile polls until path exists or ctx ends.
+func waitForFile(ctx context.Context, path string) error {
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func (u *upstream) simple(tool string) mcp.ToolHandler {
