@@ -36,6 +36,7 @@ const (
 	TypeAddSigningKey CommandType = 12
 	TypeUseToken      CommandType = 13
 	TypeSetSettings   CommandType = 14
+	TypeNoteDuplicate CommandType = 15
 )
 
 // Errors returned by Decode.
@@ -225,6 +226,8 @@ func newCommand(t CommandType) Command {
 		return &UseToken{}
 	case TypeSetSettings:
 		return &SetSettings{}
+	case TypeNoteDuplicate:
+		return &NoteDuplicate{}
 	}
 	return nil
 }

@@ -124,6 +124,9 @@ type Result struct {
 	Count int
 	// Policy is the policy a policy command stored or removed.
 	Policy *Policy
+	// Local is true for a duplicate a node answered from its own copy of
+	// the ledger (Ledger.LocalDuplicate) without proposing anything.
+	Local bool
 }
 
 // Err returns nil for a success status and a *RefusalError wrapping the

@@ -29,6 +29,8 @@ func Touched(dst []Ref, cmd Command) (refs []Ref, all bool) {
 		return append(dst, Ref{Namespace: c.Namespace, Key: c.Key}), false
 	case *UseToken:
 		return append(dst, Ref{Namespace: c.Namespace, Key: c.Key}), false
+	case *NoteDuplicate:
+		return append(dst, Ref{Namespace: c.Namespace, Key: c.Key}), false
 	case *Expire:
 		return append(dst, c.Keys...), false
 	case *Purge:

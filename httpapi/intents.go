@@ -48,6 +48,10 @@ func (s *Server) claim(c echo.Context) error {
 		return s.writeProblem(c, refusalProblem(r, s.now()))
 	}
 	resp := &claimResponse{Status: r.Status, Intent: newIntentView(r.Intent)}
+	if r.Local {
+		// A duplicate this node answered from its own copy of the ledger.
+		c.Response().Header().Set(HeaderLocalAnswer, s.nodeID)
+	}
 	if r.Status == fsm.StatusGranted && r.Intent != nil {
 		resp.FencingToken = r.Intent.FencingToken
 		tok, err := s.svc.IssueToken(c.Request().Context(), r.Intent)

@@ -34,6 +34,11 @@ const HeaderForwardedBy = peerauth.HeaderForwardedBy
 // HeaderIdempotencyKey may carry the key of a claim instead of the body.
 const HeaderIdempotencyKey = "Idempotency-Key"
 
+// HeaderLocalAnswer names the node that answered a duplicate claim from
+// its own copy of the ledger, without the leader (intentd
+// --local-duplicates); absent on every other answer.
+const HeaderLocalAnswer = "X-Intentd-Local-Answer"
+
 // ContentTypeProblem is the media type of error answers.
 const ContentTypeProblem = "application/problem+json"
 

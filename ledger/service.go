@@ -28,6 +28,9 @@ type Service struct {
 	// faults are the fault suite's seeded bugs (SetFaults); none in the
 	// product build.
 	faults faults.Set
+	// local answers duplicates from this node's copy
+	// (AnswerDuplicatesLocally); nil when off.
+	local *localDuplicates
 
 	// waiters are the long-polls (Wait) by key; the replicator feeds them
 	// its changes until unsubscribe is called.
@@ -136,11 +139,15 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 		// Seeded bug: decide from a local read made before proposing.
 		_ = s.r.Read(ctx, Stale, func(l *fsm.Ledger) { sawAbsent = l.Get(ns, req.Key) == nil })
 	}
-	r, err := s.propose(ctx, &fsm.Claim{
+	claim := &fsm.Claim{
 		Namespace: ns, Key: req.Key, Tool: req.Tool, Owner: req.Owner, Payload: canonical, Fingerprint: fp,
 		Policy: req.Policy, LeaseMS: lease.Milliseconds(), DefaultLeaseMS: s.limits.DefaultLease.Milliseconds(),
 		DedupeWindowMS: s.limits.DedupeWindow.Milliseconds(), Principal: req.Principal,
-	})
+	}
+	if r := s.answerLocally(ctx, claim); r != nil {
+		return r, nil
+	}
+	r, err := s.propose(ctx, claim)
 	if err == nil && sawAbsent && r.Status == fsm.StatusInFlight {
 		// Seeded bug: trust the earlier check over the state machine, so
 		// two racing claims that both saw the key absent are both told

@@ -76,6 +76,9 @@ func (s *Service) Wait(ctx context.Context, namespace, key string, afterVersion 
 // draining HTTP requests. It may be called more than once.
 func (s *Service) Close() {
 	s.waiters.close()
+	if s.local != nil {
+		s.local.close()
+	}
 	s.closeOnce.Do(func() {
 		if s.unsubscribe != nil {
 			s.unsubscribe()

@@ -90,6 +90,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 	fs.StringVar(&c.Region, "region", "", "the region this node runs in (gossip, /v1/cluster, metrics; --prefer-leader-region)")
 	fs.StringVar(&c.PreferLeaderRegion, "prefer-leader-region", "", "move leadership to a healthy voter of this region whenever the leader is elsewhere (set it on every voter)")
 	fs.StringVar(&c.Network, "network", node.NetworkLAN, "timing profile: lan (one data centre: Raft 1s/1s/500ms, memberlist local) or wan (members 30-300 ms apart: Raft 3s/3s/1.5s, memberlist WAN); explicit timing flags win")
+	fs.BoolVar(&c.LocalDuplicates, "local-duplicates", false, "while not the leader, answer a duplicate claim (key executed or committed with the same payload, inside its dedupe window) from this node's own copy, without a round trip to the leader; the key's audit trail gets the duplicate from a note sent after the answer (every node must run a version that knows the note)")
+	fs.DurationVar(&c.LocalDuplicateMargin, "local-duplicate-margin", 5*time.Second, "with --local-duplicates: no local answer this close to the end of a dedupe window; must exceed the clock skew between nodes")
 	fs.StringVar(&c.LogStore, "log-store", c.LogStore, "Raft log store: wal (raft-wal, one fsync per append) or boltdb (raft-boltdb); a data dir keeps the kind it was made with")
 	fs.BoolVar(&c.LeaveOnTerminate, "leave-on-terminate", c.LeaveOnTerminate, "leave gossip on SIGTERM so the leader removes this voter")
 	fs.IntVar(&c.Limits.MaxPayloadBytes, "max-payload-bytes", c.Limits.MaxPayloadBytes, "largest intent payload accepted")

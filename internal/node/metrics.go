@@ -65,3 +65,38 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(n), state)
 	}
 }
+
+// localDuplicateCollector exports the counts of duplicates the node
+// answered from its own copy (--local-duplicates) and of their notes.
+type localDuplicateCollector struct {
+	svc                        *ledger.Service
+	answers, notes, notesQueue *prometheus.Desc
+}
+
+func newLocalDuplicateCollector(svc *ledger.Service) *localDuplicateCollector {
+	return &localDuplicateCollector{
+		svc: svc,
+		answers: prometheus.NewDesc("intentd_local_duplicate_claims_total",
+			"Duplicate claims this node answered from its own copy (answered), or sent to the leader because the note queue was full (queue_full).",
+			[]string{"outcome"}, nil),
+		notes: prometheus.NewDesc("intentd_local_duplicate_notes_total",
+			"Notes of locally answered duplicates: recorded by the leader (noted) or given up (lost: the duplicate is missing from the key's audit trail).",
+			[]string{"outcome"}, nil),
+		notesQueue: prometheus.NewDesc("intentd_local_duplicate_notes_queued", "Notes waiting to reach the leader.", nil, nil),
+	}
+}
+
+func (c *localDuplicateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.answers
+	ch <- c.notes
+	ch <- c.notesQueue
+}
+
+func (c *localDuplicateCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.svc.LocalDuplicateStats()
+	ch <- prometheus.MustNewConstMetric(c.answers, prometheus.CounterValue, float64(st.Answered), "answered")
+	ch <- prometheus.MustNewConstMetric(c.answers, prometheus.CounterValue, float64(st.QueueFull), "queue_full")
+	ch <- prometheus.MustNewConstMetric(c.notes, prometheus.CounterValue, float64(st.Noted), "noted")
+	ch <- prometheus.MustNewConstMetric(c.notes, prometheus.CounterValue, float64(st.Lost), "lost")
+	ch <- prometheus.MustNewConstMetric(c.notesQueue, prometheus.GaugeValue, float64(st.Queued))
+}

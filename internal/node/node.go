@@ -85,6 +85,11 @@ type Config struct {
 	Replica            bool
 	PreferLeaderRegion string
 	Network            string
+	// LocalDuplicates makes the node, while it is not the leader, answer
+	// duplicate claims from its own copy (ledger.LocalDuplicates), with
+	// LocalDuplicateMargin as the clock skew margin (0: its default).
+	LocalDuplicates      bool
+	LocalDuplicateMargin time.Duration
 }
 
 // DefaultConfig is a single-node ledger on loopback.
@@ -220,6 +225,15 @@ func (n *Node) Start(ctx context.Context) error {
 	svc := ledger.New(n.instrument(cn), n.cfg.Limits)
 	svc.SetKEK(kek, n.log)
 	n.svc = svc
+	if n.cfg.LocalDuplicates {
+		if err := svc.AnswerDuplicatesLocally(ledger.LocalDuplicates{Node: n.cfg.ID, Leading: cn.IsLeader,
+			Margin: n.cfg.LocalDuplicateMargin, Now: cc.Clock, Log: n.log}); err != nil {
+			_ = cn.Kill()
+			_ = ln.Close()
+			return err
+		}
+		n.registry.MustRegister(newLocalDuplicateCollector(svc))
+	}
 	n.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "intentd_long_polls_waiting",
 		Help: "Long-polls (GET /v1/intents/{key}?wait=) waiting on this node; capped by --max-waiters.",
