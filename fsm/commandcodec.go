@@ -65,7 +65,7 @@ func rawJSONOf(cmd Command) []byte {
 func hasBinary(t CommandType) bool {
 	switch t {
 	case TypeClaim, TypeComplete, TypeRenew, TypeCommit, TypeResolve, TypeApprove, TypeReject,
-		TypeExpire, TypePurge, TypeUseToken:
+		TypeExpire, TypePurge, TypeUseToken, TypeNoteDuplicate:
 		return true
 	}
 	return false
@@ -214,6 +214,14 @@ func appendBinary(b []byte, cmd Command) []byte {
 		b = appendString(b, c.Presented)
 		b = appendVarint(b, c.Expires)
 		b = appendString(b, c.Actor)
+	case *NoteDuplicate:
+		b = appendString(b, c.Namespace)
+		b = appendString(b, c.Key)
+		b = appendString(b, c.Owner)
+		b = appendFingerprint(b, c.Fingerprint)
+		b = appendString(b, c.Node)
+		b = appendString(b, c.Note)
+		b = appendVarint(b, c.AnsweredAt)
 	default:
 		panic(fmt.Sprintf("fsm: no binary encoding for %T", cmd)) // hasBinary said there is
 	}
@@ -299,6 +307,11 @@ func decodeBinary(body []byte, cmd Command) error {
 		c.Presented = d.text()
 		c.Expires = d.varint()
 		c.Actor = d.text()
+	case *NoteDuplicate:
+		c.Namespace, c.Key, c.Owner = d.text(), d.text(), d.text()
+		c.Fingerprint = d.fingerprint()
+		c.Node, c.Note = d.text(), d.text()
+		c.AnsweredAt = d.varint()
 	default:
 		return fmt.Errorf("no binary encoding for type %d", cmd.Type())
 	}

@@ -20,16 +20,16 @@ import (
 // while the event is in the key's trail.
 type NoteDuplicate struct {
 	Header
-	Namespace   string `json:"namespace"`
-	Key         string `json:"key"`
-	Owner       string `json:"owner"`
-	Fingerprint string `json:"fingerprint"`
+	Namespace   string
+	Key         string
+	Owner       string
+	Fingerprint string
 	// Node is the node that answered and Note the answer's id there.
-	Node string `json:"node"`
-	Note string `json:"note"`
+	Node string
+	Note string
 	// AnsweredAt is when the node answered, by its own clock (Unix
 	// nanoseconds): shown in the event's reason, never used to decide.
-	AnsweredAt int64 `json:"answered_at"`
+	AnsweredAt int64
 }
 
 // Type implements Command.

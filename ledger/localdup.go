@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/faults"
 )
 
 // LocalDuplicates configures answering duplicate claims from this node's
@@ -129,8 +130,19 @@ func (s *Service) answerLocally(ctx context.Context, c *fsm.Claim) *fsm.Result {
 	var in *fsm.Intent
 	var index uint64
 	now := ld.cfg.Now().UnixNano()
+	probe := c
+	if s.faults.Has(faults.LocalDuplicateAnyPayload) {
+		// Seeded bug: answer for the recorded payload, whatever was sent.
+		cp := *c
+		probe = &cp
+	}
 	err := s.r.Read(ctx, Stale, func(l *fsm.Ledger) {
-		if got, ok := l.LocalDuplicate(c, now, ld.cfg.Margin.Nanoseconds()); ok {
+		if probe != c {
+			if in := l.Get(c.Namespace, c.Key); in != nil {
+				probe.Fingerprint = in.Fingerprint
+			}
+		}
+		if got, ok := l.LocalDuplicate(probe, now, ld.cfg.Margin.Nanoseconds()); ok {
 			in, index = got, l.AppliedIndex()
 		}
 	})

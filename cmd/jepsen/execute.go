@@ -202,6 +202,12 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 			urls[cl.URL(i)] = nodes.Name(i)
 		}
 		copt.NodeOf = nodeOf(urls)
+		copt.RegionOf = func(u string) string {
+			if name := urls[u]; name != "" {
+				return o.wan.layout.RegionOf(nodes.Index(name))
+			}
+			return ""
+		}
 	}
 	if links != nil {
 		notes = append(notes, "link-delay layer: "+links.Summary())

@@ -106,6 +106,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	jitter := fs.String("jitter", "", "with --rtt: each delay varies by this fraction either way (10% or 0.1)")
 	fs.BoolVar(&o.wan.placement, "placement", false, "pass each node its place from --regions: --region NAME, and --voter=false (or --role replica) for replicas, each only if the binary knows the flag")
 	fs.StringVar(&o.wan.nodeNetwork, "node-network", "", "pass --network VALUE (lan or wan) to the nodes, if the binary knows the flag")
+	fs.BoolVar(&o.wan.localDuplicates, "local-duplicates", false, "pass --local-duplicates to the nodes (followers and replicas answer duplicates from their own copy), if the binary knows the flag")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

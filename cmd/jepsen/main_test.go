@@ -151,6 +151,19 @@ func TestNodeFlagsFollowTheBinary(t *testing.T) {
 		!strings.Contains(notes[0], "--region") || !strings.Contains(notes[1], "n3 ran as voters") || !strings.Contains(notes[2], "--network") {
 		t.Errorf("an old binary: args %q, expect %d, notes %q", got, expect, notes)
 	}
+
+	o, err = parse([]string{"--local-duplicates"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, _, notes = o.wan.nodeFlags(map[string]bool{"local-duplicates": true}, o.nodes)
+	if got := args(2); !reflect.DeepEqual(got, []string{"--local-duplicates"}) || len(notes) != 0 {
+		t.Errorf("--local-duplicates: %q, notes %q", got, notes)
+	}
+	args, _, notes = o.wan.nodeFlags(map[string]bool{}, o.nodes)
+	if got := args(2); len(got) != 0 || len(notes) != 1 || !strings.Contains(notes[0], "--local-duplicates") {
+		t.Errorf("--local-duplicates on an old binary: %q, notes %q", got, notes)
+	}
 }
 
 func TestBinaryFlags(t *testing.T) {

@@ -26,6 +26,9 @@ type wanOptions struct {
 	// binary knows the flags; nodeNetwork passes --network.
 	placement   bool
 	nodeNetwork string
+	// localDuplicates passes --local-duplicates: followers and replicas
+	// answer duplicates from their own copy.
+	localDuplicates bool
 }
 
 // parse reads --regions, --rtt and --jitter; a layout sets the number of
@@ -122,6 +125,9 @@ func (w wanOptions) nodeFlagsNamed() string {
 	}
 	if w.nodeNetwork != "" {
 		f = append(f, "--network "+w.nodeNetwork)
+	}
+	if w.localDuplicates {
+		f = append(f, "--local-duplicates")
 	}
 	if len(f) == 0 {
 		return ""
@@ -249,6 +255,15 @@ func (w wanOptions) nodeFlags(known map[string]bool, n int) (args func(i int) []
 			notes = append(notes, fmt.Sprintf("--node-network %s: the binary has no --network flag: the nodes ran with their default timings", w.nodeNetwork))
 		}
 	}
+	if w.localDuplicates {
+		if known["local-duplicates"] {
+			for i := 1; i <= n; i++ {
+				per[i] = append(per[i], "--local-duplicates")
+			}
+		} else {
+			notes = append(notes, "--local-duplicates: the binary has no such flag: every claim went to the leader")
+		}
+	}
 	return func(i int) []string { return slices.Clone(per[i]) }, bootstrapExpect, notes
 }
 
@@ -291,7 +306,7 @@ type nodeSetup struct {
 // it. The exit code goes with an error.
 func resolveNodeFlags(ctx context.Context, o *options, bin string) (nodeSetup, int, error) {
 	nf := nodeSetup{args: func(int) []string { return nil }}
-	if !o.wan.placement && o.wan.nodeNetwork == "" {
+	if !o.wan.placement && o.wan.nodeNetwork == "" && !o.wan.localDuplicates {
 		if o.wan.regions && o.wan.layout.Voters() != o.wan.layout.Nodes() {
 			nf.notes = append(nf.notes, "replicas in --regions without --placement: they ran as voters")
 		}

@@ -38,10 +38,16 @@ const (
 	// node ID it announces, as the cluster did before IDs were bound to
 	// gossip names.
 	TrustGossipIDs Bug = "trust-gossip-ids"
+	// LocalDuplicateAnyPayload answers a claim locally (--local-duplicates)
+	// as a duplicate of the executed key whatever its payload, so a
+	// divergent retry is told "duplicate" instead of being refused.
+	LocalDuplicateAnyPayload Bug = "local-duplicate-any-payload"
 )
 
 // All lists every seeded bug.
-func All() []Bug { return []Bug{StaleReads, LeadershipLostIsFailure, CheckThenClaim, TrustGossipIDs} }
+func All() []Bug {
+	return []Bug{StaleReads, LeadershipLostIsFailure, CheckThenClaim, TrustGossipIDs, LocalDuplicateAnyPayload}
+}
 
 // Names returns the bugs' names, comma separated, for help texts.
 func Names() string {

@@ -199,6 +199,9 @@ type Result struct {
 	// LeaderChanges counts faults whose LeaderBefore and LeaderAfter are
 	// both known and differ.
 	LeaderChanges int
+	// Latency is, with Options.RegionOf, the claim latency per region
+	// while no fault was active (LatencyByRegion).
+	Latency []RegionLatency
 }
 
 // Options tune Check.
@@ -211,6 +214,9 @@ type Options struct {
 	// NodeOf, when set, names the node ("n<i>") an op was sent to (from
 	// its Node), and turns on the Failover measure.
 	NodeOf func(opNode string) string
+	// RegionOf, when set, names the region of the node an op was sent to
+	// (from its Node), and turns on the Latency measure.
+	RegionOf func(opNode string) string
 }
 
 // Linearization is what the linearizable checker leaves for a report:
@@ -279,6 +285,9 @@ func Check(ops []history.Op, effects []history.Effect, faults []history.Fault, d
 	res.Unavailability = unavailability(ops, faults)
 	if opt.NodeOf != nil {
 		res.Failover = failover(ops, faults, opt.NodeOf)
+	}
+	if opt.RegionOf != nil {
+		res.Latency = LatencyByRegion(ops, faults, opt.RegionOf)
 	}
 	for _, f := range faults {
 		if f.LeaderBefore != "" && f.LeaderAfter != "" && f.LeaderBefore != f.LeaderAfter {

@@ -65,6 +65,10 @@ type Op struct {
 	Generation  uint64 `json:"generation,omitempty"`
 	IntentTag   string `json:"intent_payload,omitempty"` // payload variant recorded in the intent
 	Error       string `json:"error,omitempty"`
+	// Local is true for an answer the node gave from its own copy of the
+	// ledger, without the leader (a duplicate under --local-duplicates):
+	// the checkers judge it like any other answer.
+	Local bool `json:"local,omitempty"`
 }
 
 // Effect is one side effect the workload performed in its own world after

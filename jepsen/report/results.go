@@ -32,7 +32,25 @@ type Results struct {
 	// loss of the leader's region, to the first ok write elsewhere.
 	Failover      *UnavailabilityInfo `json:"failover,omitempty"`
 	LeaderChanges int                 `json:"leader_changes"`
+	// Latency is, in a run with regions, what each region's clients saw
+	// of their claims while no fault was active.
+	Latency []RegionLatencyInfo `json:"latency_by_region,omitempty"`
 	Faults        []FaultInfo         `json:"faults"`
+}
+
+// RegionLatencyInfo is checker.RegionLatency in results.json
+// (milliseconds).
+type RegionLatencyInfo struct {
+	Region         string  `json:"region"`
+	Grants         int     `json:"grants"`
+	GrantP50MS     float64 `json:"grant_p50_ms"`
+	GrantP99MS     float64 `json:"grant_p99_ms"`
+	Duplicates     int     `json:"duplicates"`
+	DuplicateP50MS float64 `json:"duplicate_p50_ms"`
+	DuplicateP99MS float64 `json:"duplicate_p99_ms"`
+	Local          int     `json:"local_duplicates"`
+	LocalP50MS     float64 `json:"local_p50_ms"`
+	LocalP99MS     float64 `json:"local_p99_ms"`
 }
 
 // RunInfo is Run in results.json.
@@ -166,6 +184,12 @@ func resultsDocument(run Run, faults []history.Fault, res checker.Result) Result
 	if res.Failover.Faults > 0 {
 		f := unavailabilityInfo(res.Failover)
 		doc.Failover = &f
+	}
+	for _, l := range res.Latency {
+		doc.Latency = append(doc.Latency, RegionLatencyInfo{Region: l.Region, Grants: l.Grants,
+			GrantP50MS: millis(l.GrantP50), GrantP99MS: millis(l.GrantP99), Duplicates: l.Duplicates,
+			DuplicateP50MS: millis(l.DuplicateP50), DuplicateP99MS: millis(l.DuplicateP99), Local: l.Local,
+			LocalP50MS: millis(l.LocalP50), LocalP99MS: millis(l.LocalP99)})
 	}
 	for _, f := range faults {
 		doc.Faults = append(doc.Faults, FaultInfo{Nemesis: f.Nemesis, Detail: f.Detail, Targets: f.Targets,

@@ -110,6 +110,16 @@ func Summary(run Run, res checker.Result) string {
 		fmt.Fprintf(&b, " (each: %s)\n", strings.Join(each, ", "))
 	}
 	fmt.Fprintf(&b, "leader changes: %d\n", res.LeaderChanges)
+	if len(res.Latency) > 0 {
+		b.WriteString("\nclaim latency by the region of the node asked, while no fault was active:\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "region\tgrants\tp50\tp99\tduplicates\tvia leader p50\tp99\tanswered locally\tp50\tp99")
+		for _, l := range res.Latency {
+			fmt.Fprintf(tw, "%s\t%d\t%v\t%v\t%d\t%v\t%v\t%d\t%v\t%v\n", l.Region, l.Grants, round(l.GrantP50), round(l.GrantP99),
+				l.Duplicates, round(l.DuplicateP50), round(l.DuplicateP99), l.Local, round(l.LocalP50), round(l.LocalP99))
+		}
+		_ = tw.Flush()
+	}
 	fmt.Fprintf(&b, "\nreproduce: %s\n", orNone(run.Command))
 	return b.String()
 }

@@ -27,6 +27,7 @@ type answer struct {
 	fence   uint64 // fencing_token of a grant
 	intent  *intentView
 	err     string
+	local   bool // the node answered from its own copy (X-Intentd-Local-Answer)
 }
 
 type intentView struct {
@@ -100,7 +101,8 @@ func (c *caller) do(ctx context.Context, method, url string, body any) answer {
 	}
 	var w wire
 	_ = json.Unmarshal(raw, &w)
-	a := answer{status: w.Status, fence: w.FencingToken, intent: w.Intent, created: resp.StatusCode == http.StatusCreated}
+	a := answer{status: w.Status, fence: w.FencingToken, intent: w.Intent, created: resp.StatusCode == http.StatusCreated,
+		local: resp.Header.Get("X-Intentd-Local-Answer") != ""}
 	if w.Code != "" {
 		a.status = w.Code
 	}
@@ -135,7 +137,7 @@ var definitelyNotApplied = map[string]bool{"no_leader": true, "not_leader": true
 
 // fill copies an answer into a recorded op.
 func (a answer) fill(op *history.Op) {
-	op.Outcome, op.Status, op.Created, op.Error = a.outcome, a.status, a.created, a.err
+	op.Outcome, op.Status, op.Created, op.Error, op.Local = a.outcome, a.status, a.created, a.err, a.local
 	if a.intent != nil {
 		op.State, op.IntentOwner, op.IntentFence = a.intent.State, a.intent.Owner, a.intent.FencingToken
 		op.Generation, op.IntentTag = a.intent.Generation, a.intent.tag()
