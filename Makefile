@@ -4,7 +4,7 @@ BIN       := bin
 PKGS      := ./...
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build run test test-go test-sdk canary canary-proxy canary-mcp test-unit test-integration jepsen jepsen-short jepsen-long jepsen-soak fuzz bench vet fmt verify clean deps
+.PHONY: all build run test test-go test-sdk canary canary-proxy canary-mcp test-unit test-integration jepsen jepsen-short jepsen-long jepsen-wan jepsen-soak fuzz bench vet fmt verify clean deps
 
 all: build
 
@@ -64,6 +64,10 @@ jepsen-short: deps
 ## jepsen-long: every nemesis, 5 nodes, several seeds
 jepsen-long: deps
 	./scripts/jepsen-long.sh
+
+## jepsen-wan: claim latency by region at RTTs of 30, 80 and 150 ms, local duplicate answers, failover of a lost leader region (about 15 min; knobs in scripts/jepsen-wan.sh)
+jepsen-wan: deps
+	./scripts/jepsen-wan.sh
 
 ## jepsen-soak: the bounded matrix (3/5 nodes x nemesis sets x workloads x lan/wan x seeds) and the controls under WAN; writes the aggregate table into docs/fault-testing.md (about 80 min; knobs in scripts/jepsen-soak.sh)
 jepsen-soak: deps

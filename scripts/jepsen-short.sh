@@ -36,10 +36,12 @@ run() { # name, args...
 run faults --nodes 3 --seed "$SEED" --duration 120s --interval 5s --hold 2500ms \
   --nemesis kill-leader,isolate-leader,partition-halves,pause-leader,deafen-leader,kill-random,loss,clock-skew,snapshot-install,membership,restart-read
 # Over a WAN of three regions (round trips of 80 and 150 ms through the
-# link-delay layer, 10% jitter): the matrix changes mid-run, the leader's
-# region is cut off, the leader is killed (about 35 s).
+# link-delay layer, 10% jitter) with a non-voting replica in eu, and
+# followers and the replica answering duplicates from their own copy: the
+# matrix changes mid-run, the leader's region is cut off, the leader is
+# killed (about 35 s).
 run wan --seed "$SEED" --duration 30s --interval 5s --hold 2500ms \
-  --regions eu:1,us:1,ap:1 --rtt eu-us=80ms,eu-ap=150ms,us-ap=150ms --jitter 10% \
+  --regions eu:1+1,us:1,ap:1 --placement --local-duplicates --rtt eu-us=80ms,eu-ap=150ms,us-ap=150ms --jitter 10% \
   --nemesis wan,isolate-leader-region,kill-leader --workload w1,w2
 # The trust boundary, with TLS on: rogue gossip members (one announcing
 # the leader's ID, one taking its name, one claiming a new ID without a node
@@ -72,6 +74,10 @@ run control-leadership-lost --nodes 3 --seed "$SEED" --duration 120s --interval 
 # boundary before IDs were bound to gossip names): rogue-member must see it.
 run control-trust-gossip-ids --nodes 3 --seed "$SEED" --duration 20s --interval 4s --hold 2500ms \
   --nemesis rogue-member --workload w1,w2 --bug trust-gossip-ids
+# Local duplicate answers that ignore the payload: a divergent retry that
+# reaches a follower is told "duplicate" (no-divergent-grant must see it).
+run control-local-duplicate-any-payload --nodes 3 --seed "$SEED" --duration 30s --interval 5s --hold 2500ms \
+  --nemesis kill-random --workload w1,w2 --local-duplicates --bug local-duplicate-any-payload
 # CI keeps only the tail of the output: name every failed run again here,
 # with its verdict line and checker line, so the tail says what failed.
 echo "== jepsen short profile: ${#failed[@]} failed"

@@ -6,7 +6,7 @@
 # soak-table markers.
 #
 # Defaults: 2 sizes x 3 nemesis sets x 2 workloads x 2 networks x 5 seeds =
-# 120 runs of 30 s, then 4 controls: about 80 minutes on a 2-core VM.
+# 120 runs of 30 s, then 5 controls: about 80 minutes on a 2-core VM.
 # Every knob is an environment variable:
 #   NODES="3 5" SETS="net proc all" WORKLOADS="w1,w2 w1,w2,w3"
 #   NETWORKS="lan wan" SEEDS="1 2 3 4 5" DURATION=30s RATE=250
@@ -15,6 +15,7 @@
 #   RTT3 / RTT5 and REGIONS3 / REGIONS5 (the wan network's layout)
 #   PLACEMENT=1 passes the nodes their regions and roles (--placement)
 #   REPLICAS=1 adds a replica to each wan layout (needs node support)
+#   LOCAL=1 passes --local-duplicates to the nodes of every cell
 #   KEEP_DATA=1 keeps the node data of passed runs (200 MB each)
 # Needs root and network namespaces: without them (and CI not true) it
 # skips with a message.
@@ -39,6 +40,7 @@ JITTER=${JITTER:-10%}
 PLACEMENT=${PLACEMENT:-0}
 REPLICAS=${REPLICAS:-0}
 KEEP_DATA=${KEEP_DATA:-0}
+LOCAL=${LOCAL:-0}
 
 mkdir -p "$RESULTS"
 go build -o "$RESULTS/intentd" ./cmd/intentd || exit 1
@@ -67,6 +69,7 @@ nemeses() {
 # wan layout of N voters.
 network() {
   local n=$1 net=$2 regions
+  [ "$LOCAL" = 1 ] && echo "--local-duplicates"
   [ "$net" = lan ] && { echo "--nodes $n"; return; }
   regions=$REGIONS3
   [ "$n" = 5 ] && regions=$REGIONS5
@@ -130,11 +133,13 @@ if [ "$CONTROLS" = 1 ]; then
       --rate 400 --clients 30 --nemesis deafen-leader --workload w1,w2 --bug leadership-lost-is-failure $wan3
     run control-trust-gossip-ids-wan "controls, wan" trust-gossip-ids --seed 42 --duration 20s --interval 4s --hold 2500ms \
       --nemesis rogue-member --workload w1,w2 --bug trust-gossip-ids $wan3
+    run control-local-duplicate-any-payload-wan "controls, wan" local-duplicate-any-payload --seed 42 --duration 30s --interval 5s \
+      --hold 2500ms --clients 30 --nemesis kill-random --workload w1,w2 --local-duplicates --bug local-duplicate-any-payload $wan3
   }
 fi
 
 elapsed=$(($(date +%s) - started))
 echo "== jepsen soak: $(wc -l <"$RUNS") runs in ${elapsed}s; aggregate:"
-args=(aggregate --wall-seconds "$elapsed" --matrix "NODES=\"$NODES\" SETS=\"$SETS\" WORKLOADS=\"$WORKLOADS\" NETWORKS=\"$NETWORKS\" SEEDS=\"$SEEDS\" DURATION=$DURATION RATE=$RATE")
+args=(aggregate --wall-seconds "$elapsed" --matrix "NODES=\"$NODES\" SETS=\"$SETS\" WORKLOADS=\"$WORKLOADS\" NETWORKS=\"$NETWORKS\" SEEDS=\"$SEEDS\" DURATION=$DURATION RATE=$RATE PLACEMENT=$PLACEMENT REPLICAS=$REPLICAS LOCAL=$LOCAL")
 [ -n "$DOC" ] && args+=(--doc "$DOC")
 "$RESULTS/jepsen" "${args[@]}" "$RESULTS"
