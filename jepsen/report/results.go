@@ -35,7 +35,7 @@ type Results struct {
 	// Latency is, in a run with regions, what each region's clients saw
 	// of their claims while no fault was active.
 	Latency []RegionLatencyInfo `json:"latency_by_region,omitempty"`
-	Faults        []FaultInfo         `json:"faults"`
+	Faults  []FaultInfo         `json:"faults"`
 }
 
 // RegionLatencyInfo is checker.RegionLatency in results.json
