@@ -4,6 +4,8 @@
 # replica, us, ap) through the link-delay layer, nodes on --network wan
 # with --local-duplicates.
 #
+#   W1 with half its iterations retrying a recent key as a new owner
+#   (--retry-fraction 0.5: agents retrying calls that already ran).
 #   latency runs: no delay, then every pair RTT apart for each RTT in RTTS
 #     (no fault fires: the first would come after the run); each prints
 #     the claim latency by region (grants, duplicates via the leader,
@@ -29,7 +31,7 @@ go build -o "$RESULTS/intentd" ./cmd/intentd || exit 1
 go build -o "$RESULTS/jepsen" ./cmd/jepsen || exit 1
 
 common=(--binary "$RESULTS/intentd" --seed 7 --regions eu:1+1,us:1,ap:1 --placement --node-network wan
-  --local-duplicates --workload w1 --clients 30 --rate 150)
+  --local-duplicates --workload w1 --clients 30 --rate 150 --retry-fraction 0.5)
 status=0
 run() { # name, args...
   local name=$1; shift

@@ -135,7 +135,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	}
 	w := workload.NewContended(workload.Config{
 		Nodes: addrs, TLS: cl.ClientTLS(), Clients: o.clients, Claimants: o.claimants, Rate: o.rate, DivergentFraction: 0.05,
-		ReadFraction: 0.2, Timeout: 2 * time.Second, Seed: uint64(o.seed), Prefix: fmt.Sprintf("s%d", o.seed),
+		ReadFraction: 0.2, RetryFraction: o.retryFraction, Timeout: 2 * time.Second, Seed: uint64(o.seed), Prefix: fmt.Sprintf("s%d", o.seed),
 	}, rec)
 
 	started := time.Now()

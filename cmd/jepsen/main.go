@@ -56,13 +56,15 @@ type options struct {
 	rate      float64
 	clients   int
 	claimants int
-	seed      int64
-	results   string
-	binary    string
-	bug       string
-	finalRead bool // W2
-	tls       bool // nodes run with TLS (HTTPS, Raft over mutual TLS with node identities)
-	args      []string
+	// retryFraction is W1's share of late retries of recent keys.
+	retryFraction float64
+	seed          int64
+	results       string
+	binary        string
+	bug           string
+	finalRead     bool // W2
+	tls           bool // nodes run with TLS (HTTPS, Raft over mutual TLS with node identities)
+	args          []string
 
 	raftTimeout    time.Duration
 	raftTimeoutSet bool // --raft-timeout was given
@@ -94,6 +96,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.rate, "rate", 200, "total client operations per second")
 	fs.IntVar(&o.clients, "clients", 15, "concurrent clients")
 	fs.IntVar(&o.claimants, "claimants", 3, "clients racing for each key")
+	fs.Float64Var(&o.retryFraction, "retry-fraction", 0, "fraction of W1 iterations that first claim one of the client's recent keys again as a new owner (an agent retrying a call that already ran), 0..1")
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the fault schedule and the workload (0: pick one and print it)")
 	fs.StringVar(&o.results, "results", "", "results directory (default results/<time>-seed<seed>)")
 	fs.StringVar(&o.binary, "binary", "", "intentd binary (default: go build -tags faults ./cmd/intentd into the results dir; --bug needs that build)")
@@ -126,6 +129,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if err := o.checkHold(); err != nil && !o.profileTimeouts() {
 		return o, err // with the nodes' own profile, execute checks it once it knows the profile's timeout
+	}
+	if o.retryFraction < 0 || o.retryFraction > 1 {
+		return o, errors.New("--retry-fraction must be within 0..1")
 	}
 	if o.duration <= 0 || o.hold <= 0 || o.interval <= o.hold || o.clients < 1 || o.claimants < 1 {
 		return o, errors.New("need positive --duration, --hold < --interval, --clients and --claimants")

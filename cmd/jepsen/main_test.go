@@ -133,7 +133,7 @@ func TestNodeFlagsFollowTheBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	args, expect, notes := o.wan.nodeFlags(map[string]bool{"region": true, "voter": true, "network": true}, o.nodes)
-	if got := args(3); !reflect.DeepEqual(got, []string{"--region", "eu", "--voter=false", "--network", "wan"}) {
+	if got := args(3); !reflect.DeepEqual(got, []string{"--region", "eu", "--voter=false", "--bootstrap-expect", "0", "--network", "wan"}) {
 		t.Errorf("replica n3: %q", got)
 	}
 	if got := args(6); !reflect.DeepEqual(got, []string{"--region", "ap", "--network", "wan"}) {
@@ -143,7 +143,7 @@ func TestNodeFlagsFollowTheBinary(t *testing.T) {
 		t.Errorf("bootstrap-expect %d, notes %q", expect, notes)
 	}
 	args, expect, _ = o.wan.nodeFlags(map[string]bool{"region": true, "role": true}, o.nodes)
-	if got := args(3); !reflect.DeepEqual(got, []string{"--region", "eu", "--role", "replica"}) || expect != 5 {
+	if got := args(3); !reflect.DeepEqual(got, []string{"--region", "eu", "--role", "replica", "--bootstrap-expect", "0"}) || expect != 5 {
 		t.Errorf("replica n3 with --role: %q", got)
 	}
 	args, expect, notes = o.wan.nodeFlags(map[string]bool{"id": true}, o.nodes)

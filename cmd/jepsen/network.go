@@ -238,8 +238,11 @@ func (w wanOptions) nodeFlags(known map[string]bool, n int) (args func(i int) []
 		case role == nil:
 			notes = append(notes, fmt.Sprintf("--placement: the binary has neither --voter nor --role: replicas %s ran as voters", joinNames(replicas)))
 		default:
+			// A replica never bootstraps (intentd refuses --bootstrap-expect
+			// on one): its 0 comes after the harness's count and wins.
 			for _, i := range replicas {
 				per[i] = append(per[i], role...)
+				per[i] = append(per[i], "--bootstrap-expect", "0")
 			}
 			bootstrapExpect = w.layout.Voters()
 		}

@@ -31,6 +31,10 @@ type Config struct {
 	DivergentFraction float64
 	// ReadFraction of operations are linearizable reads of a recent key.
 	ReadFraction float64
+	// RetryFraction of iterations first claim one of the client's recent
+	// keys again, with its payload, as a new owner: an agent that lost its
+	// tool history retries a call that already ran (mostly a duplicate).
+	RetryFraction float64
 	// Timeout bounds each request (its outcome is unknown past it).
 	Timeout time.Duration
 	// Seed makes each client's choices (nodes, variants, reads) repeatable.
@@ -116,12 +120,17 @@ func (w *Contended) client(ctx context.Context, p int, ticks <-chan time.Time) {
 	rng := rand.New(rand.NewPCG(w.cfg.Seed, uint64(p)+1))
 	group := p / w.cfg.Claimants
 	var recent []string
+	variants := map[string]string{} // of the keys in recent
 	for i := 0; ctx.Err() == nil; i++ {
 		if len(recent) > 0 && rng.Float64() < w.cfg.ReadFraction {
 			if !pace(ctx, ticks) {
 				return
 			}
 			w.read(ctx, p, recent[rng.IntN(len(recent))], w.cfg.Nodes[rng.IntN(len(w.cfg.Nodes))])
+		}
+		if len(recent) > 0 && w.cfg.RetryFraction > 0 && rng.Float64() < w.cfg.RetryFraction {
+			old := recent[rng.IntN(len(recent))]
+			w.claimAndExecute(ctx, p, rng, old, fmt.Sprintf("c%d/%d/retry", p, i), variants[old], ticks)
 		}
 		key := fmt.Sprintf("%s:g%d:%d", w.cfg.Prefix, group, i)
 		w.mu.Lock()
@@ -133,7 +142,9 @@ func (w *Contended) client(ctx context.Context, p int, ticks <-chan time.Time) {
 		}
 		w.claimAndExecute(ctx, p, rng, key, fmt.Sprintf("c%d/%d", p, i), variant, ticks)
 		recent = append(recent, key)
+		variants[key] = variant
 		if len(recent) > 16 {
+			delete(variants, recent[0])
 			recent = recent[1:]
 		}
 	}
