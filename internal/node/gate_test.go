@@ -188,9 +188,7 @@ func TestGrantBindingHoldsThroughAFollower(t *testing.T) {
 		c.Security.GossipKey = testGossipKey
 	}
 	tn := newTestNodes(t)
-	n1 := tn.startCfg("n1", 3, anyAddrs, secured)
-	tn.startCfg("n2", 3, anyAddrs, secured, n1.Cluster().GossipAddr())
-	tn.startCfg("n3", 3, anyAddrs, secured, n1.Cluster().GossipAddr())
+	tn.startThree(secured)
 	tn.waitReady()
 	var followers []string
 	for _, m := range tn.mains {

@@ -30,9 +30,7 @@ func claimAt(t *testing.T, addr string, body map[string]any) (int, map[string]an
 func TestFollowerAnswersDuplicatesLocallyAndNotesThem(t *testing.T) {
 	tn := newTestNodes(t)
 	local := func(c *Config) { c.LocalDuplicates = true }
-	first := tn.startCfg("n1", 3, anyAddrs, local)
-	tn.startCfg("n2", 3, anyAddrs, local, first.Cluster().GossipAddr())
-	tn.startCfg("n3", 3, anyAddrs, local, first.Cluster().GossipAddr())
+	tn.startThree(local)
 	tn.waitReady()
 	leader := tn.leader()
 	var follower *Node

@@ -47,6 +47,15 @@ func (tn *testNodes) startCfg(id string, expect int, addrs [3]string, tune func(
 
 var anyAddrs = [3]string{"127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"}
 
+// startThree starts n1, n2 and n3 (which join n1) on any addresses, each
+// after tune adjusted its configuration; it does not wait for readiness.
+func (tn *testNodes) startThree(tune func(*Config)) {
+	tn.t.Helper()
+	n1 := tn.startCfg("n1", 3, anyAddrs, tune)
+	tn.startCfg("n2", 3, anyAddrs, tune, n1.Cluster().GossipAddr())
+	tn.startCfg("n3", 3, anyAddrs, tune, n1.Cluster().GossipAddr())
+}
+
 // pki is a development PKI for nodes n1..n3 and a client.
 type pki struct{ files tlsutil.Files }
 
@@ -97,9 +106,7 @@ func TestHTTPSClusterServesForwardsAndRefusesStrangers(t *testing.T) {
 		c.Security = SecurityConfig{ClusterName: tlsutil.DefaultCluster, TLSCert: good.files.Node[c.ID], TLSKey: good.files.NodeKey[c.ID],
 			TLSCA: good.files.CA, TLSClientCA: good.files.ClientCA, GossipKey: "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}
 	}
-	n1 := tn.startCfg("n1", 3, anyAddrs, secure)
-	tn.startCfg("n2", 3, anyAddrs, secure, n1.Cluster().GossipAddr())
-	tn.startCfg("n3", 3, anyAddrs, secure, n1.Cluster().GossipAddr())
+	tn.startThree(secure)
 	hc := httpsClient(t, good.files.CA, good.files.Client, good.files.ClientKey)
 	nodetest.WaitFor(t, 30*time.Second, "three ready nodes over HTTPS", func() bool {
 		for _, m := range tn.mains {
@@ -312,9 +319,7 @@ func TestSnapshotSaveAndRestoreOverHTTPGiveTheSameDigest(t *testing.T) {
 func TestRollingRestartLosesNoAcknowledgedWrite(t *testing.T) {
 	tn := newTestNodes(t)
 	keep := func(c *Config) { c.LeaveOnTerminate = false }
-	n1 := tn.startCfg("n1", 3, anyAddrs, keep)
-	tn.startCfg("n2", 3, anyAddrs, keep, n1.Cluster().GossipAddr())
-	tn.startCfg("n3", 3, anyAddrs, keep, n1.Cluster().GossipAddr())
+	tn.startThree(keep)
 	tn.waitReady()
 	var urls []string
 	for _, id := range []string{"n1", "n2", "n3"} {
