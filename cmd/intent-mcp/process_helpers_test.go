@@ -22,36 +22,6 @@ import (
 	"github.com/intentledger/intentd/mcpgate"
 )
 
-var (
-	buildMu sync.Mutex
-	built   = map[string]string{}
-)
-
-// binary builds a package of the module once per test binary and skips
-// under -short: real processes are the integration tier.
-func binary(t *testing.T, pkg string) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs real processes: integration tier")
-	}
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if bin, ok := built[pkg]; ok {
-		return bin
-	}
-	dir, err := os.MkdirTemp("", "intent-mcp-bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, filepath.Base(pkg))
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/intentledger/intentd/"+pkg).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build ./%s: %v\n%s", pkg, err, out)
-	}
-	built[pkg] = bin
-	return bin
-}
-
 // world is a 3-node intentd cluster, the test upstream as an HTTP server
 // process, and what a host needs to launch gates in front of it and of a
 // stdio test upstream.
@@ -66,13 +36,13 @@ type world struct {
 	webURL         string
 	configFile     string
 	extraArgs      []string
-	gateLogs       []*lockedBuffer
+	gateLogs       []*nodetest.LockedBuffer
 	mu             sync.Mutex
 }
 
 func startWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{gateBin: binary(t, "cmd/intent-mcp"), upBin: binary(t, "cmd/intent-mcp/internal/testupstream"), dir: t.TempDir()}
+	w := &world{gateBin: nodetest.Binary(t, "cmd/intent-mcp"), upBin: nodetest.Binary(t, "cmd/intent-mcp/internal/testupstream"), dir: t.TempDir()}
 	ibin := nodetest.IntentdBinary(t)
 	fast := []string{"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms", "--auth=off"}
 	first := nodetest.StartProc(t, ibin, w.dir, "n1", append(fast, "--bootstrap-expect", "3")...)
@@ -92,7 +62,7 @@ func startWorld(t *testing.T) *world {
 	w.effPay, w.effWeb = filepath.Join(w.dir, "pay.effects"), filepath.Join(w.dir, "web.effects")
 
 	addrFile := filepath.Join(w.dir, "web.addr")
-	var webLog lockedBuffer
+	var webLog nodetest.LockedBuffer
 	w.web = exec.Command(w.upBin, "--effects", w.effWeb, "--http", "127.0.0.1:0", "--addr-file", addrFile)
 	w.web.Stdout, w.web.Stderr = &webLog, &webLog
 	if err := w.web.Start(); err != nil {
@@ -144,10 +114,10 @@ func (w *world) gateArgs(extra ...string) []string {
 		"--max-wait", "20s", "--log-level", "debug"}, extra...)
 }
 
-func (w *world) newLog() *lockedBuffer {
+func (w *world) newLog() *nodetest.LockedBuffer {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	l := &lockedBuffer{}
+	l := &nodetest.LockedBuffer{}
 	w.gateLogs = append(w.gateLogs, l)
 	return l
 }
@@ -307,21 +277,4 @@ func isReplay(res *mcp.CallToolResult) bool { return res.Meta[mcpgate.MetaReplay
 
 func describe(res *mcp.CallToolResult) string {
 	return fmt.Sprintf("isError=%v meta=%v structured=%v text=%q", res.IsError, res.Meta, res.StructuredContent, textOf(res))
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

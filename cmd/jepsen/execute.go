@@ -300,7 +300,9 @@ func collectDigests(ctx context.Context, addrs []string, tlsConf *tls.Config) ma
 			err = json.NewDecoder(resp.Body).Decode(&d)
 			resp.Body.Close()
 			if err == nil {
-				digests[d.NodeID] = d.Digest
+				// With the index, a replica that had not caught up when
+				// the time ran out reads as such, not as a divergence.
+				digests[d.NodeID] = fmt.Sprintf("%s@%d", d.Digest, d.Applied)
 				indexes[d.Applied] = true
 			}
 		}

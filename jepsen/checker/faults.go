@@ -101,12 +101,13 @@ func failover(ops []history.Op, faults []history.Fault, nodeOf func(string) stri
 }
 
 // okWrites are the ok claims and completes that keep says to, in
-// invocation order.
+// invocation order. A duplicate a node answered from its own copy (Local)
+// is no write: it shows nothing about whether the cluster can commit.
 func okWrites(ops []history.Op, keep func(history.Op) bool) []history.Op {
 	var writes []history.Op
 	for _, op := range ops {
 		if op.Outcome == history.OutcomeOK && (op.Type == history.OpClaim || op.Type == history.OpComplete) &&
-			op.Return >= op.Invoke && keep(op) {
+			!op.Local && op.Return >= op.Invoke && keep(op) {
 			writes = append(writes, op)
 		}
 	}

@@ -145,9 +145,12 @@ func TestFailoverCountsWritesElsewhere(t *testing.T) {
 		return history.Op{ID: id, Node: "http://" + node, Type: history.OpClaim, Outcome: history.OutcomeOK,
 			Invoke: ms(invoke), Return: ms(ret)}
 	}
+	local := write(6, "n3", 150, 151) // a duplicate n3 answered from its own copy: no write
+	local.Local = true
 	ops := []history.Op{
 		write(1, "n1", 90, 95),     // before the fault
 		write(2, "n1", 110, 120),   // through the lost region: not failover
+		local,
 		write(3, "n3", 130, 900),   // elsewhere, slow
 		write(4, "n4", 200, 700),   // elsewhere: the first to return, 600 ms after the start
 		write(5, "n3", 2100, 2400), // after the second fault, elsewhere: 400 ms
