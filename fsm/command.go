@@ -31,12 +31,12 @@ const (
 	TypeExpire   CommandType = 8
 	TypePurge    CommandType = 9
 
-	TypePutPolicy     CommandType = 10
-	TypeDeletePolicy  CommandType = 11
-	TypeAddSigningKey CommandType = 12
-	TypeUseToken      CommandType = 13
-	TypeSetSettings   CommandType = 14
-	TypeNoteDuplicate CommandType = 15
+	TypePutPolicy      CommandType = 10
+	TypeDeletePolicy   CommandType = 11
+	TypeAddSigningKey  CommandType = 12
+	TypeUseToken       CommandType = 13
+	TypeSetSettings    CommandType = 14
+	TypeNoteDuplicates CommandType = 15
 )
 
 // Errors returned by Decode.
@@ -226,8 +226,8 @@ func newCommand(t CommandType) Command {
 		return &UseToken{}
 	case TypeSetSettings:
 		return &SetSettings{}
-	case TypeNoteDuplicate:
-		return &NoteDuplicate{}
+	case TypeNoteDuplicates:
+		return &NoteDuplicates{}
 	}
 	return nil
 }

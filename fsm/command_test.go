@@ -40,8 +40,11 @@ func everyCommand() []fsm.Command {
 		&fsm.UseToken{Namespace: ns, Key: "refund:ord_98231", Owner: "agent-7/host-a/41ab", FencingToken: 42,
 			Fingerprint: mustFP(payloadA), Presented: "not-hex", Expires: 1_740_000_900, Actor: "tool <x>"},
 		&fsm.SetSettings{Settings: fsm.Settings{AuditRetention: 1000}, Actor: "admin"},
-		&fsm.NoteDuplicate{Namespace: ns, Key: "refund:ord_98231", Owner: "agent-9 <retry>", Fingerprint: mustFP(payloadA),
-			Node: "n2", Note: "n2/1740000000123456789", AnsweredAt: 1_740_000_000_123_456_789},
+		&fsm.NoteDuplicates{Node: "n2", Notes: []fsm.DuplicateNote{
+			{Namespace: ns, Key: "refund:ord_98231", Owner: "agent-9 <retry>", Fingerprint: mustFP(payloadA),
+				Note: "n2/1740000000123456789", AnsweredAt: 1_740_000_000_123_456_789},
+			{Namespace: "other", Key: "k", Owner: "o", Fingerprint: "not-hex", Note: "n2/1740000000123456790", AnsweredAt: -1},
+		}},
 	}
 }
 
@@ -80,7 +83,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			seen[cmd.Type()] = true
 		})
 	}
-	for typ := fsm.TypeClaim; typ <= fsm.TypeNoteDuplicate; typ++ {
+	for typ := fsm.TypeClaim; typ <= fsm.TypeNoteDuplicates; typ++ {
 		if !seen[typ] {
 			t.Errorf("command type %d not covered", typ)
 		}

@@ -65,7 +65,7 @@ func rawJSONOf(cmd Command) []byte {
 func hasBinary(t CommandType) bool {
 	switch t {
 	case TypeClaim, TypeComplete, TypeRenew, TypeCommit, TypeResolve, TypeApprove, TypeReject,
-		TypeExpire, TypePurge, TypeUseToken, TypeNoteDuplicate:
+		TypeExpire, TypePurge, TypeUseToken, TypeNoteDuplicates:
 		return true
 	}
 	return false
@@ -214,14 +214,17 @@ func appendBinary(b []byte, cmd Command) []byte {
 		b = appendString(b, c.Presented)
 		b = appendVarint(b, c.Expires)
 		b = appendString(b, c.Actor)
-	case *NoteDuplicate:
-		b = appendString(b, c.Namespace)
-		b = appendString(b, c.Key)
-		b = appendString(b, c.Owner)
-		b = appendFingerprint(b, c.Fingerprint)
+	case *NoteDuplicates:
 		b = appendString(b, c.Node)
-		b = appendString(b, c.Note)
-		b = appendVarint(b, c.AnsweredAt)
+		b = appendUvarint(b, uint64(len(c.Notes)))
+		for _, n := range c.Notes {
+			b = appendString(b, n.Namespace)
+			b = appendString(b, n.Key)
+			b = appendString(b, n.Owner)
+			b = appendFingerprint(b, n.Fingerprint)
+			b = appendString(b, n.Note)
+			b = appendVarint(b, n.AnsweredAt)
+		}
 	default:
 		panic(fmt.Sprintf("fsm: no binary encoding for %T", cmd)) // hasBinary said there is
 	}
@@ -307,11 +310,15 @@ func decodeBinary(body []byte, cmd Command) error {
 		c.Presented = d.text()
 		c.Expires = d.varint()
 		c.Actor = d.text()
-	case *NoteDuplicate:
-		c.Namespace, c.Key, c.Owner = d.text(), d.text(), d.text()
-		c.Fingerprint = d.fingerprint()
-		c.Node, c.Note = d.text(), d.text()
-		c.AnsweredAt = d.varint()
+	case *NoteDuplicates:
+		c.Node = d.text()
+		if n := d.count(6); n > 0 {
+			c.Notes = make([]DuplicateNote, 0, min(n, maxPrealloc))
+			for range n {
+				c.Notes = append(c.Notes, DuplicateNote{Namespace: d.text(), Key: d.text(), Owner: d.text(),
+					Fingerprint: d.fingerprint(), Note: d.text(), AnsweredAt: d.varint()})
+			}
+		}
 	default:
 		return fmt.Errorf("no binary encoding for type %d", cmd.Type())
 	}

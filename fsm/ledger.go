@@ -263,8 +263,8 @@ func (l *Ledger) ApplyCommand(index uint64, cmd Command) *Result {
 		r = a.useToken(c)
 	case *SetSettings:
 		r = a.setSettings(c)
-	case *NoteDuplicate:
-		r = a.noteDuplicate(c)
+	case *NoteDuplicates:
+		r = a.noteDuplicates(c)
 	case *Expire:
 		r = a.expire(c)
 	case *Purge:

@@ -5,63 +5,91 @@ import (
 	"strings"
 )
 
-// NoteDuplicate records a duplicate claim that a node answered from its own
-// copy of the ledger (see Ledger.LocalDuplicate) without proposing the
-// claim: the answer is given, the note only keeps the key's audit trail
-// complete. Re-sending the claim instead would be unsafe: had the record
-// been purged meanwhile, the claim would become a fresh grant that nobody
-// runs.
+// NoteDuplicates records duplicate claims that one node answered from its
+// own copy of the ledger (see Ledger.LocalDuplicate) without proposing
+// them: the answers are given, the notes only keep the keys' audit trails
+// complete. Re-sending the claims instead would be unsafe: had a record
+// been purged meanwhile, its claim would become a fresh grant that nobody
+// runs. A node sends its notes in batches, so a steady stream of local
+// answers costs one log entry per replication round, not one per answer.
 //
-// Applying it records the duplicate (Duplicates+1 and an audit event) only
-// while the record is still executed or committed with the fingerprint the
-// answer saw; otherwise the namespace's audit log alone gets the event, as
-// for a claim with no record. It changes nothing else. Note names the
-// answer uniquely: a retried proposal of the same note records it once
-// while the event is in the key's trail.
-type NoteDuplicate struct {
+// Applying a note records the duplicate (Duplicates+1 and an audit event)
+// only while the record is still executed or committed with the
+// fingerprint the answer saw; otherwise the namespace's audit log alone
+// gets the event, as for a claim with no record. It changes nothing else.
+// A note's Note id names the answer uniquely: a retried proposal records
+// it once while the event is in the key's trail.
+type NoteDuplicates struct {
 	Header
+	// Node is the node that answered.
+	Node  string
+	Notes []DuplicateNote
+}
+
+// DuplicateNote is one duplicate answered locally.
+type DuplicateNote struct {
 	Namespace   string
 	Key         string
 	Owner       string
 	Fingerprint string
-	// Node is the node that answered and Note the answer's id there.
-	Node string
+	// Note is the answer's id at the node.
 	Note string
 	// AnsweredAt is when the node answered, by its own clock (Unix
 	// nanoseconds): shown in the event's reason, never used to decide.
 	AnsweredAt int64
 }
 
-// Type implements Command.
-func (*NoteDuplicate) Type() CommandType { return TypeNoteDuplicate }
+// MaxDuplicateNotes bounds the notes of one NoteDuplicates.
+const MaxDuplicateNotes = 1024
 
-func (a *applier) noteDuplicate(c *NoteDuplicate) *Result {
-	if c.Namespace == "" || c.Key == "" || c.Fingerprint == "" || c.Node == "" || c.Note == "" {
-		return &Result{Status: StatusMalformed, Detail: "a duplicate note needs a namespace, key, fingerprint, node and note"}
+// Type implements Command.
+func (*NoteDuplicates) Type() CommandType { return TypeNoteDuplicates }
+
+func (a *applier) noteDuplicates(c *NoteDuplicates) *Result {
+	if c.Node == "" || len(c.Notes) == 0 || len(c.Notes) > MaxDuplicateNotes {
+		return &Result{Status: StatusMalformed, Detail: fmt.Sprintf("duplicate notes need a node and 1..%d notes", MaxDuplicateNotes)}
 	}
-	ev := AuditEvent{Op: "claim", Status: StatusDuplicate, Owner: c.Owner, Fingerprint: c.Fingerprint,
-		Reason: fmt.Sprintf("answered by node %s from its own state at %d (note %s)", c.Node, c.AnsweredAt, c.Note)}
-	orig, w := a.begin(c.Namespace, c.Key)
-	if w == nil || w.Fingerprint != c.Fingerprint || (w.State != StateExecuted && w.State != StateCommitted) {
+	for _, n := range c.Notes {
+		if n.Namespace == "" || n.Key == "" || n.Fingerprint == "" || n.Note == "" {
+			return &Result{Status: StatusMalformed, Detail: "a duplicate note needs a namespace, key, fingerprint and note id"}
+		}
+	}
+	r := &Result{Status: StatusOK}
+	for _, n := range c.Notes {
+		if a.noteDuplicate(c.Node, n) {
+			r.Count++
+		}
+	}
+	return r
+}
+
+// noteDuplicate applies one note and reports whether it was recorded on
+// its intent.
+func (a *applier) noteDuplicate(node string, n DuplicateNote) bool {
+	ev := AuditEvent{Op: "claim", Status: StatusDuplicate, Owner: n.Owner, Fingerprint: n.Fingerprint,
+		Reason: fmt.Sprintf("answered by node %s from its own state at %d (note %s)", node, n.AnsweredAt, n.Note)}
+	orig, w := a.begin(n.Namespace, n.Key)
+	if w == nil || w.Fingerprint != n.Fingerprint || (w.State != StateExecuted && w.State != StateCommitted) {
 		// The record the answer saw is gone (purged, and maybe claimed
 		// again since): the namespace's audit log keeps the event.
 		ev.Index, ev.At = a.index, a.now
 		ev.Reason += "; the record has moved on since"
-		a.l.appendChain(c.Namespace, c.Key, ev)
+		a.l.appendChain(n.Namespace, n.Key, ev)
 		if w != nil {
-			return a.unchanged(orig, w, StatusOK)
+			a.unchanged(orig, w, StatusOK)
 		}
-		return &Result{Status: StatusOK}
+		return false
 	}
 	for i := len(w.Audit) - 1; i >= 0; i-- {
 		if e := w.Audit[i]; e.Op == ev.Op && e.Status == ev.Status && e.Reason == ev.Reason {
-			return a.unchanged(orig, w, StatusOK) // this note, again
+			a.unchanged(orig, w, StatusOK) // this note, again
+			return false
 		}
 	}
 	w.Duplicates++
 	a.event(w, ev)
 	a.save(orig, w)
-	return &Result{Status: StatusOK, Intent: w}
+	return true
 }
 
 // LocalDuplicate answers the claim c from this copy of the ledger alone
@@ -77,7 +105,7 @@ func (a *applier) noteDuplicate(c *NoteDuplicate) *Result {
 // answer to c is this duplicate too. A copy that lags only misses records
 // (it cannot hold one the leader has not), and the margin covers how far
 // the leader's clock may run ahead of now. The answer writes nothing: the
-// caller proposes a NoteDuplicate for the audit trail.
+// caller proposes a NoteDuplicates note for the audit trail.
 func (l *Ledger) LocalDuplicate(c *Claim, now, margin int64) (*Intent, bool) {
 	r := l.get(c.Namespace, c.Key)
 	if r == nil || c.Fingerprint == "" || r.fingerprint() != c.Fingerprint {

@@ -82,16 +82,22 @@ func TestLocalDuplicateUsesTheLedgersTimeWhenLater(t *testing.T) {
 	}
 }
 
-func TestNoteDuplicate(t *testing.T) {
-	note := func(fp, n string) *fsm.NoteDuplicate {
-		return &fsm.NoteDuplicate{Namespace: ns, Key: "k", Owner: "B", Fingerprint: fp, Node: "n2", Note: n, AnsweredAt: t0}
+// duplicateNoteFor is a note for key with payloadA's fingerprint.
+func duplicateNoteFor(key, id string) fsm.DuplicateNote {
+	return fsm.DuplicateNote{Namespace: ns, Key: key, Owner: "B", Fingerprint: mustFP(payloadA), Note: id, AnsweredAt: t0}
+}
+
+func TestNoteDuplicates(t *testing.T) {
+	note := func(fp, n string) *fsm.NoteDuplicates {
+		return &fsm.NoteDuplicates{Node: "n2", Notes: []fsm.DuplicateNote{{Namespace: ns, Key: "k", Owner: "B", Fingerprint: fp, Note: n, AnsweredAt: t0}}}
 	}
 	t.Run("recorded on the intent once per note", func(t *testing.T) {
 		h := newHarness(t)
 		h.run(toState(fsm.StateExecuted))
 		before := h.get("k")
 		r := h.must(note(mustFP(payloadA), "n2/1"), fsm.StatusOK)
-		eq(t, "Duplicates", r.Intent.Duplicates, before.Duplicates+1)
+		eq(t, "recorded", r.Count, 1)
+		eq(t, "Duplicates", h.get("k").Duplicates, before.Duplicates+1)
 		ev := lastEvent(t, h.get("k"))
 		if ev.Op != "claim" || ev.Status != fsm.StatusDuplicate || ev.Owner != "B" || !strings.Contains(ev.Reason, "node n2") ||
 			!strings.Contains(ev.Reason, "note n2/1") {
@@ -105,6 +111,16 @@ func TestNoteDuplicate(t *testing.T) {
 		if in := h.get("k"); in.State != fsm.StateExecuted || !bytes.Equal(in.Result, before.Result) || in.UpdatedAt != before.UpdatedAt {
 			t.Errorf("the note changed more than the count and the trail: %+v", in)
 		}
+	})
+	t.Run("a batch records each of its notes", func(t *testing.T) {
+		h := newHarness(t)
+		h.run(toState(fsm.StateExecuted))
+		b := note(mustFP(payloadA), "n2/1")
+		b.Notes = append(b.Notes, b.Notes[0], duplicateNoteFor("absent", "n2/3"), b.Notes[0])
+		b.Notes[1].Note = "n2/2"
+		r := h.must(b, fsm.StatusOK)
+		eq(t, "recorded", r.Count, 2) // n2/1 and n2/2; the absent key's goes to the namespace log; n2/1 again is a no-op
+		eq(t, "Duplicates", h.get("k").Duplicates, 2)
 	})
 	t.Run("the record moved on: the namespace log keeps it", func(t *testing.T) {
 		for _, s := range []fsm.State{fsm.StateDeclared, fsm.StateFailed, fsm.StateInDoubt} {
@@ -129,8 +145,17 @@ func TestNoteDuplicate(t *testing.T) {
 	t.Run("malformed", func(t *testing.T) {
 		h := newHarness(t)
 		h.run(toState(fsm.StateExecuted))
-		for _, c := range []*fsm.NoteDuplicate{note("", "n"), note(mustFP(payloadA), ""), {Namespace: ns, Key: "k", Fingerprint: "f", Note: "n"}} {
+		good := note(mustFP(payloadA), "n2/9").Notes[0]
+		tooMany := &fsm.NoteDuplicates{Node: "n2"}
+		for range fsm.MaxDuplicateNotes + 1 {
+			tooMany.Notes = append(tooMany.Notes, good)
+		}
+		for _, c := range []*fsm.NoteDuplicates{note("", "n"), note(mustFP(payloadA), ""), {Node: "", Notes: []fsm.DuplicateNote{good}},
+			{Node: "n2"}, tooMany, {Node: "n2", Notes: []fsm.DuplicateNote{good, {Namespace: ns, Key: "k", Fingerprint: "f"}}}} {
 			h.must(c, fsm.StatusMalformed)
+		}
+		if in := h.get("k"); in.Duplicates != 0 {
+			t.Errorf("a malformed batch recorded notes: %+v", in)
 		}
 	})
 }

@@ -29,8 +29,11 @@ func Touched(dst []Ref, cmd Command) (refs []Ref, all bool) {
 		return append(dst, Ref{Namespace: c.Namespace, Key: c.Key}), false
 	case *UseToken:
 		return append(dst, Ref{Namespace: c.Namespace, Key: c.Key}), false
-	case *NoteDuplicate:
-		return append(dst, Ref{Namespace: c.Namespace, Key: c.Key}), false
+	case *NoteDuplicates:
+		for _, n := range c.Notes {
+			dst = append(dst, Ref{Namespace: n.Namespace, Key: n.Key})
+		}
+		return dst, false
 	case *Expire:
 		return append(dst, c.Keys...), false
 	case *Purge:

@@ -21,8 +21,8 @@ import (
 // as cheap), and only when its copy holds the key executed or committed
 // with the claim's fingerprint, well inside the dedupe window.
 //
-// Each local answer queues a fsm.NoteDuplicate that a background loop
-// proposes to the leader, so the key's audit trail still records every
+// Each local answer queues a note that a background loop proposes to the
+// leader (fsm.NoteDuplicates, as many notes per entry as have queued), so the key's audit trail still records every
 // duplicate; the answer does not wait for it. A note is retried until the
 // leader answers it (a note is idempotent), for at most NoteTimeout; a
 // full queue turns local answers off until it drains (the claim then goes
@@ -63,7 +63,7 @@ type LocalDuplicateStats struct {
 // loop that drains it.
 type localDuplicates struct {
 	cfg   LocalDuplicates
-	notes chan *fsm.NoteDuplicate
+	notes chan fsm.DuplicateNote
 	seq   atomic.Uint64
 	stop  chan struct{}
 	done  chan struct{}
@@ -98,7 +98,7 @@ func (s *Service) AnswerDuplicatesLocally(cfg LocalDuplicates) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	ld := &localDuplicates{cfg: cfg, notes: make(chan *fsm.NoteDuplicate, cfg.Queue),
+	ld := &localDuplicates{cfg: cfg, notes: make(chan fsm.DuplicateNote, cfg.Queue),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	ld.ctx, ld.cancel = context.WithCancel(context.Background())
 	// The first note of each start is unique across restarts: the clock
@@ -149,8 +149,8 @@ func (s *Service) answerLocally(ctx context.Context, c *fsm.Claim) *fsm.Result {
 	if err != nil || in == nil {
 		return nil
 	}
-	note := &fsm.NoteDuplicate{Namespace: c.Namespace, Key: c.Key, Owner: c.Owner, Fingerprint: c.Fingerprint,
-		Node: ld.cfg.Node, Note: fmt.Sprintf("%s/%d", ld.cfg.Node, ld.seq.Add(1)), AnsweredAt: now}
+	note := fsm.DuplicateNote{Namespace: c.Namespace, Key: c.Key, Owner: c.Owner, Fingerprint: c.Fingerprint,
+		Note: fmt.Sprintf("%s/%d", ld.cfg.Node, ld.seq.Add(1)), AnsweredAt: now}
 	select {
 	case ld.notes <- note:
 	default:
@@ -165,45 +165,58 @@ func (s *Service) answerLocally(ctx context.Context, c *fsm.Claim) *fsm.Result {
 // reach the leader.
 const flushBound = 2 * time.Second
 
-// run proposes the queued notes, one at a time, until Close; then it
+// run proposes the queued notes until Close, as many at a time as have
+// queued up (at most fsm.MaxDuplicateNotes): one log entry per round trip
+// to the leader, however many local answers that round trip saw. Then it
 // sends what is left within flushBound.
 func (ld *localDuplicates) run(s *Service) {
 	defer close(ld.done)
 	for {
 		select {
 		case <-ld.stop:
-			for {
-				select {
-				case n := <-ld.notes:
-					ld.deliver(s, n)
-				default:
-					return
-				}
+			for len(ld.notes) > 0 {
+				ld.deliver(s, ld.batch(<-ld.notes))
 			}
+			return
 		case n := <-ld.notes:
-			ld.deliver(s, n)
+			ld.deliver(s, ld.batch(n))
 		}
 	}
 }
 
-func (ld *localDuplicates) deliver(s *Service, n *fsm.NoteDuplicate) {
-	if ld.send(s, n) {
-		ld.noted.Add(1)
-		return
+// batch is first and the notes queued behind it, up to the command's
+// bound.
+func (ld *localDuplicates) batch(first fsm.DuplicateNote) []fsm.DuplicateNote {
+	out := []fsm.DuplicateNote{first}
+	for len(out) < fsm.MaxDuplicateNotes {
+		select {
+		case n := <-ld.notes:
+			out = append(out, n)
+		default:
+			return out
+		}
 	}
-	ld.lost.Add(1)
-	ld.cfg.Log.Warn("ledger: a locally answered duplicate is missing from the key's audit trail: its note was not recorded",
-		"key", n.Key, "namespace", n.Namespace, "note", n.Note)
+	return out
 }
 
-// send proposes n until the leader answers or NoteTimeout passes.
-func (ld *localDuplicates) send(s *Service, n *fsm.NoteDuplicate) bool {
+func (ld *localDuplicates) deliver(s *Service, notes []fsm.DuplicateNote) {
+	if ld.send(s, notes) {
+		ld.noted.Add(uint64(len(notes)))
+		return
+	}
+	ld.lost.Add(uint64(len(notes)))
+	ld.cfg.Log.Warn("ledger: locally answered duplicates are missing from their keys' audit trails: their notes were not recorded",
+		"notes", len(notes), "first_key", notes[0].Key, "first_namespace", notes[0].Namespace, "first_note", notes[0].Note)
+}
+
+// send proposes notes until the leader answers or NoteTimeout passes.
+func (ld *localDuplicates) send(s *Service, notes []fsm.DuplicateNote) bool {
 	ctx, cancel := context.WithTimeout(ld.ctx, ld.cfg.NoteTimeout)
 	defer cancel()
 	backoff := 50 * time.Millisecond
 	for {
-		cmd := *n // Encode stamps the copy it is given
-		if _, err := s.r.Propose(ctx, &cmd); err == nil {
+		// Encode stamps the command it is given: a new one per try.
+		if _, err := s.r.Propose(ctx, &fsm.NoteDuplicates{Node: ld.cfg.Node, Notes: notes}); err == nil {
 			return true
 		}
 		select {

@@ -23,7 +23,7 @@ type noteGate struct {
 }
 
 func (g *noteGate) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
-	if _, ok := cmd.(*fsm.NoteDuplicate); ok {
+	if _, ok := cmd.(*fsm.NoteDuplicates); ok {
 		g.tries.Add(1)
 		if g.hold != nil {
 			select {
