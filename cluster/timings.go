@@ -90,16 +90,18 @@ type networkProfile struct {
 // networkProfiles are the values of Config.Network. lan is one data
 // centre (sub-millisecond RTTs): Raft's 1 s heartbeat and election
 // timeouts and 500 ms leader lease, memberlist's local profile (1 s probes
-// with a 200 ms timeout). wan is members 30-300 ms apart: timeouts three
-// times lan's (a heartbeat goes out every 300 ms, and an election waits
-// 3-6 s without one, so a 300 ms RTT and its jitter never pass for a
-// failure), and memberlist's WAN profile (5 s probes with a 3 s timeout,
-// 500 ms gossip, 60 s push-pull, suspicion six probe rounds). See
-// cluster/DESIGN.md, Regions.
+// with a 200 ms timeout). wan is members 30-300 ms apart: a follower
+// gives up on its leader after 1.5-3 s without contact (heartbeats go out
+// every 150-300 ms, so a 300 ms RTT and its jitter never pass for a
+// failure), a candidate waits 3-6 s before it tries again, the leader's
+// lease is 1.5 s, and memberlist's WAN profile (5 s probes with a 3 s
+// timeout, 500 ms gossip, 60 s push-pull, suspicion six probe rounds).
+// The heartbeat timeout is half the election timeout because a lost
+// leader costs one of each: see cluster/DESIGN.md, Regions.
 var networkProfiles = map[string]networkProfile{
 	NetworkLAN: {HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLeaseTimeout: 500 * time.Millisecond,
 		memberlist: memberlist.DefaultLocalConfig},
-	NetworkWAN: {HeartbeatTimeout: 3 * time.Second, ElectionTimeout: 3 * time.Second, LeaderLeaseTimeout: 1500 * time.Millisecond,
+	NetworkWAN: {HeartbeatTimeout: 1500 * time.Millisecond, ElectionTimeout: 3 * time.Second, LeaderLeaseTimeout: 1500 * time.Millisecond,
 		memberlist: memberlist.DefaultWANConfig},
 }
 
