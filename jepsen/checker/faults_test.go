@@ -148,8 +148,8 @@ func TestFailoverCountsWritesElsewhere(t *testing.T) {
 	local := write(6, "n3", 150, 151) // a duplicate n3 answered from its own copy: no write
 	local.Local = true
 	ops := []history.Op{
-		write(1, "n1", 90, 95),     // before the fault
-		write(2, "n1", 110, 120),   // through the lost region: not failover
+		write(1, "n1", 90, 95),   // before the fault
+		write(2, "n1", 110, 120), // through the lost region: not failover
 		local,
 		write(3, "n3", 130, 900),   // elsewhere, slow
 		write(4, "n4", 200, 700),   // elsewhere: the first to return, 600 ms after the start
