@@ -41,7 +41,7 @@ func everyCommand() []fsm.Command {
 			Fingerprint: mustFP(payloadA), Presented: "not-hex", Expires: 1_740_000_900, Actor: "tool <x>"},
 		&fsm.SetSettings{Settings: fsm.Settings{AuditRetention: 1000}, Actor: "admin"},
 		&fsm.NoteDuplicates{Node: "n2", Notes: []fsm.DuplicateNote{
-			{Namespace: ns, Key: "refund:ord_98231", Owner: "agent-9 <retry>", Fingerprint: mustFP(payloadA),
+			{Namespace: ns, Key: "refund:ord_98231", Owner: "agent-9 <retry>", Fingerprint: mustFP(payloadA), FencingToken: 42,
 				Note: "n2/1740000000123456789", AnsweredAt: 1_740_000_000_123_456_789},
 			{Namespace: "other", Key: "k", Owner: "o", Fingerprint: "not-hex", Note: "n2/1740000000123456790", AnsweredAt: -1},
 		}},

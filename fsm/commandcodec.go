@@ -222,6 +222,7 @@ func appendBinary(b []byte, cmd Command) []byte {
 			b = appendString(b, n.Key)
 			b = appendString(b, n.Owner)
 			b = appendFingerprint(b, n.Fingerprint)
+			b = appendUvarint(b, n.FencingToken)
 			b = appendString(b, n.Note)
 			b = appendVarint(b, n.AnsweredAt)
 		}
@@ -312,11 +313,11 @@ func decodeBinary(body []byte, cmd Command) error {
 		c.Actor = d.text()
 	case *NoteDuplicates:
 		c.Node = d.text()
-		if n := d.count(6); n > 0 {
+		if n := d.count(7); n > 0 {
 			c.Notes = make([]DuplicateNote, 0, min(n, maxPrealloc))
 			for range n {
 				c.Notes = append(c.Notes, DuplicateNote{Namespace: d.text(), Key: d.text(), Owner: d.text(),
-					Fingerprint: d.fingerprint(), Note: d.text(), AnsweredAt: d.varint()})
+					Fingerprint: d.fingerprint(), FencingToken: d.uvarint(), Note: d.text(), AnsweredAt: d.varint()})
 			}
 		}
 	default:

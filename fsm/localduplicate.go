@@ -18,7 +18,7 @@ import (
 // fingerprint the answer saw; otherwise the namespace's audit log alone
 // gets the event, as for a claim with no record. It changes nothing else.
 // A note's Note id names the answer uniquely: a retried proposal records
-// it once while the event is in the key's trail.
+// it once while the event is among the key's last MaxAuditEvents.
 type NoteDuplicates struct {
 	Header
 	// Node is the node that answered.
@@ -32,6 +32,10 @@ type DuplicateNote struct {
 	Key         string
 	Owner       string
 	Fingerprint string
+	// FencingToken is the grant whose result the answer gave: a note
+	// counts only for that grant, not for a later one of the same key
+	// (purged, claimed and run again with the same payload).
+	FencingToken uint64
 	// Note is the answer's id at the node.
 	Note string
 	// AnsweredAt is when the node answered, by its own clock (Unix
@@ -69,7 +73,8 @@ func (a *applier) noteDuplicate(node string, n DuplicateNote) bool {
 	ev := AuditEvent{Op: "claim", Status: StatusDuplicate, Owner: n.Owner, Fingerprint: n.Fingerprint,
 		Reason: fmt.Sprintf("answered by node %s from its own state at %d (note %s)", node, n.AnsweredAt, n.Note)}
 	orig, w := a.begin(n.Namespace, n.Key)
-	if w == nil || w.Fingerprint != n.Fingerprint || (w.State != StateExecuted && w.State != StateCommitted) {
+	if w == nil || w.Fingerprint != n.Fingerprint || w.FencingToken != n.FencingToken ||
+		(w.State != StateExecuted && w.State != StateCommitted) {
 		// The record the answer saw is gone (purged, and maybe claimed
 		// again since): the namespace's audit log keeps the event.
 		ev.Index, ev.At = a.index, a.now
@@ -115,7 +120,7 @@ func (l *Ledger) LocalDuplicate(c *Claim, now, margin int64) (*Intent, bool) {
 		return nil, false
 	}
 	now = max(now, l.now)
-	if margin < 0 || now > MaxSnapshotTime || now+margin >= r.purgeAt() {
+	if margin < 0 || now > MaxSnapshotTime || now >= r.purgeAt()-margin {
 		return nil, false
 	}
 	pol, err := l.policyFor(c.Policy, c.Tool)

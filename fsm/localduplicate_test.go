@@ -2,6 +2,7 @@ package fsm_test
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -84,12 +85,13 @@ func TestLocalDuplicateUsesTheLedgersTimeWhenLater(t *testing.T) {
 
 // duplicateNoteFor is a note for key with payloadA's fingerprint.
 func duplicateNoteFor(key, id string) fsm.DuplicateNote {
-	return fsm.DuplicateNote{Namespace: ns, Key: key, Owner: "B", Fingerprint: mustFP(payloadA), Note: id, AnsweredAt: t0}
+	return fsm.DuplicateNote{Namespace: ns, Key: key, Owner: "B", Fingerprint: mustFP(payloadA), FencingToken: 1, Note: id, AnsweredAt: t0}
 }
 
 func TestNoteDuplicates(t *testing.T) {
 	note := func(fp, n string) *fsm.NoteDuplicates {
-		return &fsm.NoteDuplicates{Node: "n2", Notes: []fsm.DuplicateNote{{Namespace: ns, Key: "k", Owner: "B", Fingerprint: fp, Note: n, AnsweredAt: t0}}}
+		return &fsm.NoteDuplicates{Node: "n2", Notes: []fsm.DuplicateNote{{Namespace: ns, Key: "k", Owner: "B", Fingerprint: fp, FencingToken: 1,
+			Note: n, AnsweredAt: t0}}}
 	}
 	t.Run("recorded on the intent once per note", func(t *testing.T) {
 		h := newHarness(t)
@@ -121,6 +123,34 @@ func TestNoteDuplicates(t *testing.T) {
 		r := h.must(b, fsm.StatusOK)
 		eq(t, "recorded", r.Count, 2) // n2/1 and n2/2; the absent key's goes to the namespace log; n2/1 again is a no-op
 		eq(t, "Duplicates", h.get("k").Duplicates, 2)
+	})
+	t.Run("a note of another grant of the key goes to the namespace log", func(t *testing.T) {
+		h := newHarness(t)
+		h.run(toState(fsm.StateExecuted))
+		other := note(mustFP(payloadA), "n2/1")
+		other.Notes[0].FencingToken = 7
+		head := h.l.AuditHead(ns)
+		if r := h.must(other, fsm.StatusOK); r.Count != 0 || h.get("k").Duplicates != 0 || h.l.AuditHead(ns).LastSeq != head.LastSeq+1 {
+			t.Errorf("count %d, duplicates %d", r.Count, h.get("k").Duplicates)
+		}
+	})
+	t.Run("a large batch for one key survives a snapshot", func(t *testing.T) {
+		h := newHarness(t)
+		h.run(toState(fsm.StateExecuted))
+		b := &fsm.NoteDuplicates{Node: "n2"}
+		for i := range fsm.MaxDuplicateNotes {
+			b.Notes = append(b.Notes, duplicateNoteFor("k", fmt.Sprintf("n2/%d", i)))
+		}
+		eq(t, "recorded", h.must(b, fsm.StatusOK).Count, fsm.MaxDuplicateNotes)
+		var buf bytes.Buffer
+		if err := h.l.WriteSnapshot(&buf); err != nil {
+			t.Fatal(err)
+		}
+		l, err := fsm.Restore(&buf)
+		if err != nil {
+			t.Fatalf("restore after a batch of %d notes: %v", fsm.MaxDuplicateNotes, err)
+		}
+		eq(t, "duplicates after restore", l.Get(ns, "k").Duplicates, uint64(fsm.MaxDuplicateNotes))
 	})
 	t.Run("the record moved on: the namespace log keeps it", func(t *testing.T) {
 		for _, s := range []fsm.State{fsm.StateDeclared, fsm.StateFailed, fsm.StateInDoubt} {
@@ -220,6 +250,19 @@ func TestLocalDuplicateProperty(t *testing.T) {
 				rt.Fatalf("replica %d behind, skew %d: answered duplicate %s (token %d), the leader answers %s %s (token %d)",
 					lag, skew, in.Result, in.FencingToken, r.Status, r.Detail, r.Intent.FencingToken)
 			}
+			// The replica's note reaches the leader, as in the cluster.
+			h.apply(&fsm.NoteDuplicates{Node: "r", Notes: []fsm.DuplicateNote{{Namespace: probe.Namespace, Key: probe.Key,
+				Owner: probe.Owner, Fingerprint: probe.Fingerprint, FencingToken: in.FencingToken, Note: fmt.Sprintf("r/%d", step)}}})
+			copies = append(copies, h.l.Clone())
+		}
+		// Whatever the notes did, the state still makes a snapshot that
+		// restores.
+		var buf bytes.Buffer
+		if err := h.l.WriteSnapshot(&buf); err != nil {
+			rt.Fatal(err)
+		}
+		if _, err := fsm.Restore(&buf); err != nil {
+			rt.Fatalf("restore: %v", err)
 		}
 	})
 	if answered == 0 {

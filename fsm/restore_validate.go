@@ -370,9 +370,12 @@ func (b restoreBounds) recordValues(r *record) error {
 		return fmt.Errorf("used token %d is above the fencing token %d", x.tokenUsed, r.fence)
 	case t.policyVersion > r.version:
 		return fmt.Errorf("policy version %d is above the record's version %d", t.policyVersion, r.version)
-	case x.duplicates > r.version || x.divergent > r.version || x.auditDropped > 2*r.version:
-		// A command counts at most one duplicate or divergent claim and
-		// appends at most two audit events (a lazy expiry and its own).
+	case x.duplicates > r.version*MaxDuplicateNotes || x.divergent > r.version ||
+		x.auditDropped > r.version*(MaxDuplicateNotes+1):
+		// A command counts at most one divergent claim, and at most one
+		// duplicate except a NoteDuplicates batch (up to MaxDuplicateNotes
+		// for one key); it appends at most that many audit events plus a
+		// lazy expiry's.
 		return fmt.Errorf("counters (%d duplicates, %d divergent, %d audit events dropped) are more than %d commands make",
 			x.duplicates, x.divergent, x.auditDropped, r.version)
 	}

@@ -65,9 +65,14 @@ type localDuplicates struct {
 	cfg   LocalDuplicates
 	notes chan fsm.DuplicateNote
 	seq   atomic.Uint64
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	// closing is set (under enqueue's write lock) when Close begins: from
+	// then on claims go to the leader, so no note is queued after the
+	// loop's last drain.
+	enqueue sync.RWMutex
+	closing bool
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
 	// ctx bounds every send; it ends flushBound after close, so the notes
 	// queued at shutdown get that long to reach the leader.
 	ctx    context.Context
@@ -150,7 +155,12 @@ func (s *Service) answerLocally(ctx context.Context, c *fsm.Claim) *fsm.Result {
 		return nil
 	}
 	note := fsm.DuplicateNote{Namespace: c.Namespace, Key: c.Key, Owner: c.Owner, Fingerprint: c.Fingerprint,
-		Note: fmt.Sprintf("%s/%d", ld.cfg.Node, ld.seq.Add(1)), AnsweredAt: now}
+		FencingToken: in.FencingToken, Note: fmt.Sprintf("%s/%d", ld.cfg.Node, ld.seq.Add(1)), AnsweredAt: now}
+	ld.enqueue.RLock()
+	defer ld.enqueue.RUnlock()
+	if ld.closing {
+		return nil
+	}
 	select {
 	case ld.notes <- note:
 	default:
@@ -216,8 +226,10 @@ func (ld *localDuplicates) send(s *Service, notes []fsm.DuplicateNote) bool {
 	backoff := 50 * time.Millisecond
 	for {
 		// Encode stamps the command it is given: a new one per try.
-		if _, err := s.r.Propose(ctx, &fsm.NoteDuplicates{Node: ld.cfg.Node, Notes: notes}); err == nil {
-			return true
+		r, err := s.r.Propose(ctx, &fsm.NoteDuplicates{Node: ld.cfg.Node, Notes: notes})
+		if err == nil {
+			// A refusal (a malformed batch: a bug) is definite: no retry.
+			return r.Status == fsm.StatusOK
 		}
 		select {
 		case <-ctx.Done():
@@ -232,6 +244,9 @@ func (ld *localDuplicates) send(s *Service, notes []fsm.DuplicateNote) bool {
 // flushBound has passed (those are lost, and counted).
 func (ld *localDuplicates) close() {
 	ld.once.Do(func() {
+		ld.enqueue.Lock()
+		ld.closing = true
+		ld.enqueue.Unlock()
 		close(ld.stop)
 		t := time.AfterFunc(flushBound, ld.cancel)
 		<-ld.done

@@ -184,6 +184,12 @@ func TestLocalDuplicateCloseFlushesQueuedNotes(t *testing.T) {
 	if st := s.LocalDuplicateStats(); st.Noted != 2 || st.Lost != 0 {
 		t.Errorf("stats %+v", st)
 	}
+	// Once closed (a node draining its requests), claims go to the leader:
+	// no note is queued that nothing would send.
+	if r := mustClaim(t, s, claimReq(key, "e", `{"amount":5}`), fsm.StatusDuplicate); r.Local {
+		t.Error("answered locally after Close")
+	}
+	eq(t, "duplicates recorded", duplicates(t, g.Memory), 3)
 }
 
 func TestAnswerDuplicatesLocallyNeedsNodeAndLeadership(t *testing.T) {

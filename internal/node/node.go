@@ -225,15 +225,6 @@ func (n *Node) Start(ctx context.Context) error {
 	svc := ledger.New(n.instrument(cn), n.cfg.Limits)
 	svc.SetKEK(kek, n.log)
 	n.svc = svc
-	if n.cfg.LocalDuplicates {
-		if err := svc.AnswerDuplicatesLocally(ledger.LocalDuplicates{Node: n.cfg.ID, Leading: cn.IsLeader,
-			Margin: n.cfg.LocalDuplicateMargin, Now: cc.Clock, Log: n.log}); err != nil {
-			_ = cn.Kill()
-			_ = ln.Close()
-			return err
-		}
-		n.registry.MustRegister(newLocalDuplicateCollector(svc))
-	}
 	n.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "intentd_long_polls_waiting",
 		Help: "Long-polls (GET /v1/intents/{key}?wait=) waiting on this node; capped by --max-waiters.",
@@ -286,6 +277,17 @@ func (n *Node) Start(ctx context.Context) error {
 			_ = ln.Close()
 			return err
 		}
+	}
+	if n.cfg.LocalDuplicates {
+		// Last before serving: its note loop runs until Shutdown's
+		// svc.Close, so no failed start leaves it behind.
+		if err := svc.AnswerDuplicatesLocally(ledger.LocalDuplicates{Node: n.cfg.ID, Leading: cn.IsLeader,
+			Margin: n.cfg.LocalDuplicateMargin, Now: cc.Clock, Log: n.log}); err != nil {
+			_ = cn.Kill()
+			_ = ln.Close()
+			return err
+		}
+		n.registry.MustRegister(newLocalDuplicateCollector(svc))
 	}
 	n.served = make(chan error, 1)
 	go func() { n.served <- n.srv.Serve(ln) }()
