@@ -22,12 +22,17 @@ import (
 // with the claim's fingerprint, well inside the dedupe window.
 //
 // Each local answer queues a note that a background loop proposes to the
-// leader (fsm.NoteDuplicates, as many notes per entry as have queued), so the key's audit trail still records every
-// duplicate; the answer does not wait for it. A note is retried until the
-// leader answers it (a note is idempotent), for at most NoteTimeout; a
-// full queue turns local answers off until it drains (the claim then goes
-// to the leader as usual). What a crash loses is the notes still queued:
-// their duplicates were answered but are missing from the trail.
+// leader (fsm.NoteDuplicates, as many notes per entry as have queued), so
+// the key's audit trail still records every duplicate; the answer does not
+// wait for it. A batch is retried until the leader answers it (its notes
+// are idempotent), for at most NoteTimeout; a full queue turns local
+// answers off until it drains (the claim then goes to the leader as
+// usual). Close stops local answers, then gives the queued notes a moment
+// to reach the leader. What a crash loses is the notes still queued: their
+// duplicates were answered but are missing from the trail.
+//
+// The answer is right only while the clock skew between this node and the
+// leaders stays under Margin (see cluster/DESIGN.md, Regions).
 type LocalDuplicates struct {
 	// Node is this node's id, recorded in each note.
 	Node string
