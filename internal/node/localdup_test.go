@@ -108,7 +108,8 @@ func TestFollowerAnswersDuplicatesLocallyAndNotesThem(t *testing.T) {
 	if code, body, by := claimAt(t, leader.HTTPAddr(), claim("k1", "c", 5)); code != http.StatusOK || body["status"] != "duplicate" || by != "" {
 		t.Errorf("duplicate at the leader: %d %v, answered by %q", code, body, by)
 	}
-	if n := nodetest.MetricSum(follower.HTTPAddr(), `intentd_local_duplicate_notes_total{outcome="noted"}`); n != 1 {
-		t.Errorf("noted metric %v, want 1", n)
-	}
+	// The leader has the note; the follower counts it once its proposal returns.
+	nodetest.WaitFor(t, 30*time.Second, "the noted metric", func() bool {
+		return nodetest.MetricSum(follower.HTTPAddr(), `intentd_local_duplicate_notes_total{outcome="noted"}`) == 1
+	})
 }
