@@ -76,8 +76,10 @@ run control-trust-gossip-ids --nodes 3 --seed "$SEED" --duration 20s --interval 
   --nemesis rogue-member --workload w1,w2 --bug trust-gossip-ids
 # Local duplicate answers that ignore the payload: a divergent retry that
 # reaches a follower is told "duplicate" (no-divergent-grant must see it).
+# Late retries (--retry-fraction) bring divergent claims to followers that
+# have applied the key's report.
 run control-local-duplicate-any-payload --nodes 3 --seed "$SEED" --duration 30s --interval 5s --hold 2500ms \
-  --nemesis kill-random --workload w1,w2 --local-duplicates --bug local-duplicate-any-payload
+  --retry-fraction 0.5 --nemesis kill-random --workload w1,w2 --local-duplicates --bug local-duplicate-any-payload
 # CI keeps only the tail of the output: name every failed run again here,
 # with its verdict line and checker line, so the tail says what failed.
 echo "== jepsen short profile: ${#failed[@]} failed"

@@ -133,8 +133,12 @@ if [ "$CONTROLS" = 1 ]; then
       --rate 400 --clients 30 --nemesis deafen-leader --workload w1,w2 --bug leadership-lost-is-failure $wan3
     run control-trust-gossip-ids-wan "controls, wan" trust-gossip-ids --seed 42 --duration 20s --interval 4s --hold 2500ms \
       --nemesis rogue-member --workload w1,w2 --bug trust-gossip-ids $wan3
+    # Over the WAN the racing claimants all ask before any follower has
+    # applied the winner's report: only late retries (some with the
+    # divergent payload) reach a follower that answers locally.
     run control-local-duplicate-any-payload-wan "controls, wan" local-duplicate-any-payload --seed 42 --duration 30s --interval 5s \
-      --hold 2500ms --clients 30 --nemesis kill-random --workload w1,w2 --local-duplicates --bug local-duplicate-any-payload $wan3
+      --hold 2500ms --clients 30 --retry-fraction 0.5 --nemesis kill-random --workload w1,w2 --local-duplicates \
+      --bug local-duplicate-any-payload $wan3
   }
 fi
 
