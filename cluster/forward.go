@@ -616,7 +616,7 @@ func (n *Node) applyForwarded(entry []byte) (code byte, f raft.ApplyFuture, msg 
 // forwardedAnswer waits for a forwarded command's apply and encodes the
 // answer.
 func (n *Node) forwardedAnswer(id uint64, f raft.ApplyFuture) []byte {
-	if err := f.Error(); err != nil {
+	if err := n.awaitApply(context.Background(), f); err != nil {
 		err = n.mapApplyError(err)
 		var nl *ledger.NotLeaderError
 		code := fwdUnknown

@@ -245,6 +245,9 @@ type Node struct {
 	wg       sync.WaitGroup
 	stopping atomic.Bool
 	stopOnce sync.Once
+	// raftStopped closes once Raft's shutdown has finished: a command
+	// Raft has not answered by then it never will (awaitApply).
+	raftStopped chan struct{}
 	stopErr  error
 }
 
@@ -258,7 +261,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), sm: newStateMachine(), notifyCh: make(chan bool, 16),
-		peers: &peerHealth{fail: map[string]bool{}}}
+		peers: &peerHealth{fail: map[string]bool{}}, raftStopped: make(chan struct{})}
 	n.fwd = forwarder{n: n, timeout: cfg.ForwardTimeout}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
@@ -431,6 +434,7 @@ func (n *Node) closeAll(ctx context.Context) error {
 		if err := waitFuture(ctx, f); err != nil {
 			return errors.Join(append(errs, fmt.Errorf("raft shutdown: %w", err))...)
 		}
+		close(n.raftStopped)
 	}
 	// Raft answered every command the followers forwarded and their
 	// connections are cut (closeInbound): the servers end.

@@ -33,13 +33,7 @@ func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w while waiting for the log to commit", ledger.ErrOutcomeUnknown, ctx.Err())
-	}
+	err = n.awaitApply(ctx, f)
 	if errors.Is(err, raft.ErrNotLeader) {
 		// Refused before it was appended: this node stepped down in
 		// between. Forward it to whoever leads now.
@@ -55,6 +49,30 @@ func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error
 	return r, nil
 }
 
+// awaitApply waits for Raft's answer to an applied command, ctx, or the
+// end of Raft's shutdown; the last two are ErrOutcomeUnknown (the command
+// may be in the log). hashicorp/raft (with BatchApplyCh) never answers a
+// command still in its apply queue when it shuts down, so a wait on the
+// future alone could last for ever: a leader's Kill waited so on the
+// commands followers had forwarded.
+func (n *Node) awaitApply(ctx context.Context, f raft.ApplyFuture) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w while waiting for the log to commit", ledger.ErrOutcomeUnknown, ctx.Err())
+	case <-n.raftStopped:
+		select {
+		case err := <-done: // answered as Raft stopped
+			return err
+		default:
+		}
+		return fmt.Errorf("%w: raft shut down before answering", ledger.ErrOutcomeUnknown)
+	}
+}
+
 // WaitApplied implements ledger.Replicator: it waits until this node's
 // state machine reflects the log up to index (an answer the leader gave
 // to a command this node forwarded is at an index this replica may not
@@ -66,6 +84,8 @@ func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
 // mapApplyError sorts raft's errors into definite and unknown outcomes.
 func (n *Node) mapApplyError(err error) error {
 	switch {
+	case errors.Is(err, ledger.ErrOutcomeUnknown):
+		return err // awaitApply's: the wait ended first
 	case errors.Is(err, raft.ErrNotLeader):
 		// Returned before the entry is appended: definite.
 		return n.notLeader()

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/intentledger/intentd/ledger"
 )
 
 // A peer that starts sending an InstallSnapshot and then stalls (a leader
@@ -88,5 +91,44 @@ func TestReplicationIsNotPipelined(t *testing.T) {
 	tc.leader()
 	if _, err := n.trans.AppendEntriesPipeline("n2", "127.0.0.1:1"); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
 		t.Fatalf("the Raft transport pipelines replication (%v): hashicorp/raft#612 can wedge it", err)
+	}
+}
+
+// unansweredFuture is a command Raft took into its apply queue and never
+// answered: hashicorp/raft (with BatchApplyCh) leaves a command in that
+// queue unanswered when it shuts down.
+type unansweredFuture struct {
+	raft.ApplyFuture
+	release chan struct{}
+}
+
+func (f unansweredFuture) Error() error { <-f.release; return nil }
+
+// A command Raft never answers ends its wait when Raft's shutdown ends,
+// as an unknown outcome: the leader's Kill waited for ever on a command a
+// follower had forwarded just before (the forwarding test hung one run in
+// about forty).
+func TestAWaitForAnApplyEndsWithRaftsShutdown(t *testing.T) {
+	n := &Node{raftStopped: make(chan struct{})}
+	f := unansweredFuture{release: make(chan struct{})}
+	defer close(f.release)
+	done := make(chan error, 1)
+	go func() { done <- n.awaitApply(context.Background(), f) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the wait ended before Raft stopped: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(n.raftStopped)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ledger.ErrOutcomeUnknown) {
+			t.Fatalf("got %v, want an unknown outcome", err)
+		}
+		if got := n.mapApplyError(err); !errors.Is(got, ledger.ErrOutcomeUnknown) || strings.Count(got.Error(), "unknown") != 1 {
+			t.Fatalf("mapped to %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait outlived Raft's shutdown")
 	}
 }

@@ -156,6 +156,9 @@ func TestLinksInNamespaces(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the datagram never arrived")
 	}
+	// The relay counts a datagram once its write returned, which may be
+	// after node 2 read it: wait for the count.
+	waitFor(t, func() bool { return links.Stats()[Link{1, 2}].Datagrams == 1 })
 	st := links.Stats()
 	if st[Link{1, 2}].Conns < 2 || st[Link{0, 2}].Conns != 1 || st[Link{1, 2}].Datagrams != 1 {
 		t.Errorf("stats %+v", st)
