@@ -248,7 +248,7 @@ type Node struct {
 	// raftStopped closes once Raft's shutdown has finished: a command
 	// Raft has not answered by then it never will (awaitApply).
 	raftStopped chan struct{}
-	stopErr  error
+	stopErr     error
 }
 
 // New opens the node's stores, starts Raft and gossip and returns. The node
