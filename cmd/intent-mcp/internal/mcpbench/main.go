@@ -708,15 +708,22 @@ func writeTables(w io.Writer, cfg config, res []result) {
 				if i >= len(direct) || i >= len(led) {
 					break
 				}
-				a := ms(gate[i].p50 - direct[i].p50)
 				limit := 2 * ms(led[i].claimP50)
+				twice = append(twice, fmt.Sprintf("%.2f", limit))
+				cc = append(cc, fmt.Sprintf("%.2f", ms(led[i].p50)))
+				if gate[i].calls == 0 || direct[i].calls == 0 || led[i].calls == 0 {
+					// A cell that measured nothing has no p50 to subtract:
+					// a difference with it would be the gate's whole p50.
+					met = false
+					added, added99 = append(added, "n/a"), append(added99, "n/a")
+					continue
+				}
+				a := ms(gate[i].p50 - direct[i].p50)
 				if a > limit || gate[i].errors > 0 {
 					met = false
 				}
 				added = append(added, fmt.Sprintf("%.2f", a))
 				added99 = append(added99, fmt.Sprintf("%.2f", ms(gate[i].p99-direct[i].p99)))
-				twice = append(twice, fmt.Sprintf("%.2f", limit))
-				cc = append(cc, fmt.Sprintf("%.2f", ms(led[i].p50)))
 			}
 			verdict := "**met**"
 			if !met || len(added) == 0 {

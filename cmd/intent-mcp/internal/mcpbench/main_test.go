@@ -37,18 +37,23 @@ func TestVerdict(t *testing.T) {
 	cfg := config{callers: []int{1}, transports: []string{"stdio"}, rounds: 1, duration: time.Second}
 	rows := func(gateP50 time.Duration, gateErrors int64) []result {
 		return []result{
-			{cell: cell{"direct", "stdio", 1}, round: 1, p50: 1 * ms, p99: 2 * ms},
-			{cell: cell{"gate", "stdio", 1}, round: 1, p50: gateP50, p99: 9 * ms, errors: gateErrors},
-			{cell: cell{"ledger", "", 1}, round: 1, p50: 4 * ms, claimP50: 2 * ms},
+			{cell: cell{"direct", "stdio", 1}, round: 1, p50: 1 * ms, p99: 2 * ms, calls: 100},
+			{cell: cell{"gate", "stdio", 1}, round: 1, p50: gateP50, p99: 9 * ms, errors: gateErrors, calls: 100},
+			{cell: cell{"ledger", "", 1}, round: 1, p50: 4 * ms, claimP50: 2 * ms, calls: 100},
 		}
 	}
+	// A direct cell that measured nothing: no difference, not the gate's
+	// whole p50 (a published table once showed one so).
+	empty := rows(3*ms, 0)
+	empty[0] = result{cell: cell{"direct", "stdio", 1}, round: 1}
 	for name, tc := range map[string]struct {
 		rs   []result
 		want string
 	}{
-		"added 4 ms, limit 4 ms": {rows(5*ms, 0), "| 1 | stdio | 4.00 ms | 7.00 ms | 4.00 ms | 4.00 ms | **met** |"},
-		"added 5 ms, limit 4 ms": {rows(6*ms, 0), "**not met**"},
-		"errors":                 {rows(2*ms, 1), "**not met**"},
+		"added 4 ms, limit 4 ms":  {rows(5*ms, 0), "| 1 | stdio | 4.00 ms | 7.00 ms | 4.00 ms | 4.00 ms | **met** |"},
+		"added 5 ms, limit 4 ms":  {rows(6*ms, 0), "**not met**"},
+		"errors":                  {rows(2*ms, 1), "**not met**"},
+		"direct measured nothing": {empty, "| 1 | stdio | n/a ms | n/a ms | 4.00 ms | 4.00 ms | **not met** |"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var b bytes.Buffer
