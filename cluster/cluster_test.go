@@ -118,16 +118,28 @@ func (tc *testCluster) leader() *Node {
 	return leader
 }
 
-// follower returns a running node other than leader.
+// follower returns a running node other than leader, once it knows that
+// leader (a follower that has not heard the new leader's first heartbeat
+// answers ErrNoLeader, as a client would retry).
 func (tc *testCluster) follower(leader *Node) *Node {
 	tc.t.Helper()
 	for _, n := range tc.nodes {
 		if n != leader && !n.stopping.Load() {
+			tc.knowsLeader(n, leader)
 			return n
 		}
 	}
 	tc.t.Fatal("no follower")
 	return nil
+}
+
+// knowsLeader waits until n follows leader.
+func (tc *testCluster) knowsLeader(n, leader *Node) {
+	tc.t.Helper()
+	waitFor(tc.t, 60*time.Second, n.ID()+" knowing the leader "+leader.ID(), func() bool {
+		_, id := n.raft.LeaderWithID()
+		return string(id) == leader.ID()
+	})
 }
 
 // propose sends cmd to the current leader, retrying (as a client would:

@@ -30,6 +30,7 @@ func TestFollowersForwardProposals(t *testing.T) {
 	var followers []*Node
 	for _, n := range tc.nodes {
 		if n != leader {
+			tc.knowsLeader(n, leader)
 			followers = append(followers, n)
 		}
 	}
