@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"path"
 	"regexp"
@@ -161,8 +162,9 @@ func ParseFile(data []byte) (*File, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	if dec.More() {
-		return nil, errors.New("config: more than one JSON value")
+	// dec.More is false before a stray '}' or ']': read to the end.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("config: data after the JSON value")
 	}
 	return &f, nil
 }

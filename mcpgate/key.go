@@ -138,7 +138,11 @@ func hostID(v any) (string, bool) {
 			return strconv.FormatFloat(t, 'f', -1, 64), true
 		}
 	case json.Number:
-		return t.String(), true
+		// As the same JSON decoded to a float64 (what the SDK gives): an
+		// integer, in the same spelling; "1.5" or "" is no id.
+		if f, err := t.Float64(); err == nil {
+			return hostID(f)
+		}
 	}
 	return "", false
 }
