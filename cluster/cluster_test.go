@@ -220,6 +220,7 @@ func TestThreeNodesReplicateAndServeReads(t *testing.T) {
 		if n == leader {
 			continue
 		}
+		tc.knowsLeader(n, leader)
 		err := n.Read(ctx, ledger.Linearizable, func(*fsm.Ledger) {})
 		var nl *ledger.NotLeaderError
 		if !errors.As(err, &nl) || nl.LeaderID != leader.ID() || nl.LeaderHTTP != "http-"+leader.ID() {

@@ -119,8 +119,13 @@ func TestReplicaReceivesTheLogAndNeverVotes(t *testing.T) {
 	if next == replica || replica.IsLeader() {
 		t.Fatalf("the replica leads")
 	}
-	if st := replica.Status(); st.LeaderID != next.ID() || !st.Ready {
-		t.Errorf("the replica follows %q (ready %v), want %q", st.LeaderID, st.Ready, next.ID())
+	// It follows the new leader once that leader's first heartbeat reaches it.
+	waitFor(t, 60*time.Second, "the replica to follow "+next.ID()+" and be ready", func() bool {
+		st := replica.Status()
+		return st.LeaderID == next.ID() && st.Ready
+	})
+	if replica.IsLeader() || suffrageOf(next, "n4") != "nonvoter" {
+		t.Fatalf("the replica leads or votes: %+v", next.Status().Nodes)
 	}
 }
 
