@@ -136,9 +136,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		c.keys.DefaultMode = mcpgate.Mode(mode)
 	}
 	if set["host-id-keys"] || c.keys.HostIDKeys == nil {
-		c.keys.HostIDKeys = []string{}
+		c.keys.HostIDKeys = []string{} // never nil: nil is the gate's default
 		if hostIDs != "none" {
-			c.keys.HostIDKeys = cli.SplitList(hostIDs)
+			c.keys.HostIDKeys = append(c.keys.HostIDKeys, cli.SplitList(hostIDs)...)
 		}
 	}
 	if file.Lease > 0 && !set["lease"] {
