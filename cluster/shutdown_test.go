@@ -81,19 +81,6 @@ func TestShutdownIsBoundedWhileAPeerStallsASnapshot(t *testing.T) {
 	}
 }
 
-// Pipelined replication stays off: raft v1.7's pipeline wedges after a
-// follower answers Success=false (hashicorp/raft#612), which the fault suite
-// saw as a node whose Shutdown waited forever on a replication goroutine
-// left from its last term as leader.
-func TestReplicationIsNotPipelined(t *testing.T) {
-	tc := newTestCluster(t, nil)
-	n := tc.start("n1", 1)
-	tc.leader()
-	if _, err := n.trans.AppendEntriesPipeline("n2", "127.0.0.1:1"); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
-		t.Fatalf("the Raft transport pipelines replication (%v): hashicorp/raft#612 can wedge it", err)
-	}
-}
-
 // unansweredFuture is a command Raft took into its apply queue and never
 // answered: hashicorp/raft (with BatchApplyCh) leaves a command in that
 // queue unanswered when it shuts down.

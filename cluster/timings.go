@@ -85,6 +85,9 @@ func (t Timings) Apply(c *Config) {
 type networkProfile struct {
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
 	memberlist                                            func() *memberlist.Config
+	// inFlight is how many AppendEntries the leader keeps in flight to
+	// one follower (the transport's MaxRPCsInFlight; 1: no pipeline).
+	inFlight int
 }
 
 // networkProfiles are the values of Config.Network. lan is one data
@@ -97,12 +100,16 @@ type networkProfile struct {
 // lease is 1.5 s, and memberlist's WAN profile (5 s probes with a 3 s
 // timeout, 500 ms gossip, 60 s push-pull, suspicion six probe rounds).
 // The heartbeat timeout is half the election timeout because a lost
-// leader costs one of each: see cluster/DESIGN.md, Regions.
+// leader costs one of each: see cluster/DESIGN.md, Regions. Replication is
+// pipelined on wan (4 AppendEntries in flight per follower) and not on
+// lan: across regions a new entry would otherwise wait for the previous
+// batch's round trip, and on a LAN pipelining sends smaller batches, each
+// with its follower fsync (cluster/DESIGN.md, Transport).
 var networkProfiles = map[string]networkProfile{
 	NetworkLAN: {HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLeaseTimeout: 500 * time.Millisecond,
-		memberlist: memberlist.DefaultLocalConfig},
+		memberlist: memberlist.DefaultLocalConfig, inFlight: 1},
 	NetworkWAN: {HeartbeatTimeout: 1500 * time.Millisecond, ElectionTimeout: 3 * time.Second, LeaderLeaseTimeout: 1500 * time.Millisecond,
-		memberlist: memberlist.DefaultWANConfig},
+		memberlist: memberlist.DefaultWANConfig, inFlight: pipelineInFlight},
 }
 
 // defaultDuration sets *dst to v if *dst is not set (zero or negative).

@@ -346,12 +346,11 @@ func (n *Node) newTransport() (*raft.NetworkTransport, error) {
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  sl,
 		MaxPool: raftPoolSize,
-		// Pipelined replication is off (see DESIGN.md, Transport): raft
-		// v1.7's pipeline wedges when a follower answers Success=false
-		// (hashicorp/raft#612): the leader never replicates to that
-		// follower again, and the stuck goroutine holds Raft's Shutdown
-		// forever. The fault suite caught it as a node that would not stop.
-		MaxRPCsInFlight: 1,
+		// Pipelined replication on the wan profile only, and then through
+		// drainedPipeline (pipeline.go): raft v1.7's own pipeline wedges
+		// when a follower answers Success=false (hashicorp/raft#612); the
+		// fault suite caught it as a node that would not stop.
+		MaxRPCsInFlight: networkProfiles[n.cfg.Network].inFlight,
 		Timeout:         raftTimeout,
 		Logger:          newHCLog(n.log, "raft-net"),
 	}), nil
