@@ -19,9 +19,9 @@ func TestNetworkProfiles(t *testing.T) {
 	}{
 		{"", RaftTuning{}, time.Second, time.Second, 500 * time.Millisecond, nil},
 		{NetworkLAN, RaftTuning{}, time.Second, time.Second, 500 * time.Millisecond, nil},
-		{NetworkWAN, RaftTuning{}, 1500 * time.Millisecond, 3 * time.Second, 1500 * time.Millisecond, nil},
+		{NetworkWAN, RaftTuning{}, time.Second, 3 * time.Second, time.Second, nil},
 		// A timing set explicitly wins over the profile's.
-		{NetworkWAN, RaftTuning{ElectionTimeout: 5 * time.Second}, 1500 * time.Millisecond, 5 * time.Second, 1500 * time.Millisecond, nil},
+		{NetworkWAN, RaftTuning{ElectionTimeout: 5 * time.Second}, time.Second, 5 * time.Second, time.Second, nil},
 		{"mars", RaftTuning{}, 0, 0, 0, ErrNetwork},
 	} {
 		c := Config{ID: "n1", DataDir: t.TempDir(), Network: tc.network, Raft: tc.set}

@@ -94,12 +94,12 @@ type networkProfile struct {
 // centre (sub-millisecond RTTs): Raft's 1 s heartbeat and election
 // timeouts and 500 ms leader lease, memberlist's local profile (1 s probes
 // with a 200 ms timeout). wan is members 30-300 ms apart: a follower
-// gives up on its leader after 1.5-3 s without contact (heartbeats go out
-// every 150-300 ms, so a 300 ms RTT and its jitter never pass for a
+// gives up on its leader after 1-2 s without contact (heartbeats go out
+// every 100-200 ms, so a 300 ms RTT and its jitter never pass for a
 // failure), a candidate waits 3-6 s before it tries again, the leader's
-// lease is 1.5 s, and memberlist's WAN profile (5 s probes with a 3 s
+// lease is 1 s, and memberlist's WAN profile (5 s probes with a 3 s
 // timeout, 500 ms gossip, 60 s push-pull, suspicion six probe rounds).
-// The heartbeat timeout is half the election timeout because a lost
+// The heartbeat timeout is a third of the election timeout because a lost
 // leader costs one of each: see cluster/DESIGN.md, Regions. Replication is
 // pipelined on wan (4 AppendEntries in flight per follower) and not on
 // lan: across regions a new entry would otherwise wait for the previous
@@ -108,7 +108,7 @@ type networkProfile struct {
 var networkProfiles = map[string]networkProfile{
 	NetworkLAN: {HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLeaseTimeout: 500 * time.Millisecond,
 		memberlist: memberlist.DefaultLocalConfig, inFlight: 1},
-	NetworkWAN: {HeartbeatTimeout: 1500 * time.Millisecond, ElectionTimeout: 3 * time.Second, LeaderLeaseTimeout: 1500 * time.Millisecond,
+	NetworkWAN: {HeartbeatTimeout: time.Second, ElectionTimeout: 3 * time.Second, LeaderLeaseTimeout: time.Second,
 		memberlist: memberlist.DefaultWANConfig, inFlight: pipelineInFlight},
 }
 

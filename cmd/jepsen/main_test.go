@@ -182,7 +182,7 @@ func TestBinaryFlags(t *testing.T) {
 // The election timeout of a --network profile comes from the binary's
 // --help, as intentd words it.
 func TestProfileElection(t *testing.T) {
-	help := "  -network string\n    \ttiming profile: lan (one data centre: Raft 1s/1s/500ms, memberlist local) or wan (members 30-300 ms apart: Raft 1.5s/3s/1.5s, memberlist WAN); explicit timing flags win (default \"lan\")\n"
+	help := "  -network string\n    \ttiming profile: lan (one data centre: Raft 1s/1s/500ms, memberlist local) or wan (members 30-300 ms apart: Raft 1s/3s/1s, memberlist WAN); explicit timing flags win (default \"lan\")\n"
 	for profile, want := range map[string]time.Duration{"lan": time.Second, "wan": 3 * time.Second} {
 		if got, err := profileElection(help, profile); err != nil || got != want {
 			t.Errorf("%s: %v, %v; want %v", profile, got, err, want)
