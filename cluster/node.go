@@ -469,8 +469,15 @@ func (n *Node) hasPeers() bool {
 	return len(f.Configuration().Servers) > 1
 }
 
+// errRaftStopped ends a waitFuture whose stop channel closed first.
+var errRaftStopped = errors.New("raft shut down before answering")
+
 // waitFuture waits for a raft future or ctx.
-func waitFuture(ctx context.Context, f raft.Future) error {
+func waitFuture(ctx context.Context, f raft.Future) error { return waitFutureUntil(ctx, f, nil) }
+
+// waitFutureUntil waits for a raft future, ctx, or stop (nil: never). If
+// stop and the future are ready together, the future's answer wins.
+func waitFutureUntil(ctx context.Context, f raft.Future, stop <-chan struct{}) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
@@ -478,5 +485,12 @@ func waitFuture(ctx context.Context, f raft.Future) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-stop:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return errRaftStopped
+		}
 	}
 }

@@ -56,21 +56,14 @@ func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error
 // future alone could last for ever: a leader's Kill waited so on the
 // commands followers had forwarded.
 func (n *Node) awaitApply(ctx context.Context, f raft.ApplyFuture) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w while waiting for the log to commit", ledger.ErrOutcomeUnknown, ctx.Err())
-	case <-n.raftStopped:
-		select {
-		case err := <-done: // answered as Raft stopped
-			return err
-		default:
-		}
-		return fmt.Errorf("%w: raft shut down before answering", ledger.ErrOutcomeUnknown)
+	err := waitFutureUntil(ctx, f, n.raftStopped)
+	switch {
+	case errors.Is(err, errRaftStopped):
+		return fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err)
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return fmt.Errorf("%w: %w while waiting for the log to commit", ledger.ErrOutcomeUnknown, err)
 	}
+	return err
 }
 
 // WaitApplied implements ledger.Replicator: it waits until this node's

@@ -2,7 +2,9 @@ package mcpgate
 
 import (
 	"context"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -372,7 +374,7 @@ func TestGateToolPlans(t *testing.T) {
 				listed[tl.Name] = tl
 			}
 			if listed[StatusTool] == nil || listed["charge"] != nil || listed["read"] != nil {
-				t.Errorf("listed %v: want the status tool and only prefixed names", keys(listed))
+				t.Errorf("listed %v: want the status tool and only prefixed names", slices.Sorted(maps.Keys(listed)))
 			}
 			for name, w := range tc.want {
 				p := h.gate.planOf(name)
@@ -416,12 +418,4 @@ func TestGateToolPlans(t *testing.T) {
 
 func noop(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	return &mcp.CallToolResult{}, nil
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -253,14 +254,12 @@ func TestLiftSEP3182HTTP(t *testing.T) {
 			if !jsonEqual(t, gotBody, []byte(liftedMsg)) {
 				t.Errorf("body %s, want %s", gotBody, liftedMsg)
 			}
-			if gotLen != int64(len(gotBody)) || gotHeader != itoa(len(gotBody)) {
+			if gotLen != int64(len(gotBody)) || gotHeader != strconv.Itoa(len(gotBody)) {
 				t.Errorf("content length %d, header %q; body %d bytes", gotLen, gotHeader, len(gotBody))
 			}
 		})
 	}
 }
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // TestLiftSEP3182ThroughTheGate sends a SEP-3182 key as a raw tools/call
 // over stdio and over streamable HTTP: the gate claims it as the explicit
@@ -315,7 +314,7 @@ func TestLiftSEP3182ThroughTheGate(t *testing.T) {
 		await(1)
 		send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 		call := func(id int) string {
-			return `{"jsonrpc":"2.0","id":` + itoa(id) + `,"method":"tools/call","params":{"name":"charge","arguments":{"order":"sep-stdio"},"idempotencyKey":"sep-1"}}`
+			return `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"charge","arguments":{"order":"sep-stdio"},"idempotencyKey":"sep-1"}}`
 		}
 		send(call(2))
 		first := resultMeta(t, await(2))
@@ -336,7 +335,7 @@ func TestLiftSEP3182ThroughTheGate(t *testing.T) {
 		t.Cleanup(srv.Close)
 		post := func(id int) map[string]any {
 			t.Helper()
-			body := `{"jsonrpc":"2.0","id":` + itoa(id) + `,"method":"tools/call","params":{"name":"charge","arguments":{"order":"sep-http"},"idempotencyKey":"sep-2"}}`
+			body := `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"charge","arguments":{"order":"sep-http"},"idempotencyKey":"sep-2"}}`
 			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")
