@@ -62,15 +62,38 @@ func Binary(t *testing.T, pkg string, tags ...string) string {
 	return bin
 }
 
-// FreePort returns a loopback address whose port was free a moment ago.
+// handedOut holds every address FreePort returned in this test process:
+// the kernel hands a port closed a moment ago out again, so two nodes of
+// one cluster, given their ports before either started, could get the
+// same one (a CI run saw n3's gossip port equal n1's).
+var handedOut struct {
+	sync.Mutex
+	addrs map[string]bool
+}
+
+// FreePort returns a loopback address whose port was free a moment ago
+// and that no earlier call in this process returned.
 func FreePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.addrs == nil {
+		handedOut.addrs = map[string]bool{}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		if !handedOut.addrs[addr] {
+			handedOut.addrs[addr] = true
+			return addr
+		}
+	}
+	t.Fatal("no loopback port that was not handed out already")
+	return ""
 }
 
 // Process is one process of a test, started from Bin with Args, its
