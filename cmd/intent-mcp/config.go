@@ -35,17 +35,25 @@ type config struct {
 // envPrefix is the prefix of the environment variables that set flags.
 const envPrefix = "INTENT_MCP_"
 
-// upstreamFlags collects repeated --upstream flags.
-type upstreamFlags []mcpgate.Upstream
+// upstreamFlags collects repeated --upstream flags. The first --upstream on
+// the command line replaces the one INTENT_MCP_UPSTREAM gave, as every other
+// flag given on the command line wins over its environment variable.
+type upstreamFlags struct {
+	list    []mcpgate.Upstream
+	fromEnv bool // list holds the environment's value only
+}
 
-func (u *upstreamFlags) String() string { return fmt.Sprint(len(*u)) }
+func (u *upstreamFlags) String() string { return fmt.Sprint(len(u.list)) }
 
 func (u *upstreamFlags) Set(s string) error {
 	up, err := mcpgate.ParseUpstreamFlag(s)
 	if err != nil {
 		return err
 	}
-	*u = append(*u, up)
+	if u.fromEnv {
+		u.list, u.fromEnv = nil, false
+	}
+	u.list = append(u.list, up)
 	return nil
 }
 
@@ -93,6 +101,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if envErr != nil {
 		return c, envErr
 	}
+	ups.fromEnv = len(ups.list) > 0
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -120,7 +129,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 		file = *f
 	}
-	c.upstreams = append(append(c.upstreams, file.Upstreams...), ups...)
+	c.upstreams = append(append(c.upstreams, file.Upstreams...), ups.list...)
 	if rest := fs.Args(); len(rest) > 0 {
 		c.upstreams = append(c.upstreams, mcpgate.Upstream{Name: name, Command: rest})
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,6 +208,37 @@ func TestParseConfigPrecedence(t *testing.T) {
 		if err != nil || c.apiKey != tc.want {
 			t.Errorf("env %v args %v: api key %q (%v), want %q", tc.env, tc.args, c.apiKey, err, tc.want)
 		}
+	}
+}
+
+// TestParseConfigUpstreamFromEnvOrFlags: INTENT_MCP_UPSTREAM is the
+// upstream when no --upstream is given; --upstream flags replace it, as any
+// flag given on the command line wins over its environment variable.
+func TestParseConfigUpstreamFromEnvOrFlags(t *testing.T) {
+	e := env(map[string]string{"INTENT_MCP_UPSTREAM": "envsrv=http://env:9000/mcp"})
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{name: "the environment alone", want: []string{"envsrv"}},
+		{name: "one flag", args: []string{"--upstream", "pay=http://pay:9000/mcp"}, want: []string{"pay"}},
+		{name: "two flags", args: []string{"--upstream", "pay=http://pay:9000/mcp", "--upstream", "mail=srv --stdio"}, want: []string{"pay", "mail"}},
+		{name: "a command after --", args: []string{"--", "srv"}, want: []string{"envsrv", "main"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, err := parse(t, e, append([]string{"--ledger", "http://n1"}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, u := range c.upstreams {
+				names = append(names, u.Name)
+			}
+			if !slices.Equal(names, tc.want) {
+				t.Errorf("upstreams %v, want %v", names, tc.want)
+			}
+		})
 	}
 }
 
