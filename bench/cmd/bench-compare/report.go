@@ -117,7 +117,7 @@ func (r *report) markdown() string {
 		loadMax = max(loadMax, l.Load1Start, l.Load1End)
 	}
 	fmt.Fprintf(&b, "Measured %s by `make bench-compare`: %d repetition(s), median of each metric; %s warm-up + %s measured per level; "+
-		"closed-loop clients; %d-byte keys, %d-byte payloads; contended = %d claimants per key. ",
+		"closed-loop clients; %d-byte keys, %d-byte payloads; contended = %d claimants per key (fewer when there are fewer clients: with one client every key is claimed once). ",
 		r.Date, r.Reps, r.Warmup, r.Duration, r.KeyBytes, r.PayloadBytes, r.Claimants)
 	fmt.Fprintf(&b, "Machine: %d CPUs shared by the 3 servers and the load generator; 1-minute load average %.2f at the start, %.2f at the end, %.2f–%.2f during the levels; "+
 		"fdatasync/s on the data filesystem at the start (end): %.0f (%.0f) rewriting a 4 KiB block, %.0f (%.0f) appending 256 B to a growing file, "+
