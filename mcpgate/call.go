@@ -41,41 +41,54 @@ type call struct {
 	key       CallKey
 	claim     client.ClaimRequest
 	log       *slog.Logger
+	result    Result // how the call was answered, for the metrics
 }
 
 // callTool answers a tools/call of the downstream tool name.
 func (g *Gate) callTool(ctx context.Context, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	start := time.Now()
 	p := g.planOf(name)
 	if p == nil {
+		g.cfg.Metrics.call("", ResultUnknownTool, time.Since(start))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 	}
+	res, result, err := g.gatedCall(ctx, p, req)
+	g.cfg.Metrics.call(p.name, result, time.Since(start))
+	return res, err
+}
+
+// gatedCall answers a tools/call of a listed tool and says how.
+func (g *Gate) gatedCall(ctx context.Context, p *toolPlan, req *mcp.CallToolRequest) (*mcp.CallToolResult, Result, error) {
 	if p.mode == ModePass {
-		return g.passThrough(ctx, p, req)
+		res, err := g.passThrough(ctx, p, req)
+		return res, ResultPassthrough, err
 	}
 	canonical, exact, err := CanonicalArguments(req.Params.Arguments)
 	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		return nil, ResultBadRequest, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
 	key, ok, err := ResolveKey(KeyInput{
 		Meta: req.Params.Meta, Scope: g.scopeOf(req), Upstream: p.up.spec.Name, Tool: p.tool.Name, LedgerTool: p.ledgerTool,
 		Arguments: canonical, HostIDKeys: g.cfg.Keys.HostIDKeys, Derive: p.derive, Window: p.window, Now: g.cfg.Now(),
 	})
 	if err != nil {
-		return nil, badKeyError(err)
+		return nil, ResultBadRequest, badKeyError(err)
 	}
 	if !ok {
-		return g.passThrough(ctx, p, req) // derivation off and no key: a tool meant to repeat
+		res, err := g.passThrough(ctx, p, req) // derivation off and no key: a tool meant to repeat
+		return res, ResultPassthrough, err
 	}
 	payload, err := BuildPayload(p.up.spec.Name, p.tool.Name, key, canonical, exact, g.cfg.MaxPayload)
 	if err != nil {
-		return ledgerRefusedAnswer(key.Ledger, err), nil
+		return ledgerRefusedAnswer(key.Ledger, err), ResultLedgerRefused, nil
 	}
 	c := &call{g: g, p: p, req: req, callerCtx: ctx, ctx: context.WithoutCancel(ctx), key: key,
 		claim: client.ClaimRequest{Tool: p.ledgerTool, Payload: payload, Owner: g.cfg.NewOwner(), Policy: p.policy, Lease: p.lease}}
-	c.log = g.cfg.Logger.With("tool", name, "key_source", key.Source, "owner", c.claim.Owner)
+	c.log = g.cfg.Logger.With("tool", p.name, "key_source", key.Source, "owner", c.claim.Owner)
 	g.calls.Add(1)
 	defer g.calls.Done()
-	return c.run()
+	res, err := c.run()
+	return res, c.result, err
 }
 
 // scopeOf is the key scope of a call: the configured scope, and a digest
@@ -107,6 +120,7 @@ func (c *call) run() (*mcp.CallToolResult, error) {
 	if err != nil && errors.Is(err, client.ErrInFlight) {
 		resp, err = c.waitInFlight(err)
 	}
+	c.g.cfg.Metrics.ledgerStep("claim", time.Since(start))
 	if err != nil {
 		c.log.Debug("claim not granted", "err", err)
 		return c.refused(err, time.Since(start))
@@ -116,8 +130,10 @@ func (c *call) run() (*mcp.CallToolResult, error) {
 		return c.execute(resp)
 	case client.StatusDuplicate:
 		c.log.Debug("replayed")
+		c.result = ResultReplayed
 		return c.replay(resp.Intent)
 	case client.StatusPendingApproval:
+		c.result = ResultPendingApproval
 		in := resp.Intent
 		required, approvals := 0, 0
 		if in != nil {
@@ -128,6 +144,7 @@ func (c *call) run() (*mcp.CallToolResult, error) {
 		}
 		return pendingAnswer(c.g.links, c.key.Ledger, required, approvals), nil
 	}
+	c.result = ResultLedgerRefused
 	return ledgerRefusedAnswer(c.key.Ledger, fmt.Errorf("the ledger answered the claim with status %q", resp.Status)), nil
 }
 
@@ -188,16 +205,20 @@ func (c *call) refused(err error, waited time.Duration) (*mcp.CallToolResult, er
 	if u := (*client.UnsettledError)(nil); errors.As(err, &u) {
 		if u.MaybeGranted {
 			c.g.releaseLater(c.claim)
+			c.result = ResultOutcomeUnknown
 			return outcomeUnknownAnswer(key, u.Last), nil
 		}
+		c.result = ResultLedgerUnavailable
 		return ledgerUnavailableAnswer(key, u.Last), nil
 	}
 	var p *client.Problem
 	errors.As(err, &p)
 	switch {
 	case errors.Is(err, client.ErrInFlight):
+		c.result = ResultInFlight
 		return inFlightAnswer(key, waited), nil
 	case errors.Is(err, client.ErrInDoubt):
+		c.result = ResultInDoubt
 		return inDoubtAnswer(c.g.links, key, "An earlier call with this key started and its result was never recorded "+
 			"(the tool's server, the gate or a connection failed mid-call)."), nil
 	case errors.Is(err, client.ErrDivergent):
@@ -205,12 +226,16 @@ func (c *call) refused(err error, waited time.Duration) (*mcp.CallToolResult, er
 		if p != nil {
 			recorded, request = p.Fingerprint, p.RequestFingerprint
 		}
+		c.result = ResultDivergent
 		return nil, conflictError(key, recorded, request)
 	case errors.Is(err, client.ErrRejected):
+		c.result = ResultRejected
 		return rejectedAnswer(key), nil
 	case errors.Is(err, client.ErrBlocked):
+		c.result = ResultBlocked
 		return blockedAnswer(key, err), nil
 	}
+	c.result = ResultLedgerRefused
 	return ledgerRefusedAnswer(key, err), nil
 }
 
@@ -282,6 +307,7 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 	c.log = c.log.With("fencing_token", token)
 	cs := c.p.up.session()
 	if cs == nil {
+		c.result = ResultUpstreamUnavailable
 		c.report(client.OutcomeFailed, token, json.RawMessage(`{"error":"the upstream was not connected; nothing was sent"}`))
 		return upstreamUnavailableAnswer(c.key.Ledger, c.p.up.spec.Name), nil
 	}
@@ -305,6 +331,7 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 		cfg.Ledger.KeepAlive(c.ctx, client.RenewRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token, Lease: lease}, stop,
 			func(err error) {
 				c.log.Warn("lease renewal refused while the upstream works: the right to run is gone, the call is cut", "err", err)
+				cfg.Metrics.lostLease()
 				lost(err)
 			})
 	}()
@@ -322,6 +349,7 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 	}
 	started := time.Now()
 	res, err := cs.CallTool(lctx, params)
+	cfg.Metrics.upstreamCall(c.p.up.spec.Name, time.Since(started))
 	stopRenewing()
 	c.log.Debug("upstream answered", "elapsed", time.Since(started), "err", err)
 	var werr *jsonrpc.Error
@@ -330,6 +358,7 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 		// The connection to an HTTP upstream could not be made: nothing
 		// reached it, so the attempt failed and a retry may run it.
 		c.log.Warn("the upstream could not be reached; nothing was sent", "err", err)
+		c.result = ResultUpstreamUnavailable
 		c.report(client.OutcomeFailed, token, EncodeErrorRecord(&jsonrpc.Error{Code: codeRejectedByTransport,
 			Message: "the upstream could not be reached; nothing was sent: " + err.Error()}))
 		return upstreamUnavailableAnswer(c.key.Ledger, c.p.up.spec.Name), nil
@@ -338,22 +367,26 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 		// that died without an answer (reset, EOF, a 5xx or 429 with no
 		// JSON-RPC body): the upstream may have acted. Not its answer.
 		c.log.Warn("the upstream's connection failed mid-call; the key is in doubt until someone resolves it", "err", err)
+		c.result = ResultUpstreamNoAnswer
 		c.expedite(token)
 		return inDoubtAnswer(c.g.links, c.key.Ledger, "The server behind this tool did not answer ("+err.Error()+")."), nil
 	case errors.As(err, &werr):
 		if neverRan(werr.Code) {
+			c.result = ResultFailed
 			c.report(client.OutcomeFailed, token, EncodeErrorRecord(werr))
-		} else {
-			c.record(token, EncodeErrorRecord(werr), false)
+		} else if c.result = ResultExecuted; !c.record(token, EncodeErrorRecord(werr), false) {
+			c.result = ResultUnrecorded
 		}
 		return nil, werr
 	case err != nil:
 		// Sent, and no answer: whether the upstream acted is unknown.
 		// Nothing is recorded; the lease is cut so the key is in doubt now.
 		c.log.Warn("the upstream did not answer; the key is in doubt until someone resolves it", "err", err)
+		c.result = ResultUpstreamNoAnswer
 		c.expedite(token)
 		return inDoubtAnswer(c.g.links, c.key.Ledger, "The server behind this tool did not answer ("+err.Error()+")."), nil
 	case res.NeedsInput():
+		c.result = ResultNeedsInput
 		c.report(client.OutcomeFailed, token, json.RawMessage(`{"error":"the tool asked for input, which the gate does not relay"}`))
 		return needsInputAnswer(c.key.Ledger), nil
 	}
@@ -363,6 +396,10 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 		c.log.Error("the result cannot be recorded", "err", err)
 	}
 	recorded := c.record(token, rec, clean.IsError)
+	c.result = ResultExecuted
+	if !recorded {
+		c.result = ResultUnrecorded
+	}
 	out := *clean
 	out.Meta = withMeta(forwardMeta(clean.Meta), MetaKey, c.key.Ledger, MetaKeySource, string(c.key.Source))
 	if !recorded {
@@ -388,6 +425,7 @@ func (c *call) record(token uint64, result json.RawMessage, isError bool) bool {
 	cfg := &c.g.cfg
 	ctx, cancel := context.WithTimeout(c.ctx, cfg.ReportTimeout)
 	defer cancel()
+	defer func(start time.Time) { cfg.Metrics.ledgerStep("record", time.Since(start)) }(time.Now())
 	req := client.CompleteRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token, Outcome: client.OutcomeExecuted, Result: result}
 	_, err := cfg.Ledger.Report(ctx, req)
 	if err != nil && errors.Is(err, client.ErrBadRequest) {

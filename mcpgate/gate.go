@@ -65,6 +65,8 @@ type Config struct {
 	Now func() time.Time
 	// Version is the gate's version in its MCP implementation info.
 	Version string
+	// Metrics records the gate's Prometheus series (nil: none).
+	Metrics *Metrics
 }
 
 // Gate is the MCP gateway: Server is what hosts connect to, Start

@@ -15,7 +15,7 @@ import (
 
 // config is the parsed command line, environment and configuration file.
 type config struct {
-	listen                      string
+	listen, metricsListen       string
 	ledger                      []string
 	apiKey, ledgerURL           string
 	upstreams                   []mcpgate.Upstream
@@ -78,7 +78,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&configFile, "config", "", "JSON configuration file: upstreams, tool rules, key policy (docs/mcp.md)")
 	fs.Var(&ups, "upstream", "an upstream MCP server, repeatable: NAME=http(s)://host/mcp (streamable HTTP) or NAME=COMMAND ARGS... (stdio, split on spaces)")
 	fs.StringVar(&name, "name", mcpgate.DefaultUpstreamName, "name of the upstream given after --")
-	fs.StringVar(&c.listen, "listen", "", "serve streamable HTTP at http://ADDR/mcp instead of stdio")
+	fs.StringVar(&c.listen, "listen", "", "serve streamable HTTP at http://ADDR/mcp instead of stdio (with /healthz, /readyz and /metrics)")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz on this separate address (on stdio the only way to reach them)")
 	fs.StringVar(&scope, "scope", mcpgate.DefaultScope, "key scope: gates with the same scope (and ledger namespace) share keys")
 	fs.DurationVar(&window, "window", mcpgate.DefaultWindow, "derivation window: identical calls without a key inside it are one call")
 	fs.StringVar(&hostIDs, "host-id-keys", strings.Join(mcpgate.DefaultHostIDKeys, ","), "comma-separated _meta keys read as a host's call id, in order; \"none\" for none")

@@ -23,7 +23,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -35,7 +34,10 @@ import (
 
 	"github.com/intentledger/intentd/client"
 	"github.com/intentledger/intentd/internal/cli"
+	"github.com/intentledger/intentd/internal/probe"
 	"github.com/intentledger/intentd/mcpgate"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() {
@@ -82,14 +84,22 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdin io.ReadCl
 	if ledgerURL == "" {
 		ledgerURL = ledger.Addrs()[0]
 	}
+	reg := probe.NewRegistry()
 	gate, err := mcpgate.New(mcpgate.Config{
 		Upstreams: cfg.upstreams, Tools: cfg.tools, Keys: cfg.keys, Ledger: ledger, LedgerURL: ledgerURL,
 		Lease: cfg.lease, CallTimeout: cfg.callTimeout, MaxWait: cfg.maxWait, LedgerTimeout: cfg.ledgerTimeout,
 		ReportTimeout: cfg.reportTimeout, Commit: cfg.commit, MaxPayload: cfg.maxPayload, MaxResult: cfg.maxResult,
-		Logger: logger, UpstreamStderr: stderr, Version: version(),
+		Logger: logger, UpstreamStderr: stderr, Version: version(), Metrics: mcpgate.NewMetrics(reg),
 	})
 	if err != nil {
 		return err
+	}
+	if cfg.metricsListen != "" {
+		stop, err := serveMetrics(cfg.metricsListen, reg, ledger, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	if cfg.pprof != "" {
 		stop, err := servePprof(cfg.pprof, logger)
@@ -124,27 +134,21 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdin io.ReadCl
 		logger.Info("stdio closed; stopping")
 		return nil
 	}
-	return serveHTTP(ctx, cfg, logger, gate, ledger, names)
+	return serveHTTP(ctx, cfg, logger, gate, ledger, reg, names)
 }
 
-// serveHTTP serves the streamable-HTTP transport at /mcp, and /healthz
-// and /readyz, until ctx ends.
-func serveHTTP(ctx context.Context, cfg config, logger *slog.Logger, gate *mcpgate.Gate, ledger *client.Client, names []string) error {
+// serveHTTP serves the streamable-HTTP transport at /mcp, and /healthz,
+// /readyz and (unless --metrics-listen moved it) /metrics, until ctx ends.
+func serveHTTP(ctx context.Context, cfg config, logger *slog.Logger, gate *mcpgate.Gate, ledger *client.Client, reg *prometheus.Registry, names []string) error {
 	mux := http.NewServeMux()
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return gate.Server() },
 		&mcp.StreamableHTTPOptions{Logger: logger})
 	mux.Handle("/mcp", mcpgate.LiftSEP3182HTTP(mcpHandler, mcp.DefaultMaxRequestBodyBytes))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		rctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if st, err := ledger.Cluster(rctx); err != nil || st.LeaderID == "" {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, "the ledger has no leader or cannot be reached\n")
-			return
-		}
-		_, _ = io.WriteString(w, "ready\n")
-	})
+	mux.Handle("GET /healthz", probe.Healthz())
+	mux.Handle("GET /readyz", probe.Readyz(ledger))
+	if cfg.metricsListen == "" {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
@@ -190,15 +194,27 @@ func servePprof(addr string, logger *slog.Logger) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("--pprof: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: probe.PprofMux(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	logger.Warn("pprof enabled: profiling endpoints served", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
+}
+
+// serveMetrics serves /metrics, /healthz and /readyz on their own listener
+// (--metrics-listen: the only way to reach them when the gate speaks stdio)
+// until stop.
+func serveMetrics(addr string, reg *prometheus.Registry, ledger *client.Client, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /healthz", probe.Healthz())
+	mux.Handle("GET /readyz", probe.Readyz(ledger))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	go func() { _ = srv.Serve(ln) }()
+	logger.Info("metrics served", "url", "http://"+ln.Addr().String()+"/metrics")
 	return func() { _ = srv.Close() }, nil
 }
 

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -125,6 +127,7 @@ func (w *world) newLog() *nodetest.LockedBuffer {
 // host is an MCP host that launched a gate process over stdio, as a
 // desktop host does.
 type host struct {
+	addr    string // --listen of an HTTP gate
 	cs      *mcp.ClientSession
 	cmd     *exec.Cmd
 	changed chan struct{}
@@ -166,7 +169,7 @@ func (w *world) launch(t *testing.T) *host {
 func (w *world) serveHTTP(t *testing.T) *host {
 	t.Helper()
 	addr := nodetest.FreePort(t)
-	h := &host{changed: make(chan struct{}, 16)}
+	h := &host{addr: addr, changed: make(chan struct{}, 16)}
 	h.cmd = exec.Command(w.gateBin, w.gateArgs("--listen", addr)...)
 	log := w.newLog()
 	h.cmd.Stdout, h.cmd.Stderr = log, log
@@ -195,6 +198,31 @@ func (w *world) serveHTTP(t *testing.T) *host {
 	h.cs = cs
 	t.Cleanup(func() { _ = cs.Close() })
 	return h
+}
+
+// metric is the value of one series on an HTTP gate's /metrics (a line
+// that starts with series), or -1 when it is absent.
+func (h *host) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + h.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %d %v", resp.StatusCode, err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return -1
 }
 
 // kill SIGKILLs the gate process.

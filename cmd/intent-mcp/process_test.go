@@ -240,6 +240,13 @@ func TestGateProcesses(t *testing.T) {
 		if first.IsError || !isReplay(again) || effects(t, w.effWeb, "charge", "share") != 1 {
 			t.Errorf("first %s\nagain %s", describe(first), describe(again))
 		}
+		// The HTTP gate's /metrics counts its answer.
+		if n := other.metric(t, `intent_mcp_calls_total{result="replayed",tool="web__charge"}`); n != 1 {
+			t.Errorf("replayed calls on /metrics: %v, want 1", n)
+		}
+		if n := other.metric(t, `intent_mcp_ledger_duration_seconds_count{op="claim"}`); n != 1 {
+			t.Errorf("claims timed on /metrics: %v, want 1", n)
+		}
 	})
 
 	t.Run("the upstream SIGKILLed after its effect leaves the call in doubt on every retry", func(t *testing.T) {

@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
@@ -32,12 +31,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/intentledger/intentd/client"
 	"github.com/intentledger/intentd/internal/cli"
+	"github.com/intentledger/intentd/internal/probe"
 	"github.com/intentledger/intentd/proxy"
 )
 
@@ -97,8 +95,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := probe.NewRegistry()
 	h, err := proxy.New(proxy.Config{
 		Upstream: cfg.upstream, Ledger: ledger, LedgerURL: ledger.Addrs()[0], Router: router,
 		MaxBody: cfg.maxBody, MaxPayload: cfg.maxPayload, MaxResult: cfg.maxResult,
@@ -109,8 +106,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	healthz := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	readyz := readiness(ledger)
+	healthz := probe.Healthz()
+	readyz := probe.Readyz(ledger)
 
 	var adminMux map[string]http.Handler
 	if cfg.metricsListen == "" {
@@ -158,7 +155,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 			}
 			return fmt.Errorf("--pprof: %w", err)
 		}
-		servers = append(servers, &http.Server{Handler: pprofMux(), ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, &http.Server{Handler: probe.PprofMux(), ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, pln)
 		logger.Warn("pprof enabled: profiling endpoints served", "addr", pln.Addr().String())
 	}
@@ -192,37 +189,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	return first
 }
 
-// pprofMux serves Go's profiling endpoints (/debug/pprof/...).
-func pprofMux() *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
-}
-
+// metricsWhere says where the metrics are served, for the start-up line.
 func metricsWhere(cfg config) string {
 	if cfg.metricsListen != "" {
 		return "http://" + cfg.metricsListen + "/metrics"
 	}
 	return pathMetrics + " on the proxy's listener"
-}
-
-// readiness answers 200 when the ledger names a leader, 503 otherwise.
-func readiness(ledger *client.Client) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		st, err := ledger.Cluster(ctx)
-		if err != nil || st.LeaderID == "" {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, "the ledger has no leader or cannot be reached\n")
-			return
-		}
-		_, _ = io.WriteString(w, "ready\n")
-	})
 }
 
 // config is the parsed command line.

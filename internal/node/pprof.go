@@ -6,8 +6,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"time"
+
+	"github.com/intentledger/intentd/internal/probe"
 )
 
 // debugServer serves Go's profiling endpoints (/debug/pprof/...) on their
@@ -26,14 +27,8 @@ func startDebugServer(addr string, log *slog.Logger) (*debugServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on --pprof: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	d := &debugServer{ln: ln, served: make(chan error, 1), srv: &http.Server{
-		Handler:           mux,
+		Handler:           probe.PprofMux(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}}

@@ -1,0 +1,73 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/intentledger/intentd/client"
+)
+
+type ledgerFunc func(context.Context) (*client.ClusterStatus, error)
+
+func (f ledgerFunc) Cluster(ctx context.Context) (*client.ClusterStatus, error) { return f(ctx) }
+
+func TestReadyzNeedsALeader(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ledger ledgerFunc
+		want   int
+	}{
+		{"a leader", func(context.Context) (*client.ClusterStatus, error) {
+			return &client.ClusterStatus{LeaderID: "n1"}, nil
+		}, http.StatusOK},
+		{"no leader", func(context.Context) (*client.ClusterStatus, error) { return &client.ClusterStatus{}, nil }, http.StatusServiceUnavailable},
+		{"unreachable", func(context.Context) (*client.ClusterStatus, error) { return nil, errors.New("refused") }, http.StatusServiceUnavailable},
+		{"no answer and no error", func(context.Context) (*client.ClusterStatus, error) { return nil, nil }, http.StatusServiceUnavailable},
+		{"the check is bounded", func(ctx context.Context) (*client.ClusterStatus, error) {
+			if _, ok := ctx.Deadline(); !ok {
+				t.Error("the ledger was asked without a deadline")
+			}
+			return &client.ClusterStatus{LeaderID: "n2"}, nil
+		}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			Readyz(tc.ledger).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			if rec.Code != tc.want {
+				t.Errorf("status %d, want %d (%s)", rec.Code, tc.want, rec.Body)
+			}
+		})
+	}
+}
+
+func TestHealthzAndRegistry(t *testing.T) {
+	rec := httptest.NewRecorder()
+	Healthz().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if rec.Code != http.StatusOK || rec.Body.String() != "ok\n" {
+		t.Errorf("healthz %d %q", rec.Code, rec.Body)
+	}
+	families, err := NewRegistry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goSeries, processSeries bool
+	for _, f := range families {
+		goSeries = goSeries || strings.HasPrefix(f.GetName(), "go_")
+		processSeries = processSeries || strings.HasPrefix(f.GetName(), "process_")
+	}
+	if !goSeries || !processSeries {
+		t.Errorf("registry lacks the runtime's series (go_ %v, process_ %v)", goSeries, processSeries)
+	}
+}
+
+func TestPprofMuxServesTheIndex(t *testing.T) {
+	rec := httptest.NewRecorder()
+	PprofMux().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "goroutine") {
+		t.Errorf("pprof index %d", rec.Code)
+	}
+}
