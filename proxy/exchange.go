@@ -40,12 +40,14 @@ func (ex *exchange) done(res Result) {
 }
 
 func (ex *exchange) run() {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ex.detached(), ex.h.cfg.LedgerTimeout)
 	resp, err := ex.h.cfg.Ledger.Settle(ctx, ex.claim)
 	cancel()
 	if err != nil && errors.Is(err, client.ErrInFlight) && ex.route.WaitInFlight {
 		resp, err = ex.waitInFlight(err)
 	}
+	ex.h.cfg.Metrics.ledgerStep(ex.route.Name, "claim", time.Since(start))
 	if err != nil {
 		if errors.Is(err, client.ErrOutcomeUnknown) {
 			ex.h.releaseLater(ex.claim)
@@ -223,6 +225,7 @@ func (ex *exchange) record(rec Recording, token uint64, status int, header http.
 	cfg := &ex.h.cfg
 	ctx, cancel := context.WithTimeout(ex.detached(), cfg.ReportTimeout)
 	defer cancel()
+	defer func(start time.Time) { cfg.Metrics.ledgerStep(ex.route.Name, "record", time.Since(start)) }(time.Now())
 	req := client.CompleteRequest{Key: ex.key, Owner: ex.claim.Owner, FencingToken: token, Outcome: client.OutcomeExecuted, Result: result}
 	if rec == RecordFailed {
 		req.Outcome = client.OutcomeFailed

@@ -40,6 +40,7 @@ const (
 type Metrics struct {
 	requests     *prometheus.CounterVec
 	upstream     *prometheus.HistogramVec
+	ledger       *prometheus.HistogramVec
 	recordErrors *prometheus.CounterVec
 	leaseLost    *prometheus.CounterVec
 }
@@ -47,6 +48,9 @@ type Metrics struct {
 // NewMetrics registers the proxy's series with reg:
 // intent_proxy_requests_total{route,result},
 // intent_proxy_upstream_duration_seconds{route,code},
+// intent_proxy_ledger_duration_seconds{route,op} (op claim: the claim, a
+// wait for another request's holder included; op record: the complete
+// that records the upstream's answer),
 // intent_proxy_record_errors_total{route} (an upstream answer the ledger
 // did not record: the key turns in_doubt) and
 // intent_proxy_lease_lost_total{route} (a renewal refused while the
@@ -60,6 +64,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "intent_proxy_upstream_duration_seconds", Help: "Upstream exchanges of claimed requests, headers to end of body, by route and status class.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}, []string{"route", "code"}),
+		ledger: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "intent_proxy_ledger_duration_seconds", Help: "Ledger steps of claimed requests by route: claim (waits for a holder included) and record.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"route", "op"}),
 		recordErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "intent_proxy_record_errors_total", Help: "Upstream answers the ledger did not record (the key turns in_doubt).",
 		}, []string{"route"}),
@@ -67,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "intent_proxy_lease_lost_total", Help: "Lease renewals the ledger refused while the upstream worked.",
 		}, []string{"route"}),
 	}
-	reg.MustRegister(m.requests, m.upstream, m.recordErrors, m.leaseLost)
+	reg.MustRegister(m.requests, m.upstream, m.ledger, m.recordErrors, m.leaseLost)
 	return m
 }
 
@@ -84,6 +92,12 @@ func (m *Metrics) upstreamDone(route string, status int, d time.Duration) {
 			code = strconv.Itoa(status/100) + "xx"
 		}
 		m.upstream.WithLabelValues(route, code).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) ledgerStep(route, op string, d time.Duration) {
+	if m != nil {
+		m.ledger.WithLabelValues(route, op).Observe(d.Seconds())
 	}
 }
 
