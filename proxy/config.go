@@ -103,6 +103,11 @@ type Route struct {
 	// the first one's answer (long-polling the ledger) and replay it,
 	// instead of answering 409 in-flight at once.
 	WaitInFlight bool `json:"wait_in_flight,omitempty"`
+	// UpstreamTimeout bounds one upstream exchange of the route's claimed
+	// requests, headers to end of body; zero takes the proxy's
+	// --upstream-timeout. Past it the request is answered 504 and its key
+	// goes in_doubt: the upstream may have acted.
+	UpstreamTimeout Duration `json:"upstream_timeout,omitempty"`
 }
 
 // DefaultTool is the tool of the default route when none is configured.
@@ -113,6 +118,10 @@ const (
 	maxNameBytes = 256
 	minLease     = 100 * time.Millisecond
 	maxLease     = time.Hour
+	// maxUpstreamTimeout bounds a route's upstream timeout: the lease is
+	// renewed while the upstream works, so a long one is allowed, but not
+	// an unbounded one.
+	maxUpstreamTimeout = 24 * time.Hour
 )
 
 // ParseRoutes reads a routes file: a JSON array of Route. Its tool, key,
@@ -206,6 +215,9 @@ func (r *Route) Normalize() error {
 	}
 	if l := time.Duration(r.Lease); l != 0 && (l < minLease || l > maxLease) {
 		return fmt.Errorf("lease: %v is outside the ledger's %v..%v", l, minLease, maxLease)
+	}
+	if d := time.Duration(r.UpstreamTimeout); d < 0 || d > maxUpstreamTimeout {
+		return fmt.Errorf("upstream_timeout: %v is outside 0..%v (0: the proxy's --upstream-timeout)", d, maxUpstreamTimeout)
 	}
 	var err error
 	if r.FingerprintHeaders, err = headerNames("fingerprint_headers", r.FingerprintHeaders); err != nil {

@@ -161,7 +161,11 @@ func (ex *exchange) execute(grant *client.ClaimResponse) {
 	stopRenewing := func() { once.Do(func() { close(stop); <-stopped }) }
 	defer stopRenewing()
 
-	uctx, ucancel := context.WithTimeout(ex.detached(), cfg.UpstreamTimeout)
+	timeout := cfg.UpstreamTimeout
+	if d := time.Duration(ex.route.UpstreamTimeout); d > 0 {
+		timeout = d
+	}
+	uctx, ucancel := context.WithTimeout(ex.detached(), timeout)
 	defer ucancel()
 	out := upstreamRequest(uctx, ex.r, cfg.Upstream, ex.body, grantHeaders{fencingToken: token, executionToken: grant.ExecutionToken})
 	start := time.Now()

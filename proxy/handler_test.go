@@ -263,6 +263,40 @@ func TestWaitInFlightReplaysTheFirstAnswer(t *testing.T) {
 	}
 }
 
+// TestRouteUpstreamTimeout: a route's upstream_timeout bounds its upstream
+// exchanges in place of the proxy's: a hanging upstream answers 504 (the
+// key goes in doubt) on the route with a short one, while another route's
+// slow exchange, inside the proxy's bound, completes.
+func TestRouteUpstreamTimeout(t *testing.T) {
+	routes := append(testRoutes(), Route{Name: "quick", Method: "POST", Path: "/v1/quick", Tool: "quick", UpstreamTimeout: Duration(200 * time.Millisecond)})
+	hs := newHarness(t, routes, func(c *Config) { c.UpstreamTimeout = 10 * time.Minute })
+	// Under the proxy's bound alone this would wait 10 minutes: the
+	// client's 30 s (a hang guard) would end it first.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := hs.trySend(ctx, "POST", "/v1/quick", "q1", `{}`, "X-Upstream", "hang")
+	if err != nil {
+		t.Fatalf("hanging upstream on the quick route: %v", err)
+	}
+	if p := r.problem(t); r.code != http.StatusGatewayTimeout || p.Code != CodeUpstreamNoAnswer {
+		t.Fatalf("hanging upstream on the quick route: %v", r)
+	}
+	// A route without its own bound takes the proxy's: an exchange that
+	// outlasts the quick route's bound still completes.
+	done := make(chan reply, 1)
+	go func() { done <- hs.send("POST", "/v1/charges", "c1", `{}`, "X-Upstream", "block") }()
+	if got := <-hs.up.arrived; got != `"c1"` {
+		t.Fatalf("arrived %s", got)
+	}
+	// Not a synchronisation: the exchange must outlast the quick route's
+	// bound (twice over) to show that bound is the quick route's alone.
+	time.Sleep(400 * time.Millisecond)
+	close(hs.up.release)
+	if r := <-done; r.code != http.StatusCreated {
+		t.Errorf("slow exchange on a route with the proxy's bound: %v", r)
+	}
+}
+
 func TestNoAnswerLeavesTheKeyInDoubt(t *testing.T) {
 	for _, mode := range []string{"hang", "reset", "partial"} {
 		t.Run(mode, func(t *testing.T) {

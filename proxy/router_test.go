@@ -11,7 +11,7 @@ func TestParseRoutes(t *testing.T) {
 	base := Route{Tool: "api", Key: KeyRequired, On5xx: On5xxRecord}
 	routes, err := ParseRoutes([]byte(`[
 		{"method": "post", "path": "/v1/charges", "tool": "stripe.charge", "lease": "10s",
-		 "fingerprint_headers": ["content-type", "Content-Type", "x-account"], "on_5xx": "retry", "wait_in_flight": true},
+		 "fingerprint_headers": ["content-type", "Content-Type", "x-account"], "on_5xx": "retry", "wait_in_flight": true, "upstream_timeout": "2m"},
 		{"path": "/v1/", "key": "optional"},
 		{"name": "health", "path": "/v1/ping", "key": "pass"}
 	]`), base)
@@ -20,11 +20,11 @@ func TestParseRoutes(t *testing.T) {
 	}
 	c := routes[0]
 	if c.Method != "POST" || c.Tool != "stripe.charge" || c.Scope != "stripe.charge" || time.Duration(c.Lease) != 10*time.Second ||
-		c.On5xx != On5xxRetry || !c.WaitInFlight || c.Name != "POST /v1/charges" ||
+		c.On5xx != On5xxRetry || !c.WaitInFlight || c.Name != "POST /v1/charges" || time.Duration(c.UpstreamTimeout) != 2*time.Minute ||
 		strings.Join(c.FingerprintHeaders, ",") != "Content-Type,X-Account" {
 		t.Errorf("route 0: %+v", c)
 	}
-	if r := routes[1]; r.Tool != "api" || r.Key != KeyOptional || r.On5xx != On5xxRecord || r.Name != "/v1/" {
+	if r := routes[1]; r.Tool != "api" || r.Key != KeyOptional || r.On5xx != On5xxRecord || r.Name != "/v1/" || r.UpstreamTimeout != 0 {
 		t.Errorf("route 1 did not take the defaults: %+v", r)
 	}
 	if routes[2].Name != "health" {
@@ -43,6 +43,8 @@ func TestParseRoutes(t *testing.T) {
 		{"bad on_5xx", `[{"path": "/x", "on_5xx": "ignore"}]`, "record, retry or in_doubt"},
 		{"lease too short", `[{"path": "/x", "lease": "10ms"}]`, "lease"},
 		{"lease not a string", `[{"path": "/x", "lease": 30}]`, "duration"},
+		{"negative upstream timeout", `[{"path": "/x", "upstream_timeout": "-1s"}]`, "upstream_timeout"},
+		{"upstream timeout over a day", `[{"path": "/x", "upstream_timeout": "25h"}]`, "upstream_timeout"},
 		{"bad header name", `[{"path": "/x", "fingerprint_headers": ["a b"]}]`, "header name"},
 		{"bad tool", "[{\"path\": \"/x\", \"tool\": \"a\\u0001\"}]", "tool"},
 	} {
