@@ -25,10 +25,11 @@ var allowed = map[string][]string{
 	"internal/jsonexact": nil, // the integers canonical JSON would change: the ledger's and the proxy's one rule
 	"internal/tlsutil":   nil,
 	"internal/nodetest":  nil,
-	"internal/progress":  nil, // status lines redrawn on a terminal, plain lines in a log
-	"internal/cli":       nil, // the commands' logger, flags from the environment, list flags
-	"internal/doccheck":  nil, // Markdown and shell scanning; its tests start a local cluster
-	"console":            nil, // the web console's embedded files; its pages reach the ledger through the API only
+	"internal/progress":  nil,        // status lines redrawn on a terminal, plain lines in a log
+	"internal/cli":       nil,        // the commands' logger, flags from the environment, list flags
+	"internal/doccheck":  nil,        // Markdown and shell scanning; its tests start a local cluster
+	"console":            nil,        // the web console's embedded files; its pages reach the ledger through the API only
+	"internal/probe":     {"client"}, // healthz, readyz against the ledger, the metrics registry, pprof: for the node and the front ends
 	"token":              nil,
 	"client":             nil, // the SDK: standard library only, no server package (clientMayImport)
 	"client/":            {"client", "client/"},
@@ -42,7 +43,7 @@ var allowed = map[string][]string{
 	"httpapi":           {"auth", "cluster", "fsm", "ledger", "token", "internal/jsonenc", "internal/namespace", "internal/peerauth"},
 
 	// The wiring and what starts it.
-	"internal/node":         {"auth", "cluster", "console", "fsm", "httpapi", "ledger", "token", "internal/faults", "internal/peerauth", "internal/tlsutil"},
+	"internal/node":         {"auth", "cluster", "console", "fsm", "httpapi", "ledger", "token", "internal/faults", "internal/peerauth", "internal/probe", "internal/tlsutil"},
 	"internal/localcluster": {"cluster", "httpapi", "internal/node"},
 	"internal/clienttest":   {"auth", "cluster", "httpapi", "ledger", "ledger/ledgertest", "internal/localcluster"},
 	"cmd/intentd":           {"auth", "internal/cli", "internal/faults", "internal/node", "internal/tlsutil"},
@@ -54,10 +55,10 @@ var allowed = map[string][]string{
 	"cmd/intent-bench": {"client", "internal/progress"},
 	// The Idempotency-Key reverse proxy: the ledger through the SDK only.
 	"proxy":            {"client", "internal/jsonexact"},
-	"cmd/intent-proxy": {"client", "internal/cli", "proxy"},
+	"cmd/intent-proxy": {"client", "internal/cli", "internal/probe", "proxy"},
 	// The MCP gate: the ledger through the SDK only, MCP through go-sdk.
 	"mcpgate":                              {"client"},
-	"cmd/intent-mcp":                       {"client", "internal/cli", "mcpgate"},
+	"cmd/intent-mcp":                       {"client", "internal/cli", "internal/probe", "mcpgate"},
 	"cmd/intent-mcp/internal/testupstream": nil,                             // the process tests' upstream MCP server
 	"cmd/intent-mcp/internal/mcpbench":     {"client", "internal/progress"}, // make bench-mcp's driver
 	"canary":                               {"client", "mcpgate", "proxy"},  // --via http-proxy: proxy.Handler before a plain tool; --via mcp: mcpgate before a plain MCP server
