@@ -374,8 +374,11 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 		if neverRan(werr.Code) {
 			c.result = ResultFailed
 			c.report(client.OutcomeFailed, token, EncodeErrorRecord(werr))
-		} else if c.result = ResultExecuted; !c.record(token, EncodeErrorRecord(werr), false) {
-			c.result = ResultUnrecorded
+		} else {
+			c.result = ResultExecuted
+			if !c.record(token, EncodeErrorRecord(werr), false) {
+				c.result = ResultUnrecorded
+			}
 		}
 		return nil, werr
 	case err != nil:
