@@ -372,10 +372,17 @@ func (b *bench) measure(ctx context.Context, c cell, round int, profile bool) (r
 		defer cs.Close()
 		gatePID, pprofAddr = pid, pp
 		call = func(ctx context.Context, key string) (time.Duration, error) {
-			r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: benchTool,
+			// A call that never returns would stall its caller for the rest
+			// of the cell and leave it measuring nothing: bound each one,
+			// and count a call without an answer as an error that says so.
+			cctx, cancel := context.WithTimeout(ctx, callBound)
+			defer cancel()
+			r, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: benchTool,
 				Arguments: map[string]any{"order": key, "amount": 1299, "currency": "usd"},
 				Meta:      map[string]any{"dev.intentd/idempotencyKey": key}})
 			switch {
+			case err != nil && ctx.Err() == nil && cctx.Err() != nil:
+				return 0, fmt.Errorf("no answer within %v (call %s)", callBound, key)
 			case err != nil:
 				return 0, err
 			case r.IsError:
@@ -493,6 +500,10 @@ func (b *bench) measure(ctx context.Context, c cell, round int, profile bool) (r
 	}
 	return res, nil
 }
+
+// callBound bounds one MCP call of a cell; the bench tool answers at
+// once, so a call past it got no answer at all.
+const callBound = 5 * time.Second
 
 // connect opens the cell's MCP session; for a gate cell it returns the
 // gate's pid and pprof address too.
