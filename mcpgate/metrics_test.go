@@ -3,6 +3,7 @@ package mcpgate
 import (
 	"testing"
 
+	"github.com/intentledger/intentd/internal/probe/probetest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -43,36 +44,14 @@ func TestGateMetricsCountEveryAnswer(t *testing.T) {
 	// Four calls reached the ledger (executed, replayed, divergent,
 	// failed); two were granted and ran upstream, one was recorded.
 	for op, want := range map[string]uint64{"claim": 4, "record": 1} {
-		if got := histogramCount(t, reg, "intent_mcp_ledger_duration_seconds", "op", op); got != want {
+		if got := probetest.SampleCount(t, reg, "intent_mcp_ledger_duration_seconds", map[string]string{"op": op}); got != want {
 			t.Errorf("ledger step %s timed %d times, want %d", op, got, want)
 		}
 	}
-	if got := histogramCount(t, reg, "intent_mcp_upstream_duration_seconds", "upstream", "pay"); got != 2 {
+	if got := probetest.SampleCount(t, reg, "intent_mcp_upstream_duration_seconds", map[string]string{"upstream": "pay"}); got != 2 {
 		t.Errorf("upstream calls timed %d times, want 2", got)
 	}
-	if got := histogramCount(t, reg, "intent_mcp_call_duration_seconds", "result", string(ResultReplayed)); got != 1 {
+	if got := probetest.SampleCount(t, reg, "intent_mcp_call_duration_seconds", map[string]string{"result": string(ResultReplayed)}); got != 1 {
 		t.Errorf("replayed calls timed %d times, want 1", got)
 	}
-}
-
-// histogramCount is the sample count of the histogram series name{label=value} in reg.
-func histogramCount(t *testing.T, reg *prometheus.Registry, name, label, value string) uint64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, s := range f.GetMetric() {
-			for _, l := range s.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return s.GetHistogram().GetSampleCount()
-				}
-			}
-		}
-	}
-	return 0
 }

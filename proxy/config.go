@@ -110,6 +110,15 @@ type Route struct {
 	UpstreamTimeout Duration `json:"upstream_timeout,omitempty"`
 }
 
+// upstreamTimeout is the bound on one upstream exchange of the route: its
+// own, else the proxy's (def).
+func (r *Route) upstreamTimeout(def time.Duration) time.Duration {
+	if d := time.Duration(r.UpstreamTimeout); d > 0 {
+		return d
+	}
+	return def
+}
+
 // DefaultTool is the tool of the default route when none is configured.
 const DefaultTool = "http"
 

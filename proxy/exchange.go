@@ -161,11 +161,7 @@ func (ex *exchange) execute(grant *client.ClaimResponse) {
 	stopRenewing := func() { once.Do(func() { close(stop); <-stopped }) }
 	defer stopRenewing()
 
-	timeout := cfg.UpstreamTimeout
-	if d := time.Duration(ex.route.UpstreamTimeout); d > 0 {
-		timeout = d
-	}
-	uctx, ucancel := context.WithTimeout(ex.detached(), timeout)
+	uctx, ucancel := context.WithTimeout(ex.detached(), ex.route.upstreamTimeout(cfg.UpstreamTimeout))
 	defer ucancel()
 	out := upstreamRequest(uctx, ex.r, cfg.Upstream, ex.body, grantHeaders{fencingToken: token, executionToken: grant.ExecutionToken})
 	start := time.Now()

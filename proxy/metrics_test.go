@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/intentledger/intentd/internal/probe/probetest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -54,39 +55,10 @@ func TestMetricsCountEveryAnswer(t *testing.T) {
 		want uint64
 	}{{"claim", 3}, {"record", 1}} {
 		waitFor(t, fmt.Sprintf("%d %s steps timed", step.want, step.op), func() bool {
-			return histogramCount(t, reg, "intent_proxy_ledger_duration_seconds", map[string]string{"route": "charges", "op": step.op}) == step.want
+			return probetest.SampleCount(t, reg, "intent_proxy_ledger_duration_seconds", map[string]string{"route": "charges", "op": step.op}) == step.want
 		})
 	}
-	if n := histogramCount(t, reg, "intent_proxy_upstream_duration_seconds", map[string]string{"route": "charges", "code": "2xx"}); n != 1 {
+	if n := probetest.SampleCount(t, reg, "intent_proxy_upstream_duration_seconds", map[string]string{"route": "charges", "code": "2xx"}); n != 1 {
 		t.Errorf("%d upstream exchanges timed, want 1", n)
 	}
-}
-
-// histogramCount is the sample count of the histogram series of name
-// whose labels include labels.
-func histogramCount(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) uint64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, s := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range s.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue series
-				}
-			}
-			return s.GetHistogram().GetSampleCount()
-		}
-	}
-	return 0
 }

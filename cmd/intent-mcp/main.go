@@ -37,7 +37,6 @@ import (
 	"github.com/intentledger/intentd/internal/probe"
 	"github.com/intentledger/intentd/mcpgate"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() {
@@ -144,11 +143,11 @@ func serveHTTP(ctx context.Context, cfg config, logger *slog.Logger, gate *mcpga
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return gate.Server() },
 		&mcp.StreamableHTTPOptions{Logger: logger})
 	mux.Handle("/mcp", mcpgate.LiftSEP3182HTTP(mcpHandler, mcp.DefaultMaxRequestBodyBytes))
-	mux.Handle("GET /healthz", probe.Healthz())
-	mux.Handle("GET /readyz", probe.Readyz(ledger))
+	var metrics prometheus.Gatherer // on --metrics-listen instead when it is set
 	if cfg.metricsListen == "" {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		metrics = reg
 	}
+	probe.Mount(mux, ledger, metrics)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
@@ -190,32 +189,36 @@ func ledgerTransport() *http.Transport {
 // servePprof serves Go's profiling endpoints (/debug/pprof/...) on addr
 // until stop is called.
 func servePprof(addr string, logger *slog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--pprof: %w", err)
+	stop, bound, err := serveOn(addr, "--pprof", probe.PprofMux(), logger)
+	if err == nil {
+		logger.Warn("pprof enabled: profiling endpoints served", "addr", bound)
 	}
-	srv := &http.Server{Handler: probe.PprofMux(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	logger.Warn("pprof enabled: profiling endpoints served", "addr", ln.Addr().String())
-	return func() { _ = srv.Close() }, nil
+	return stop, err
 }
 
 // serveMetrics serves /metrics, /healthz and /readyz on their own listener
 // (--metrics-listen: the only way to reach them when the gate speaks stdio)
 // until stop.
 func serveMetrics(addr string, reg *prometheus.Registry, ledger *client.Client, logger *slog.Logger) (stop func(), err error) {
+	mux := http.NewServeMux()
+	probe.Mount(mux, ledger, reg)
+	stop, bound, err := serveOn(addr, "--metrics-listen", mux, logger)
+	if err == nil {
+		logger.Info("metrics served", "url", "http://"+bound+"/metrics")
+	}
+	return stop, err
+}
+
+// serveOn serves h on its own listener at addr (given by flag, named in
+// errors) until stop, and returns the bound address.
+func serveOn(addr, flag string, h http.Handler, logger *slog.Logger) (stop func(), bound string, err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-listen: %w", err)
+		return nil, "", fmt.Errorf("%s: %w", flag, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.Handle("GET /healthz", probe.Healthz())
-	mux.Handle("GET /readyz", probe.Readyz(ledger))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	go func() { _ = srv.Serve(ln) }()
-	logger.Info("metrics served", "url", "http://"+ln.Addr().String()+"/metrics")
-	return func() { _ = srv.Close() }, nil
+	return func() { _ = srv.Close() }, ln.Addr().String(), nil
 }
 
 // version is the module version the binary was built from.

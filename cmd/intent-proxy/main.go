@@ -136,9 +136,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	listeners := []net.Listener{ln}
 	if cfg.metricsListen != "" {
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", metrics)
-		mux.Handle("GET /healthz", healthz)
-		mux.Handle("GET /readyz", readyz)
+		probe.Mount(mux, ledger, reg)
 		mln, err := net.Listen("tcp", cfg.metricsListen)
 		if err != nil {
 			ln.Close()

@@ -14,6 +14,7 @@ import (
 	"github.com/intentledger/intentd/client"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // readyTimeout bounds one readiness check's question to the ledger.
@@ -43,6 +44,16 @@ func Readyz(ledger LeaderFinder) http.Handler {
 		}
 		_, _ = io.WriteString(w, "ready\n")
 	})
+}
+
+// Mount serves GET /healthz, GET /readyz (asking ledger for a leader) and,
+// when metrics is not nil, GET /metrics (its series) on mux.
+func Mount(mux *http.ServeMux, ledger LeaderFinder, metrics prometheus.Gatherer) {
+	mux.Handle("GET /healthz", Healthz())
+	mux.Handle("GET /readyz", Readyz(ledger))
+	if metrics != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	}
 }
 
 // NewRegistry is a Prometheus registry with the Go runtime's and the

@@ -71,3 +71,28 @@ func TestPprofMuxServesTheIndex(t *testing.T) {
 		t.Errorf("pprof index %d", rec.Code)
 	}
 }
+
+func TestMountServesMetricsOnlyWhenGiven(t *testing.T) {
+	leader := ledgerFunc(func(context.Context) (*client.ClusterStatus, error) {
+		return &client.ClusterStatus{LeaderID: "n1"}, nil
+	})
+	for _, withMetrics := range []bool{true, false} {
+		mux := http.NewServeMux()
+		if withMetrics {
+			Mount(mux, leader, NewRegistry())
+		} else {
+			Mount(mux, leader, nil)
+		}
+		want := map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusOK, "/metrics": http.StatusNotFound}
+		if withMetrics {
+			want["/metrics"] = http.StatusOK
+		}
+		for path, code := range want {
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			if rec.Code != code {
+				t.Errorf("metrics %v: GET %s %d, want %d", withMetrics, path, rec.Code, code)
+			}
+		}
+	}
+}
