@@ -720,16 +720,33 @@ func (r *runner) deliver(ctx context.Context, label, delivery string, call Charg
 	return o, ""
 }
 
+// ledgerReadWait bounds how long an episode's check waits for the ledger
+// to answer its read: a leader election on a loaded machine makes reads
+// fail for a moment, and a check read in that moment would make the run's
+// verdict (and digest) depend on timing.
+const ledgerReadWait = 30 * time.Second
+
 // ledgerState reads the key linearizably and folds the state to what the
 // properties need: executed (executed or committed), in_doubt (in_doubt, or
-// declared with its lease passed), absent, or the state's name.
+// declared with its lease passed), absent, or the state's name. A read that
+// fails is tried again until ledgerReadWait passes; only then is the state
+// "unreadable".
 func (r *runner) ledgerState(ctx context.Context, key string) string {
-	in, err := r.cl.Get(ctx, key, client.GetOptions{})
-	switch {
-	case errors.Is(err, client.ErrNotFound):
+	rctx, cancel := context.WithTimeout(ctx, ledgerReadWait)
+	defer cancel()
+	in, err := r.cl.Get(rctx, key, client.GetOptions{})
+	for backoff := 50 * time.Millisecond; err != nil && !errors.Is(err, client.ErrNotFound); backoff = min(2*backoff, time.Second) {
+		t := time.NewTimer(backoff)
+		select {
+		case <-rctx.Done():
+			t.Stop()
+			return "unreadable"
+		case <-t.C:
+		}
+		in, err = r.cl.Get(rctx, key, client.GetOptions{})
+	}
+	if err != nil {
 		return "absent"
-	case err != nil:
-		return "unreadable"
 	}
 	switch in.State {
 	case client.StateExecuted, client.StateCommitted:
