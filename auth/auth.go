@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -147,6 +148,26 @@ type Principal struct {
 	Namespace string
 	// Roles the key holds.
 	Roles []Role
+	// Tools limit the tokens a tool key may verify (KeyConfig.Tools);
+	// empty: any tool of its namespace.
+	Tools []string
+	// KeyPrefixes are the idempotency-key prefixes reserved to this key
+	// (KeyConfig.KeyPrefixes).
+	KeyPrefixes []string
+}
+
+// MayVerify reports whether p may verify (and spend) an execution token
+// for tool: p's Tools is empty or one of its patterns matches tool.
+func (p Principal) MayVerify(tool string) bool {
+	if len(p.Tools) == 0 {
+		return true
+	}
+	for _, t := range p.Tools {
+		if ok, _ := path.Match(t, tool); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Has reports whether p may act as r: p holds r, or holds admin, or r is
@@ -206,10 +227,12 @@ func HashKey(plaintext string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// entry is one configured key.
+// entry is one configured key, or one previous secret of the key before
+// it (previous: the same principal under another hash).
 type entry struct {
 	hash      [sha256.Size]byte
 	principal Principal
+	previous  bool
 }
 
 // table is an immutable snapshot of a keyset.
@@ -250,14 +273,24 @@ func (ks *Keyset) table() *table {
 func (ks *Keyset) IsDisabled() bool { return ks.table().disabled }
 
 // Len returns the number of configured keys.
-func (ks *Keyset) Len() int { return len(ks.table().entries) }
+func (ks *Keyset) Len() int {
+	n := 0
+	for _, e := range ks.table().entries {
+		if !e.previous {
+			n++
+		}
+	}
+	return n
+}
 
 // Names returns the configured keys' names, in configuration order.
 func (ks *Keyset) Names() []string {
 	t := ks.table()
-	names := make([]string, len(t.entries))
-	for i, e := range t.entries {
-		names[i] = e.principal.Name
+	var names []string
+	for _, e := range t.entries {
+		if !e.previous {
+			names = append(names, e.principal.Name)
+		}
 	}
 	return names
 }
@@ -303,7 +336,42 @@ func (ks *Keyset) Authenticate(presented string) (Principal, error) {
 	}
 	p := t.entries[match].principal
 	p.Roles = slices.Clone(p.Roles)
+	p.Tools = slices.Clone(p.Tools)
+	p.KeyPrefixes = slices.Clone(p.KeyPrefixes)
 	return p, nil
+}
+
+// ReservedPrefix reports whether key, in namespace ns, falls under a
+// prefix some configured key of ns reserves (KeyConfig.KeyPrefixes) that
+// the key named name does not hold; it returns that prefix. Such a key
+// may be claimed only by the keys that reserve it. In development mode
+// nothing is reserved.
+func (ks *Keyset) ReservedPrefix(ns, name, key string) (prefix string, reserved bool) {
+	t := ks.table()
+	if t.disabled {
+		return "", false
+	}
+	held := false
+	for i := range t.entries {
+		p := &t.entries[i].principal
+		if p.Namespace != ns {
+			continue
+		}
+		for _, pre := range p.KeyPrefixes {
+			if !strings.HasPrefix(key, pre) {
+				continue
+			}
+			if p.Name == name {
+				held = true
+			} else if prefix == "" {
+				prefix = pre
+			}
+		}
+	}
+	if held || prefix == "" {
+		return "", false
+	}
+	return prefix, true
 }
 
 // checkKeyFormat rejects what cannot be an API key before hashing. The

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -48,6 +50,21 @@ type KeyConfig struct {
 	Roles []Role `json:"roles"`
 	// SHA256 is the hex SHA-256 of the key (HashKey); unique.
 	SHA256 string `json:"sha256"`
+	// PreviousSHA256 are hashes of earlier secrets of the same key, which
+	// authenticate as it until removed: a secret is rotated under the
+	// same name, so the grants bound to that name stay settleable by the
+	// new secret (at most 4; each unique across the configuration).
+	PreviousSHA256 []string `json:"previous_sha256,omitempty"`
+	// Tools, on a key with the tool role, are the tools whose execution
+	// tokens it may verify (and so spend): path.Match patterns over tool
+	// names, as policies write them ("payments.*"). Empty: any tool of its
+	// namespace. Only a tool key may set it.
+	Tools []string `json:"tools,omitempty"`
+	// KeyPrefixes reserve idempotency keys: a key of this namespace that
+	// starts with one of them may be claimed only by an API key that
+	// lists that prefix. A front end (intent-proxy, intent-mcp) gets its
+	// own prefix, so no other key can write the results it replays.
+	KeyPrefixes []string `json:"key_prefixes,omitempty"`
 }
 
 // Parse reads a key configuration in its JSON form (FileConfig) and
@@ -147,10 +164,17 @@ func Load(path, env string) (*Keyset, error) {
 // configs turns a keyset back into its configuration.
 func (ks *Keyset) configs() []KeyConfig {
 	t := ks.table()
-	out := make([]KeyConfig, len(t.entries))
-	for i, e := range t.entries {
-		out[i] = KeyConfig{Name: e.principal.Name, Namespace: e.principal.Namespace,
-			Roles: append([]Role(nil), e.principal.Roles...), SHA256: hex.EncodeToString(e.hash[:])}
+	out := make([]KeyConfig, 0, len(t.entries))
+	for _, e := range t.entries {
+		if e.previous {
+			// build puts a key's previous hashes right after it.
+			last := &out[len(out)-1]
+			last.PreviousSHA256 = append(last.PreviousSHA256, hex.EncodeToString(e.hash[:]))
+			continue
+		}
+		out = append(out, KeyConfig{Name: e.principal.Name, Namespace: e.principal.Namespace,
+			Roles: append([]Role(nil), e.principal.Roles...), SHA256: hex.EncodeToString(e.hash[:]),
+			Tools: slices.Clone(e.principal.Tools), KeyPrefixes: slices.Clone(e.principal.KeyPrefixes)})
 	}
 	return out
 }
@@ -192,21 +216,99 @@ func build(keys []KeyConfig) (*Keyset, error) {
 			}
 			roles = append(roles, r)
 		}
+		hashOf := func(field, v string) ([32]byte, error) {
+			var h [32]byte
+			if len(v) != 2*len(h) {
+				return h, bad("%s must be %d hex digits, got %d characters", field, 2*len(h), len(v))
+			}
+			if _, err := hex.Decode(h[:], []byte(v)); err != nil {
+				return h, bad("%s is not hex: %v", field, err)
+			}
+			if other, dup := hashes[h]; dup {
+				return h, bad("same key hash as %q", other)
+			}
+			hashes[h] = k.Name
+			return h, nil
+		}
 		var e entry
-		if len(k.SHA256) != 2*len(e.hash) {
-			return nil, bad("sha256 must be %d hex digits, got %d characters", 2*len(e.hash), len(k.SHA256))
+		var err error
+		if e.hash, err = hashOf("sha256", k.SHA256); err != nil {
+			return nil, err
 		}
-		if _, err := hex.Decode(e.hash[:], []byte(k.SHA256)); err != nil {
-			return nil, bad("sha256 is not hex: %v", err)
+		if len(k.PreviousSHA256) > maxPreviousHashes {
+			return nil, bad("previous_sha256: %d hashes, at most %d", len(k.PreviousSHA256), maxPreviousHashes)
 		}
-		if other, dup := hashes[e.hash]; dup {
-			return nil, bad("same key hash as %q", other)
+		previous := make([][32]byte, len(k.PreviousSHA256))
+		for j, h := range k.PreviousSHA256 {
+			if previous[j], err = hashOf("previous_sha256", h); err != nil {
+				return nil, err
+			}
 		}
-		hashes[e.hash] = k.Name
-		e.principal = Principal{Name: k.Name, Namespace: k.Namespace, Roles: roles}
+		if err := checkTools(k.Tools, roles); err != nil {
+			return nil, bad("%v", err)
+		}
+		if err := checkKeyPrefixes(k.KeyPrefixes); err != nil {
+			return nil, bad("%v", err)
+		}
+		e.principal = Principal{Name: k.Name, Namespace: k.Namespace, Roles: roles,
+			Tools: slices.Clone(k.Tools), KeyPrefixes: slices.Clone(k.KeyPrefixes)}
 		t.entries = append(t.entries, e)
+		for _, h := range previous {
+			t.entries = append(t.entries, entry{hash: h, principal: e.principal, previous: true})
+		}
 	}
 	return newKeyset(t), nil
+}
+
+// maxPreviousHashes bounds a key's previous secrets (KeyConfig.PreviousSHA256).
+const maxPreviousHashes = 4
+
+// maxKeyPatterns bounds a key's tools and key prefixes.
+const maxKeyPatterns = 64
+
+// checkTools validates a key's tool patterns: only a tool key has them,
+// and each is a valid path.Match pattern of 1 to 256 bytes.
+func checkTools(tools []string, roles []Role) error {
+	if len(tools) == 0 {
+		return nil
+	}
+	if !slices.Contains(roles, RoleTool) {
+		return errors.New("tools restricts what a tool key verifies; this key has no tool role")
+	}
+	if len(tools) > maxKeyPatterns {
+		return fmt.Errorf("tools: %d patterns, at most %d", len(tools), maxKeyPatterns)
+	}
+	for _, t := range tools {
+		if t == "" || len(t) > 256 {
+			return fmt.Errorf("tools: pattern %q must be 1 to 256 bytes", t)
+		}
+		if _, err := path.Match(t, ""); err != nil {
+			return fmt.Errorf("tools: pattern %q: %w", t, err)
+		}
+	}
+	return nil
+}
+
+// checkKeyPrefixes validates a key's reserved prefixes: 1 to 64 bytes of
+// printable ASCII without spaces, none listed twice.
+func checkKeyPrefixes(prefixes []string) error {
+	if len(prefixes) > maxKeyPatterns {
+		return fmt.Errorf("key_prefixes: %d prefixes, at most %d", len(prefixes), maxKeyPatterns)
+	}
+	for i, p := range prefixes {
+		if p == "" || len(p) > 64 {
+			return fmt.Errorf("key_prefixes: %q must be 1 to 64 bytes", p)
+		}
+		for j := 0; j < len(p); j++ {
+			if p[j] <= ' ' || p[j] >= 0x7f {
+				return fmt.Errorf("key_prefixes: %q must be printable ASCII without spaces", p)
+			}
+		}
+		if slices.Contains(prefixes[:i], p) {
+			return fmt.Errorf("key_prefixes: %q is listed twice", p)
+		}
+	}
+	return nil
 }
 
 // validName reports whether s is a usable key name.

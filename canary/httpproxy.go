@@ -122,8 +122,10 @@ func newProxyLane(ledger *client.Client, upstream string, lease time.Duration, b
 	if err != nil {
 		return nil, fmt.Errorf("canary: proxy upstream: %w", err)
 	}
+	// The canary's agent is the route's one trusted caller: no per-caller
+	// scope, so its episodes' ledger keys are computable (proxyLedgerKey).
 	route := idem.Route{Name: "charge", Method: http.MethodPost, Path: "/charge", Tool: toolName,
-		Lease: idem.Duration(lease), WaitInFlight: true}
+		Lease: idem.Duration(lease), WaitInFlight: true, SingleCaller: true}
 	if broken {
 		route.Key = idem.KeyPass
 	}

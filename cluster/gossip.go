@@ -29,9 +29,10 @@ type memberMeta struct {
 	// a node waiting for bootstrap-expect never bootstraps a second cluster
 	// beside one that exists.
 	Bootstrapped bool `json:"bootstrapped"`
-	// Leaving is announced just before a graceful gossip leave, so members
-	// can tell a departure (remove the voter) from a failure (keep it).
-	// memberlist's leave event itself does not say which it was.
+	// Leaving is announced just before a decommission (the node then asks
+	// the leader to remove it over its Raft port), so the leader does not
+	// add it back from gossip meanwhile. It is gossip's word: it never
+	// removes a server (anyone with the gossip key can forge it).
 	Leaving bool `json:"leaving,omitempty"`
 	// Region is where the node runs (Config.Region).
 	Region string `json:"region,omitempty"`
@@ -134,7 +135,9 @@ func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n, memberlist.State
 
 // NotifyLeave implements memberlist.EventDelegate. memberlist calls it for
 // both a graceful leave and a failure, with a stale Node.State; the
-// member's last announced meta tells them apart.
+// member's last announced meta tells them apart, for Status only: no
+// membership change follows from either (anyone with the gossip key can
+// forge both).
 func (g *gossip) NotifyLeave(n *memberlist.Node) {
 	if meta, err := g.parseMeta(n); err == nil && meta.Leaving {
 		g.record(n, memberlist.StateLeft)
@@ -257,7 +260,8 @@ func splitHostPort(addr, defHost string, defPort int) (string, int, error) {
 }
 
 // leaveGossip announces the departure in the node's meta, pushes that meta
-// to every member, then leaves. Each step gets at most leaveBudget and
+// to every member, asks the leader to remove this node (requestRemoval),
+// then leaves gossip. Each step gets at most leaveBudget and
 // what is left of ctx: a paused member answers nothing, a lossy one late,
 // and neither may hold the shutdown. (memberlist waits forever on a
 // timeout that is not positive, so none is passed.)
@@ -290,6 +294,15 @@ func (n *Node) leaveGossip(ctx context.Context) error {
 		return err
 	}
 	n.pushToMembers(d)
+	// The leaving meta reached the members (the leader adds no member that
+	// announces it): now ask the leader to remove this node, over its Raft
+	// port. Gossip's own leave only tells the members; it changes nothing
+	// in the Raft configuration.
+	if err := n.requestRemoval(ctx); err != nil {
+		n.log.Warn("the leader did not remove this node; it stays a server of the configuration", "err", err)
+	} else {
+		n.log.Info("removed from the configuration at this node's request")
+	}
 	if d, err = budget(); err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func TestHeartbeatsReachRaftsMainGoroutine(t *testing.T) {
 	defer send.Close()
 
 	fastPath := make(chan raft.RPC, 1)
-	var trans raft.Transport = serialTransport{recv}
+	var trans raft.Transport = serialTransport{NetworkTransport: recv}
 	trans.SetHeartbeatHandler(func(rpc raft.RPC) { fastPath <- rpc })
 
 	heartbeat := &raft.AppendEntriesRequest{

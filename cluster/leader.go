@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/faults"
 	"github.com/intentledger/intentd/ledger"
 )
 
@@ -131,17 +132,21 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// reconcile makes the Raft configuration follow gossip, as Consul's leader
-// does: alive members missing from the configuration are added, as voters
-// or, for members that announce themselves replicas, as nonvoters; a
-// member whose announced role differs from its suffrage is promoted or
-// demoted (a role changes on restart); members that left gracefully are
-// removed. With TLS a member is added only once its Raft address proved
-// the node identity it claims (verifyServer; a refusal is remembered in
-// unverified and retried after verifyBackoff). A member that merely failed
-// (dead, not left) stays: it may come back with its data, and removing it
-// would shrink the quorum under a partition.
+// reconcile adds, as Consul's leader does, the alive gossip members
+// missing from the Raft configuration: as voters or, for members that
+// announce themselves replicas, as nonvoters (a member announcing that it
+// is leaving is not added). With TLS a member is added only once its Raft
+// address proved the node identity it claims (verifyServer; a refusal is
+// remembered in unverified and retried after verifyBackoff).
+//
+// Gossip never changes a server already in the configuration: anyone with
+// the gossip key can forge a member's state and meta (an alive message
+// with a higher incarnation, then a leave), which used to remove or demote
+// voters and move their addresses. A server leaves, changes role or moves
+// at its own request over its Raft port (membership.go); a member that
+// merely failed stays, as it always did.
 func (n *Node) reconcile(ctx context.Context, unverified map[string]time.Time) {
+	defer n.reconciles.Add(1)
 	n.gossip.recordSelf(n.gossipAddr)
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -156,52 +161,78 @@ func (n *Node) reconcile(ctx context.Context, unverified map[string]time.Time) {
 		}
 	}
 	for _, m := range n.gossip.snapshot() {
-		s, inConf := servers[m.meta.ID]
-		switch {
-		case m.state == memberlist.StateAlive && m.meta.Replica && inConf && string(s.Address) == m.meta.Raft && s.Suffrage == raft.Voter:
-			// A voter restarted as a replica. Never the last voter, and
-			// never this leader: it hands leadership on first (a leader
-			// cannot demote itself and keep leading).
-			if voters <= 1 || m.meta.ID == n.cfg.ID {
-				continue
-			}
-			n.log.Info("demoting a voter that now announces itself a replica", "id", m.meta.ID)
-			if err := waitFuture(ctx, n.raft.DemoteVoter(raft.ServerID(m.meta.ID), 0, n.cfg.ApplyTimeout)); err != nil {
-				n.log.Warn("demote voter failed", "id", m.meta.ID, "err", err)
-			} else {
-				voters--
-			}
-		case m.state == memberlist.StateAlive && (!inConf || string(s.Address) != m.meta.Raft || (!m.meta.Replica && s.Suffrage != raft.Voter)):
-			if at, ok := unverified[m.meta.ID]; ok && time.Since(at) < verifyBackoff {
-				continue
-			}
-			if err := n.stream.verifyServer(m.meta.Raft, m.meta.ID); err != nil {
-				unverified[m.meta.ID] = time.Now()
-				n.unverified.Add(1)
-				n.log.Warn("not adding a gossip member: its Raft address does not prove its node identity",
-					"id", m.meta.ID, "raft", m.meta.Raft, "err", err, "retry_in", verifyBackoff)
-				continue
-			}
-			delete(unverified, m.meta.ID)
-			id, addr := raft.ServerID(m.meta.ID), raft.ServerAddress(m.meta.Raft)
-			if m.meta.Replica {
-				n.log.Info("adding replica (nonvoter) from gossip", "id", m.meta.ID, "raft", m.meta.Raft, "region", m.meta.Region)
-				if err := waitFuture(ctx, n.raft.AddNonvoter(id, addr, 0, n.cfg.ApplyTimeout)); err != nil {
-					n.log.Warn("add nonvoter failed", "id", m.meta.ID, "err", err)
-				}
-				continue
-			}
-			n.log.Info("adding voter from gossip", "id", m.meta.ID, "raft", m.meta.Raft, "region", m.meta.Region)
-			if err := waitFuture(ctx, n.raft.AddVoter(id, addr, 0, n.cfg.ApplyTimeout)); err != nil {
-				n.log.Warn("add voter failed", "id", m.meta.ID, "err", err)
-			}
-		case m.state == memberlist.StateLeft && inConf && m.meta.ID != n.cfg.ID:
-			n.log.Info("removing a member that left gossip", "id", m.meta.ID)
-			if err := waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(m.meta.ID), 0, n.cfg.ApplyTimeout)); err != nil {
-				n.log.Warn("remove server failed", "id", m.meta.ID, "err", err)
-			}
+		if n.cfg.Faults.Has(faults.TrustGossipLeave) {
+			voters = n.reconcileTrustingGossip(ctx, m, servers, voters)
+		}
+		if _, inConf := servers[m.meta.ID]; inConf || m.state != memberlist.StateAlive || m.meta.Leaving {
+			continue
+		}
+		if n.removed.held(m.meta.ID, time.Now()) {
+			continue // an operator removed it (peers.go)
+		}
+		n.addMember(ctx, m, unverified)
+	}
+}
+
+// addMember adds gossip member m to the configuration once its Raft address
+// proved its node identity (with TLS).
+func (n *Node) addMember(ctx context.Context, m member, unverified map[string]time.Time) {
+	if at, ok := unverified[m.meta.ID]; ok && time.Since(at) < verifyBackoff {
+		return
+	}
+	if err := n.stream.verifyServer(m.meta.Raft, m.meta.ID); err != nil {
+		unverified[m.meta.ID] = time.Now()
+		n.unverified.Add(1)
+		n.log.Warn("not adding a gossip member: its Raft address does not prove its node identity",
+			"id", m.meta.ID, "raft", m.meta.Raft, "err", err, "retry_in", verifyBackoff)
+		return
+	}
+	delete(unverified, m.meta.ID)
+	id, addr := raft.ServerID(m.meta.ID), raft.ServerAddress(m.meta.Raft)
+	if m.meta.Replica {
+		n.log.Info("adding replica (nonvoter) from gossip", "id", m.meta.ID, "raft", m.meta.Raft, "region", m.meta.Region)
+		if err := waitFuture(ctx, n.raft.AddNonvoter(id, addr, 0, n.cfg.ApplyTimeout)); err != nil {
+			n.log.Warn("add nonvoter failed", "id", m.meta.ID, "err", err)
+		}
+		return
+	}
+	n.log.Info("adding voter from gossip", "id", m.meta.ID, "raft", m.meta.Raft, "region", m.meta.Region)
+	if err := waitFuture(ctx, n.raft.AddVoter(id, addr, 0, n.cfg.ApplyTimeout)); err != nil {
+		n.log.Warn("add voter failed", "id", m.meta.ID, "err", err)
+	}
+}
+
+// reconcileTrustingGossip is the seeded bug faults.TrustGossipLeave: the
+// reconcile of servers already in the configuration as it was before
+// membership changes needed the node's own request. It demotes a voter
+// whose meta says replica, moves or promotes a server as its meta says
+// (after verifyServer), and removes a member gossip says left. It returns
+// the voters left. Never set in the product build.
+func (n *Node) reconcileTrustingGossip(ctx context.Context, m member, servers map[string]raft.Server, voters int) int {
+	s, inConf := servers[m.meta.ID]
+	switch {
+	case !inConf || m.meta.ID == n.cfg.ID:
+	case m.state == memberlist.StateAlive && m.meta.Replica && string(s.Address) == m.meta.Raft && s.Suffrage == raft.Voter:
+		if voters <= 1 {
+			break
+		}
+		n.log.Info("seeded bug: demoting a voter that gossip says is a replica", "id", m.meta.ID)
+		if err := waitFuture(ctx, n.raft.DemoteVoter(raft.ServerID(m.meta.ID), 0, n.cfg.ApplyTimeout)); err == nil {
+			voters--
+		}
+	case m.state == memberlist.StateAlive && (string(s.Address) != m.meta.Raft || !m.meta.Replica && s.Suffrage != raft.Voter):
+		if n.stream.verifyServer(m.meta.Raft, m.meta.ID) != nil {
+			break
+		}
+		n.log.Info("seeded bug: moving or promoting a server as gossip says", "id", m.meta.ID, "raft", m.meta.Raft)
+		_ = waitFuture(ctx, n.raft.AddVoter(raft.ServerID(m.meta.ID), raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout))
+	case m.state == memberlist.StateLeft:
+		n.log.Info("seeded bug: removing a member that gossip says left", "id", m.meta.ID)
+		if err := waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(m.meta.ID), 0, n.cfg.ApplyTimeout)); err == nil && s.Suffrage == raft.Voter {
+			voters--
 		}
 	}
+	return voters
 }
 
 // sweep proposes Expire for leases that passed and Purge for finished

@@ -55,9 +55,12 @@ type Config struct {
 	// bootstrapping a new cluster; 0 never bootstraps (join an existing
 	// one). A node with existing Raft state never bootstraps again.
 	BootstrapExpect int
-	// LeaveOnShutdown makes Shutdown leave gossip, so the leader removes
-	// the node from the voters (true for a decommission; false keeps the
-	// node a voter across a restart).
+	// LeaveOnShutdown makes Shutdown a decommission: the node asks the
+	// leader, over its Raft port (with TLS, under its node certificate),
+	// to remove it from the configuration, then leaves gossip. The leader
+	// refuses a removal that would leave the voters without a live
+	// majority. False (the default) keeps the node a voter across a stop
+	// and a restart: a routine stop never shrinks the voter set.
 	LeaveOnShutdown bool
 	// Logger receives structured logs (default: slog.Default()).
 	Logger *slog.Logger
@@ -226,6 +229,8 @@ type Node struct {
 	// unverified counts members not added because their Raft address did
 	// not prove their node identity.
 	unverified atomic.Uint64
+	// reconciles counts the leader's reconcile rounds.
+	reconciles atomic.Uint64
 	// peers is the leader's view of its heartbeats to each peer, and
 	// placementState its leader placement (nil unless it leads with a
 	// preferred region): placement.go.
@@ -239,6 +244,15 @@ type Node struct {
 	// fwdServer serves the followers' while it leads (forward.go).
 	fwd       forwarder
 	fwdServer forwardServer
+	// contact is when each peer last answered this node's AppendEntries
+	// (the leader's own view of who is alive); addrs the HTTP addresses
+	// the servers told this node themselves; memberMu serializes the
+	// membership changes nodes ask the leader for (membership.go).
+	contact  contacts
+	addrs    provenAddrs
+	memberMu sync.Mutex
+	// removed holds the servers an operator removed (peers.go).
+	removed removedPeers
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -289,7 +303,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.trans = trans
-	n.raftTrans = serialTransport{trans}
+	n.raftTrans = serialTransport{NetworkTransport: trans, contact: &n.contact}
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -324,11 +338,12 @@ func New(cfg Config) (*Node, error) {
 	if err := n.startGossip(hasState); err != nil {
 		return nil, err
 	}
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.observeLeadership()
 	go n.followLeader()
 	go n.joinAndBootstrap(hasState)
 	go n.watchPeers()
+	go n.keepMembership()
 	ok = true
 	n.log.Info("node started", "log_store", cfg.LogStore, "raft", n.RaftAddr(), "gossip", n.GossipAddr(), "http", cfg.HTTPAddr,
 		"existing_state", hasState, "bootstrap_expect", cfg.BootstrapExpect, "region", cfg.Region, "replica", cfg.Replica,
@@ -368,8 +383,8 @@ func (n *Node) WaitLeader(ctx context.Context) error {
 const leaveBudget = 2 * time.Second
 
 // Shutdown stops the node gracefully: a leader hands leadership over
-// first, then the node leaves gossip (if configured), stops Raft and closes
-// its stores. Every step is bounded by ctx (and the leave by leaveBudget
+// first, then (with LeaveOnShutdown) the node asks the leader to remove it
+// and leaves gossip, then it stops Raft and closes its stores. Every step is bounded by ctx (and the leave by leaveBudget
 // too): a slow, lossy, paused or dead member delays the shutdown by at most
 // those bounds, and when ctx ends first Shutdown returns its error with
 // whatever step was waiting abandoned (the process should then exit: the

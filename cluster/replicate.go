@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -98,17 +99,22 @@ func (n *Node) mapApplyError(err error) error {
 	return fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err)
 }
 
+// leaderAddrWait bounds how long a follower waits for the leader to tell
+// it its HTTP address before it answers without one.
+const leaderAddrWait = time.Second
+
 func (n *Node) notLeader() error {
 	addr, id := n.raft.LeaderWithID()
 	if id == "" {
 		return ledger.ErrNoLeader
 	}
+	// The leader's HTTP address is the one it told this node itself over
+	// its Raft address (waiting briefly for a first answer): never
+	// gossip's, which anyone with the gossip key can forge. Without one the
+	// caller gets no address to forward to (the HTTP layer answers 503,
+	// and clients retry on another node).
 	e := &ledger.NotLeaderError{LeaderID: string(id)}
-	if m, ok := n.gossip.lookup(string(id)); ok {
-		e.LeaderHTTP = m.meta.HTTP
-	} else {
-		_ = addr
-	}
+	e.LeaderHTTP = n.provenHTTP(string(id), string(addr), leaderAddrWait)
 	return e
 }
 

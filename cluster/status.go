@@ -5,6 +5,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+
+	"github.com/intentledger/intentd/internal/faults"
 )
 
 // caughtUpSlack is how many committed entries a node may still have to
@@ -14,22 +16,23 @@ const caughtUpSlack = 256
 // IsLeader reports whether this node is the leader.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
-// Leader returns the leader's ID and advertised HTTP address ("" when
-// unknown).
+// Leader returns the leader's ID and HTTP address ("" when unknown). The
+// address is the one the leader told this node itself over its Raft
+// address (membership.go), never gossip's; while the first answer is on
+// its way Leader waits for it, at most leaderAddrWait.
 func (n *Node) Leader() (id, httpAddr string) {
-	_, lid := n.raft.LeaderWithID()
+	addr, lid := n.raft.LeaderWithID()
 	if lid == "" {
 		return "", ""
 	}
-	if m, ok := n.gossip.lookup(string(lid)); ok {
-		return string(lid), m.meta.HTTP
-	}
-	return string(lid), ""
+	return string(lid), n.provenHTTP(string(lid), string(addr), leaderAddrWait)
 }
 
 // Status describes the cluster as this node sees it. Ready means the node
-// knows a leader whose barrier completed (if it is the leader itself) and
-// has applied nearly everything committed.
+// can serve linearizable requests now (readiness): it knows a leader whose
+// barrier completed (if it is the leader itself) or whose HTTP address the
+// leader told it (if it follows), and has applied nearly everything
+// committed; NotReady says which condition fails.
 func (n *Node) Status() Status {
 	st := Status{
 		NodeID:      n.cfg.ID,
@@ -49,9 +52,10 @@ func (n *Node) Status() Status {
 	if st.State == "leader" {
 		st.Placement = n.placementState.Load()
 	}
-	leaderReady := st.LeaderID != "" && (st.State != "leader" || n.readyTerm.Load() == st.Term)
-	st.Ready = !n.stopping.Load() && leaderReady && st.AppliedIndex+caughtUpSlack >= st.CommitIndex
+	st.Ready, st.NotReady = n.readiness(st)
 
+	// A server's HTTP address is the one it told this node itself over its
+	// Raft address; a member known from gossip alone shows none.
 	nodes := map[string]*MemberStatus{}
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
@@ -59,7 +63,8 @@ func (n *Node) Status() Status {
 			if s.Suffrage != raft.Voter {
 				suffrage = "nonvoter"
 			}
-			nodes[string(s.ID)] = &MemberStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage, Gossip: "unknown"}
+			nodes[string(s.ID)] = &MemberStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage, Gossip: "unknown",
+				HTTPAddr: n.provenHTTP(string(s.ID), string(s.Address), 0)}
 		}
 	}
 	for _, m := range n.gossip.snapshot() {
@@ -68,7 +73,9 @@ func (n *Node) Status() Status {
 			ns = &MemberStatus{ID: m.meta.ID, RaftAddr: m.meta.Raft}
 			nodes[m.meta.ID] = ns
 		}
-		ns.HTTPAddr = m.meta.HTTP
+		if m.meta.ID == n.cfg.ID || n.cfg.Faults.Has(faults.TrustGossipLeave) {
+			ns.HTTPAddr = n.provenHTTP(m.meta.ID, m.meta.Raft, 0)
+		}
 		ns.Gossip = gossipState(m.state)
 		ns.Decodes = int(m.meta.Encoding)
 		ns.Region, ns.Role = m.meta.Region, roleName(m.meta.Replica)

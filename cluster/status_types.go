@@ -12,6 +12,8 @@ type Status struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	LastIndex    uint64 `json:"last_index"`
 	Ready        bool   `json:"ready"`
+	// NotReady says why the node is not ready ("" when it is).
+	NotReady string `json:"not_ready,omitempty"`
 	// Region and Role ("voter" or "replica") are this node's, as
 	// configured; Network its timing profile.
 	Region  string `json:"region,omitempty"`

@@ -44,9 +44,11 @@ type streamLayer struct {
 	inbound map[*inboundConn]struct{} // accepted and not yet closed
 
 	// forward takes a connection that opened with forwardMagic (a
-	// follower forwarding commands, forward.go) away from raft; nil
-	// leaves every connection to raft.
+	// follower forwarding commands, forward.go) away from raft, and member
+	// one that opened with memberMagic (a node's membership request,
+	// membership.go); nil leaves such connections to raft.
 	forward func(net.Conn)
+	member  func(net.Conn)
 }
 
 // inboundConn is an accepted connection the stream layer can cut.
@@ -181,6 +183,9 @@ func (c *sniffConn) Read(b []byte) (int, error) {
 		case first[0] == forwardMagic && c.s.forward != nil:
 			c.hijacked, c.err = true, io.EOF
 			c.s.forward(c.Conn)
+		case first[0] == memberMagic && c.s.member != nil:
+			c.hijacked, c.err = true, io.EOF
+			c.s.member(c.Conn)
 		default:
 			c.held = first
 		}
@@ -212,6 +217,9 @@ type peerConn struct {
 	s        *streamLayer
 	once     sync.Once
 	err      error
+	// id is the node identity the peer proved (set by verify, before
+	// any byte is read).
+	id string
 }
 
 func (c *peerConn) Read(b []byte) (int, error) {
@@ -239,7 +247,18 @@ func (c *peerConn) verify() error {
 		_ = tc.Close()
 		return fmt.Errorf("raft peer %s refused: %w", tc.RemoteAddr(), err)
 	}
+	c.id = id
 	return nil
+}
+
+// provenPeer returns the node identity the peer of an accepted connection
+// proved with its node certificate; ok is false on a plaintext connection,
+// whose peer proved nothing.
+func provenPeer(conn net.Conn) (id string, ok bool) {
+	if pc, is := conn.(*peerConn); is && pc.err == nil && pc.id != "" {
+		return pc.id, true
+	}
+	return "", false
 }
 
 // ErrPeerRefused is a Raft peer that proved a node identity this node does
@@ -328,11 +347,68 @@ func (s *streamLayer) dialNode(address, id string, timeout time.Duration) (net.C
 // the new leader's (digests-equal, long profile seed 2). The cost is that a
 // heartbeat waits behind whatever the main goroutine is doing (a log
 // append and its fsync), which the election timeout easily covers.
-type serialTransport struct{ *raft.NetworkTransport }
+//
+// It also notes, per peer, when an AppendEntries (a heartbeat included)
+// last got an answer (contact): the leader's own observation of which
+// followers are alive, which membership changes consult (membership.go).
+type serialTransport struct {
+	*raft.NetworkTransport
+	contact *contacts // nil: not noted
+}
 
 // SetHeartbeatHandler keeps raft's fast path unset: heartbeats reach the
 // consumer channel like every other RPC.
 func (serialTransport) SetHeartbeatHandler(func(raft.RPC)) {}
+
+// AppendEntries sends the RPC and notes an answer as contact with id.
+func (t serialTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest,
+	resp *raft.AppendEntriesResponse) error {
+	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	if t.contact != nil {
+		t.contact.note(string(id), time.Now(), err == nil)
+	}
+	return err
+}
+
+// contacts is when each peer last answered this node's AppendEntries, and
+// when an AppendEntries to it last failed.
+type contacts struct {
+	mu     sync.Mutex
+	last   map[string]time.Time
+	failed map[string]time.Time
+}
+
+// note records an answer (ok) or a failure of an AppendEntries to id.
+func (c *contacts) note(id string, at time.Time, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		c.last, c.failed = map[string]time.Time{}, map[string]time.Time{}
+	}
+	if ok {
+		c.last[id] = at
+	} else {
+		c.failed[id] = at
+	}
+}
+
+// since returns when id last answered (zero: never).
+func (c *contacts) since(id string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last[id]
+}
+
+// live reports whether id answered within window before now and no
+// AppendEntries to it failed since: a peer that crashed a moment ago
+// (refused connection, timed-out RPC) is not counted live for the rest of
+// the window on the strength of its last answer.
+func (c *contacts) live(id string, now time.Time, window time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last := c.last[id]
+	return !last.IsZero() && now.Sub(last) <= window && !c.failed[id].After(last)
+}
 
 // newTransport builds the Raft network transport over the stream layer.
 func (n *Node) newTransport() (*raft.NetworkTransport, error) {
@@ -342,6 +418,7 @@ func (n *Node) newTransport() (*raft.NetworkTransport, error) {
 	}
 	sl.allow = n.mayRaft
 	sl.forward = n.acceptForward
+	sl.member = n.acceptMember
 	n.stream = sl
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  sl,

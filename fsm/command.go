@@ -75,8 +75,11 @@ type Claim struct {
 	// a canonicalizer.
 	Payload     json.RawMessage
 	Fingerprint string
-	// Policy names the policy the caller asks for; empty selects one by
-	// the tool (see Ledger.policyFor).
+	// Policy is empty: the ledger picks a claim's policy by its tool
+	// (Ledger.PolicyForTool). Log entries written before that rule could
+	// name a policy, and Apply still honours the name so the log replays
+	// as it was applied; ledger.Service.Claim never sets it, and a policy
+	// a caller names is only checked against the tool's.
 	Policy string
 	// LeaseMS is the lease the caller asked for; 0 takes the policy's,
 	// else DefaultLeaseMS.

@@ -192,6 +192,14 @@ func (l *Ledger) policy(name string) *Policy {
 	return nil
 }
 
+// PolicyForTool returns the policy the ledger picks for a claim of tool:
+// the first policy in matching order whose patterns match it, else the
+// default. A caller never chooses it (ledger.Service.Claim).
+func (l *Ledger) PolicyForTool(tool string) *Policy {
+	p, _ := l.policyFor("", tool)
+	return p
+}
+
 // policyFor picks the policy of a claim: the named one, else the first
 // that matches the tool in matching order, else the default.
 func (l *Ledger) policyFor(name, tool string) (*Policy, error) {

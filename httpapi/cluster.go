@@ -38,8 +38,8 @@ func (s *Server) readyz(c echo.Context) error {
 	st := s.cluster.Status()
 	if !st.Ready {
 		return s.writeProblem(c, newProblem(CodeNotReady, fmt.Sprintf(
-			"node %q is %s; leader %q; applied index %d of commit index %d",
-			st.NodeID, st.State, st.LeaderID, st.AppliedIndex, st.CommitIndex)))
+			"node %q is %s; leader %q; applied index %d of commit index %d; %s",
+			st.NodeID, st.State, st.LeaderID, st.AppliedIndex, st.CommitIndex, st.NotReady)))
 	}
 	return writeJSON(c, http.StatusOK, map[string]string{"status": "ready", "node_id": st.NodeID, "leader_id": st.LeaderID})
 }

@@ -31,9 +31,12 @@ func (s *Server) claim(c echo.Context) error {
 	}
 	if req.Key != "" && !forwarded(c.Request()) {
 		// The key travels in the body: the per-key limit is checked here.
-		if ok, wait := s.keyLimits.take(s.namespaceOf(c) + "\x00" + req.Key); !ok {
+		if ok, wait := s.takeKey(c, req.Key); !ok {
 			return s.limited(c, "key", wait)
 		}
+	}
+	if p := s.reservedKey(c, req.Key); p != nil {
+		return s.writeProblem(c, p)
 	}
 	r, err := s.svc.Claim(c.Request().Context(), ledger.ClaimRequest{
 		Namespace: s.namespaceOf(c), Key: req.Key, Tool: req.Tool, Owner: req.Owner, Policy: req.Policy,
@@ -67,6 +70,26 @@ func (s *Server) claim(c echo.Context) error {
 		resp.ExecutionToken = tok
 	}
 	return writeJSON(c, codes[code].status, resp)
+}
+
+// reservedKey refuses a claim of a key under a prefix another API key of
+// the namespace reserves (auth.KeyConfig.KeyPrefixes): a front end's keys,
+// whose recorded results it replays to its callers, are claimed (and so
+// completed) by the front end's key alone.
+func (s *Server) reservedKey(c echo.Context, key string) *problem {
+	if s.keys == nil || key == "" {
+		return nil
+	}
+	caller := s.callerOf(c).Principal
+	ns := s.namespaceOf(c)
+	prefix, reserved := s.keys.ReservedPrefix(ns, caller, key)
+	if !reserved {
+		return nil
+	}
+	p := newProblem(CodeKeyReserved, fmt.Sprintf(
+		"keys starting with %q in namespace %q are reserved to another API key (a front end's key_prefixes); key %q cannot claim them", prefix, ns, caller))
+	p.Field = "key"
+	return p
 }
 
 // complete serves POST /v1/intents/{key}/complete.

@@ -45,6 +45,12 @@ const (
 	CodePolicyNotFound = "policy_not_found"
 	CodeRateLimited    = "rate_limited"
 	CodeTooManyWaiters = "too_many_waiters"
+	// CodeKeyReserved (403): the claim's key falls under a prefix another
+	// API key of the namespace reserves (a front end's, key_prefixes).
+	CodeKeyReserved = "key_reserved"
+	// CodePolicyMismatch (422): the claim names a policy other than the
+	// one the ledger picks for its tool.
+	CodePolicyMismatch = "policy_mismatch"
 )
 
 // codeGrantedNew is the table entry for a grant that created a new
@@ -94,11 +100,19 @@ var codes = map[string]codeSpec{
 	string(fsm.StatusTokenExpired):    {status: http.StatusGone, title: "The execution token expired"},
 	string(fsm.StatusTokenMismatch):   {status: http.StatusUnprocessableEntity, title: "The execution token does not bind this payload or intent", intent: true},
 	CodeTokenInvalid:                  {status: http.StatusUnprocessableEntity, title: "The execution token is forged, malformed or signed by an unknown key"},
+	CodeTokenWrongTool:                {status: http.StatusUnprocessableEntity, title: "The execution token is for another tool; it was not spent"},
+	CodeTokenToolForbidden:            {status: http.StatusForbidden, title: "The API key may not verify execution tokens of this tool; the token was not spent"},
 	CodePolicyNotFound:                {status: http.StatusNotFound, title: "No such policy"},
 	CodeUnauthenticated:               {status: http.StatusUnauthorized, title: "Authentication required: a valid API key is needed"},
 	CodeForbidden:                     {status: http.StatusForbidden, title: "The API key lacks the role this call needs"},
 	CodeRateLimited:                   {status: http.StatusTooManyRequests, title: "Too many requests: slow down and retry after Retry-After", retryAfter: time.Second},
-	CodeTooManyWaiters:                {status: http.StatusTooManyRequests, title: "Too many long-polls wait on this node or key: retry after Retry-After, or read without waiting", retryAfter: time.Second},
+	CodeUnknownPeer:                   {status: http.StatusNotFound, title: "No such server in the cluster's configuration"},
+	CodePeerIsLeader:                  {status: http.StatusConflict, title: "The leader cannot be removed: transfer leadership first"},
+	CodeNoLiveMajority:                {status: http.StatusConflict, title: "The change would leave the voters without a live majority; nothing changed"},
+	CodeNotVoter:                      {status: http.StatusConflict, title: "Leadership can move only to a voter"},
+	CodeKeyReserved:                   {status: http.StatusForbidden, title: "The key is reserved to another API key of this namespace (a front end's prefix)"},
+	CodePolicyMismatch:                {status: http.StatusUnprocessableEntity, title: "The claim names a policy the ledger does not pick for its tool"},
+	CodeTooManyWaiters:                {status: http.StatusTooManyRequests, title: "Too many long-polls wait on this node, key or caller: retry after Retry-After, or read without waiting", retryAfter: time.Second},
 
 	// Bad input: nothing was written.
 	CodeBadRequest:       {status: http.StatusBadRequest, title: "Bad request"},
@@ -261,6 +275,8 @@ func errorProblem(err error, write bool, now time.Time) (p *problem, internal bo
 	var refusal *fsm.RefusalError
 	var notLeader *ledger.NotLeaderError
 	switch {
+	case errors.Is(err, ledger.ErrPolicyMismatch):
+		return withField(newProblem(CodePolicyMismatch, err.Error())), false
 	case errors.Is(err, ledger.ErrTooLarge):
 		return withField(newProblem(CodeTooLarge, err.Error())), false
 	case errors.Is(err, ledger.ErrUnprocessable):

@@ -13,9 +13,10 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/ledger"
 )
 
-// RateLimits bound how fast one client, and traffic on one intent key,
+// RateLimits bound how fast one client, and one client on one intent key,
 // may call the API, and how often one address may fail to authenticate. A
 // zero rate turns that limit off.
 type RateLimits struct {
@@ -23,18 +24,23 @@ type RateLimits struct {
 	// its address without auth), with a burst of ClientBurst.
 	PerClient   float64
 	ClientBurst int
-	// PerKey is requests per second on one intent key (all clients
-	// together), with a burst of KeyBurst: an agent stuck in a retry loop
-	// on one key cannot crowd out the rest.
+	// PerKey is requests per second by one client on one intent key, with
+	// a burst of KeyBurst: an agent stuck in a retry loop on one key
+	// cannot crowd out the rest. Each client has its own bucket per key,
+	// so readers polling an intent never spend the tokens of the key that
+	// holds its grant (its renew and complete).
 	PerKey   float64
 	KeyBurst int
 	// AuthFailures is failed authentications (401, and 403 for a key
 	// without the role) per second per client address, with a burst of
 	// AuthFailureBurst. Once an address has spent its burst, its requests
-	// to protected routes are answered 429 without being authenticated
-	// until its bucket refills, good keys included: the per-client limit
-	// above only counts requests that authenticated, so without this one
-	// a flood of bad keys is never limited. It applies only with auth on.
+	// to protected routes whose key does not authenticate (a bad key, or
+	// none) are answered 429 until its bucket refills; a request with a
+	// valid key is never refused by this limit, so a client flooding bad
+	// keys cannot lock out the good keys of its address (a NAT, a shared
+	// host). The per-client limit above only counts requests that
+	// authenticated, so without this one a flood of bad keys is never
+	// limited. It applies only with auth on.
 	AuthFailures     float64
 	AuthFailureBurst int
 }
@@ -155,45 +161,66 @@ func (s *limiterSet) prune(now time.Time) {
 }
 
 // rateLimit is the middleware that answers 429 rate_limited, with
-// Retry-After, when the client's or the key's bucket is empty. The paths
-// of public routes (health, readiness, metrics, keys) are never limited.
+// Retry-After, when the client's bucket, or its bucket for the intent key,
+// is empty. The paths of public routes (health, readiness, metrics, keys)
+// are never limited. It also names the client to the ledger
+// (ledger.WithWaitCaller), which caps the long-polls one client may hold
+// waiting at once (Limits.MaxWaitersPerCaller).
 func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if s.public(c) {
 			return next(c)
 		}
-		if ok, wait := s.clientLimits.take(clientID(c)); !ok {
+		client := clientID(c)
+		if ok, wait := s.clientLimits.take(client); !ok {
 			return s.limited(c, "client", wait)
 		}
 		if c.Param("key") != "" && !forwarded(c.Request()) {
 			// Counted once, where the request entered the cluster, on the
 			// key as the handler will see it (keyParam), so that every
 			// spelling of one key (a%2Fb, %61) shares one bucket. A key
-			// that does not decode is refused by the handler.
+			// that does not decode is refused by the handler. The bucket
+			// is the client's own (takeKey).
 			if key, p := keyParam(c); p == nil {
-				if ok, wait := s.keyLimits.take(s.namespaceOf(c) + "\x00" + key); !ok {
+				if ok, wait := s.takeKey(c, key); !ok {
 					return s.limited(c, "key", wait)
 				}
 			}
 		}
+		r := c.Request()
+		c.SetRequest(r.WithContext(ledger.WithWaitCaller(r.Context(), client)))
 		return next(c)
 	}
 }
 
+// takeKey spends a token of the client's bucket for intent key (in the
+// request's namespace), RateLimits.PerKey; when none is left it returns
+// how long until one is. Each client has its own bucket per key, so one
+// client's traffic on a key never spends another's: readers polling an
+// intent cannot starve the renew and complete of the key holding its
+// grant. The buckets stay bounded by maxLimiters like every limiter set.
+func (s *Server) takeKey(c echo.Context, key string) (ok bool, wait time.Duration) {
+	return s.keyLimits.take(clientID(c) + "\x00" + s.namespaceOf(c) + "\x00" + key)
+}
+
 // limitAuthFailures is the middleware, registered in front of
 // auth.Middleware, that limits failed authentications per client address
-// (RateLimits.AuthFailures): a request from an address whose bucket is
-// empty is answered 429 rate_limited, with Retry-After, before its key is
-// looked at; a request that auth.Middleware refuses (401, or 403 for a key
-// without the route's role; a handler's own 403 comes after
-// authentication) spends a token. Public routes are never limited.
+// (RateLimits.AuthFailures): a request that auth.Middleware refuses (401,
+// or 403 for a key without the route's role; a handler's own 403 comes
+// after authentication) spends a token of its address's bucket, and while
+// that bucket is empty a request from the address whose key does not
+// authenticate (a bad key, or none) is answered 429 rate_limited, with
+// Retry-After. A request whose key authenticates goes on even then (to
+// auth.Middleware, which checks its role): a client flooding bad keys
+// slows only itself, never the good keys of its address. Public routes
+// are never limited.
 func (s *Server) limitAuthFailures(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if s.authFailures == nil || s.roleOf(c) == auth.Public {
 			return next(c)
 		}
 		addr := clientAddr(c.Request())
-		if blocked, wait := s.authFailures.blocked(addr); blocked {
+		if blocked, wait := s.authFailures.blocked(addr); blocked && !s.authenticates(c.Request()) {
 			return s.limited(c, "auth_failures", wait)
 		}
 		err := next(c)
@@ -202,6 +229,15 @@ func (s *Server) limitAuthFailures(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return err
 	}
+}
+
+// authenticates reports whether r presents a valid API key, whatever its
+// roles: the one request limitAuthFailures lets through from an address
+// over its failure limit. Checking it costs what authenticating any
+// request does (a SHA-256 and a constant-time comparison per key).
+func (s *Server) authenticates(r *http.Request) bool {
+	_, err := s.keys.Check(r, auth.Authenticated)
+	return err == nil
 }
 
 // limited answers 429 rate_limited for the limit what (client, key or

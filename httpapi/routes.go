@@ -34,7 +34,8 @@ type route struct {
 //	               /v1/policies, /v1/policies/:name, /v1/settings
 //	tool           POST /v1/tokens/verify
 //	admin          PUT and DELETE /v1/policies/:name, PUT /v1/settings,
-//	               POST /v1/keys/rotate, /v1/admin/snapshot[/restore]
+//	               POST /v1/keys/rotate, /v1/admin/snapshot[/restore],
+//	               /v1/cluster/peers/:id/remove, /v1/cluster/leader/transfer
 //
 // A request no route matches (an unknown path or method) needs admin: it
 // fails closed, 401 or 403 without an admin key and the router's 404 or
@@ -74,6 +75,8 @@ func (s *Server) routes() []route {
 		// Operator endpoints (snapshots.go).
 		{http.MethodGet, "/v1/admin/snapshot", auth.RoleAdmin, s.snapshotSave},
 		{http.MethodPost, "/v1/admin/snapshot/restore", auth.RoleAdmin, s.snapshotRestore},
+		{http.MethodPost, "/v1/cluster/peers/:id/remove", auth.RoleAdmin, s.removePeer},
+		{http.MethodPost, "/v1/cluster/leader/transfer", auth.RoleAdmin, s.transferLeader},
 	}
 }
 

@@ -43,8 +43,10 @@ var wantRoles = map[string]auth.Role{
 	"GET /v1/settings":          auth.RoleReader,
 	"PUT /v1/settings":          auth.RoleAdmin,
 
-	"GET /v1/admin/snapshot":          auth.RoleAdmin,
-	"POST /v1/admin/snapshot/restore": auth.RoleAdmin,
+	"GET /v1/admin/snapshot":            auth.RoleAdmin,
+	"POST /v1/admin/snapshot/restore":   auth.RoleAdmin,
+	"POST /v1/cluster/peers/:id/remove": auth.RoleAdmin,
+	"POST /v1/cluster/leader/transfer":  auth.RoleAdmin,
 }
 
 // TestRouteTable: the table is the one source of the routes and their

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -84,7 +85,9 @@ func (s *Server) snapshotSave(c echo.Context) error {
 
 // snapshotRestore serves POST /v1/admin/snapshot/restore[?force=true]: it
 // replaces the ledger with the uploaded snapshot (leader; a follower
-// forwards). ?force=true allows replacing a non-empty ledger.
+// forwards). ?force=true allows replacing a non-empty ledger. On a node
+// with a key-encryption key, a snapshot holding a plaintext signing seed
+// is refused (bad_snapshot, ledger.ErrPlaintextSeedRestore).
 func (s *Server) snapshotRestore(c echo.Context) error {
 	if s.snaps == nil {
 		return s.writeProblem(c, newProblem(CodeNotConfigured, "this node serves no snapshots"))
@@ -113,6 +116,12 @@ func (s *Server) snapshotRestore(c echo.Context) error {
 		return s.writeProblem(c, newProblem(CodeTooLarge, fmt.Sprintf("the snapshot is over the limit of %d bytes", limit)))
 	}
 	t.working()
+	// A node with a key-encryption key restores no plaintext signing
+	// seed: it would sit in the clear in every later snapshot and backup.
+	// Refused before the snapshot is handed to Raft, so nothing changes.
+	if err := s.svc.CheckRestoreKeys(bytes.NewReader(data)); err != nil {
+		return s.writeProblem(c, newProblem(CodeBadSnapshot, err.Error()))
+	}
 	info, err := s.snaps.Restore(r.Context(), data, force)
 	t.extendWrite()
 	switch {

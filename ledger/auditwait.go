@@ -21,10 +21,12 @@ const namespaceWide = ""
 // Every audit event of a namespace comes from a command that changes one
 // of its intents, so the poll wakes when any intent of the namespace
 // changes (or the state is restored from a snapshot) and reads again. It
-// holds one of Limits.MaxWaiters slots on the node and one of
-// Limits.MaxWaitersPerKey on the namespace while it waits; past either it
-// is refused with ErrTooManyWaiters, after one read, as Wait is. After
-// Close it answers at once.
+// holds one of Limits.MaxWaiters slots on the node, one of
+// Limits.MaxWaitersPerKey on the namespace and, when ctx names its caller
+// (WithWaitCaller), one of the caller's Limits.MaxWaitersPerCaller, shared
+// with its Wait long-polls, while it waits; past any of them it is refused
+// with ErrTooManyWaiters, after one read, as Wait is. After Close it
+// answers at once.
 func (s *Service) WaitAudit(ctx context.Context, namespace string, since uint64, limit int, wait time.Duration, c Consistency) (*AuditPage, error) {
 	if wait < 0 || wait > MaxWait {
 		return nil, badField(ErrUnprocessable, "wait", "must be between 0 and %v", MaxWait)
@@ -40,7 +42,7 @@ func (s *Service) WaitAudit(ctx context.Context, namespace string, since uint64,
 	var changed <-chan struct{}
 	var full error
 	if wait > 0 {
-		w, changed, full = s.waiters.add(ns, namespaceWide)
+		w, changed, full = s.waiters.add(ns, namespaceWide, waitCaller(ctx))
 		if w != nil {
 			defer s.waiters.remove(w)
 		}

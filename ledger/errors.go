@@ -29,9 +29,9 @@ var (
 )
 
 // ErrTooManyWaiters refuses a long-poll (Service.Wait) that would have to
-// wait while Limits.MaxWaiters long-polls already wait on the node, or
-// Limits.MaxWaitersPerKey on its key. Nothing was written; retry later, or
-// read without waiting.
+// wait while Limits.MaxWaiters long-polls already wait on the node,
+// Limits.MaxWaitersPerKey on its key, or Limits.MaxWaitersPerCaller of its
+// caller. Nothing was written; retry later, or read without waiting.
 var ErrTooManyWaiters = errors.New("too many long-polls waiting")
 
 // NotLeaderError says which node leads, when known, so a caller can
@@ -44,6 +44,9 @@ type NotLeaderError struct {
 func (e *NotLeaderError) Error() string {
 	if e.LeaderID == "" {
 		return ErrNotLeader.Error() + " (leader unknown)"
+	}
+	if e.LeaderHTTP == "" {
+		return fmt.Sprintf("%s (leader is %s; its HTTP address is not known here yet)", ErrNotLeader, e.LeaderID)
 	}
 	return fmt.Sprintf("%s (leader is %s at %s)", ErrNotLeader, e.LeaderID, e.LeaderHTTP)
 }

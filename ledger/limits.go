@@ -22,12 +22,15 @@ type Limits struct {
 	DefaultLease    time.Duration
 	DedupeWindow    time.Duration
 	MaxListLimit    int
-	// MaxWaiters bounds the long-polls (Service.Wait) waiting on this node
-	// at once, and MaxWaitersPerKey those waiting on one (namespace, key):
-	// a long-poll that would have to wait past either is refused with
-	// ErrTooManyWaiters.
-	MaxWaiters       int
-	MaxWaitersPerKey int
+	// MaxWaiters bounds the long-polls (Service.Wait, WaitAudit) waiting
+	// on this node at once, MaxWaitersPerKey those waiting on one
+	// (namespace, key), and MaxWaitersPerCaller those of one caller (an
+	// API key, named by WithWaitCaller) across every key, so that one key
+	// cannot hold all of the node's slots: a long-poll that would have to
+	// wait past any of them is refused with ErrTooManyWaiters.
+	MaxWaiters          int
+	MaxWaitersPerKey    int
+	MaxWaitersPerCaller int
 }
 
 // DefaultLimits are the limits used when a field is zero.
@@ -43,8 +46,9 @@ var DefaultLimits = Limits{
 	DedupeWindow:    24 * time.Hour,
 	MaxListLimit:    1000,
 
-	MaxWaiters:       4096,
-	MaxWaitersPerKey: 64,
+	MaxWaiters:          4096,
+	MaxWaitersPerKey:    64,
+	MaxWaitersPerCaller: 256,
 }
 
 // Validate refuses limits the ledger cannot honour: a payload or result
@@ -89,6 +93,7 @@ func (l Limits) withDefaults() Limits {
 	pick(&l.MaxListLimit, d.MaxListLimit)
 	pick(&l.MaxWaiters, d.MaxWaiters)
 	pick(&l.MaxWaitersPerKey, d.MaxWaitersPerKey)
+	pick(&l.MaxWaitersPerCaller, d.MaxWaitersPerCaller)
 	pickD(&l.MinLease, d.MinLease)
 	pickD(&l.MaxLease, d.MaxLease)
 	pickD(&l.DefaultLease, d.DefaultLease)

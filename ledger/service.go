@@ -49,7 +49,7 @@ func (s *Service) SetFaults(f faults.Set) { s.faults = f }
 // Close.
 func New(r Replicator, limits Limits) *Service {
 	s := &Service{r: r, limits: limits.withDefaults(), keys: &keyring{log: slog.Default()}}
-	s.waiters = newWaiters(s.limits.MaxWaiters, s.limits.MaxWaitersPerKey)
+	s.waiters = newWaiters(s.limits.MaxWaiters, s.limits.MaxWaitersPerKey, s.limits.MaxWaitersPerCaller)
 	s.unsubscribe = r.SubscribeChanges(s.waiters)
 	return s
 }
@@ -77,8 +77,11 @@ type ClaimRequest struct {
 	Key       string
 	Tool      string
 	Owner     string
-	Policy    string
-	Payload   json.RawMessage
+	// Policy, when set, is what the caller expects the ledger to pick
+	// for Tool: a claim is refused (ErrPolicyMismatch) unless it is. The
+	// caller never chooses the policy.
+	Policy  string
+	Payload json.RawMessage
 	// Lease is how long the grant holds without a report; zero takes the
 	// default.
 	Lease time.Duration
@@ -100,6 +103,9 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 	}
 	if err := s.limits.name("tool", req.Tool, true); err != nil {
 		return nil, err
+	}
+	if err := fsm.ValidTool(req.Tool); err != nil {
+		return nil, badField(ErrBadRequest, "tool", "%v", err)
 	}
 	if err := s.limits.name("owner", req.Owner, true); err != nil {
 		return nil, err
@@ -126,13 +132,8 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 	if len(canonical) > s.limits.MaxPayloadBytes {
 		return nil, badField(ErrTooLarge, "payload", "canonical form of %d bytes is over the limit of %d", len(canonical), s.limits.MaxPayloadBytes)
 	}
-	if req.Policy != "" {
-		// A claim naming a policy that does not exist is bad input: refuse
-		// it without writing to the log. The state machine checks again.
-		var known bool
-		if err := s.r.Read(ctx, Stale, func(l *fsm.Ledger) { known = l.Policy(req.Policy) != nil }); err == nil && !known {
-			return nil, badField(ErrUnprocessable, "policy", "no policy %q", req.Policy)
-		}
+	if err := s.checkPolicy(ctx, req.Tool, req.Policy); err != nil {
+		return nil, err
 	}
 	var sawAbsent bool
 	if s.faults.Has(faults.CheckThenClaim) {
@@ -141,7 +142,7 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 	}
 	claim := &fsm.Claim{
 		Namespace: ns, Key: req.Key, Tool: req.Tool, Owner: req.Owner, Payload: canonical, Fingerprint: fp,
-		Policy: req.Policy, LeaseMS: lease.Milliseconds(), DefaultLeaseMS: s.limits.DefaultLease.Milliseconds(),
+		LeaseMS: lease.Milliseconds(), DefaultLeaseMS: s.limits.DefaultLease.Milliseconds(),
 		DedupeWindowMS: s.limits.DedupeWindow.Milliseconds(), Principal: req.Principal,
 	}
 	if r := s.answerLocally(ctx, claim); r != nil {

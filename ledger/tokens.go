@@ -20,6 +20,19 @@ import (
 // by a key the cluster does not have, or for another namespace.
 var ErrTokenInvalid = errors.New("execution token is not valid")
 
+// ErrTokenWrongTool: the verifier named the tool it is about to run
+// (VerifyRequest.Tool) and the execution token was granted for another
+// one, or names no tool (a token signed before tokens named their tool)
+// whose tool the ledger could not establish. Nothing was proposed: the
+// token is not spent, and the tool it is for can still verify it.
+var ErrTokenWrongTool = errors.New("execution token is for another tool")
+
+// ErrTokenToolForbidden: the caller's API key is bound to tools
+// (VerifyRequest.MayVerify) and the execution token is for a tool outside
+// them, or names no tool whose tool the ledger could establish. Nothing
+// was proposed: the token is not spent.
+var ErrTokenToolForbidden = errors.New("the API key may not verify execution tokens of this tool")
+
 // ErrSigningKeySealed: a signing key the call needs is sealed with a
 // key-encryption key (KEK) this node does not have (it was started without
 // --kek-file or INTENTD_KEK) or that differs from the one that sealed it.
@@ -205,12 +218,13 @@ func (s *Service) JWKS(ctx context.Context, c Consistency) ([]byte, error) {
 	return token.SignersJWKS(signers)
 }
 
-// IssueToken signs the execution token of in's current grant. It is a
-// function of the grant alone (Ed25519 signatures are deterministic and
-// the times come from the record), so a grant answered twice carries the
-// same token, whichever node signs it: every node signs with the key the
-// grant names, from the replicated key set. A node whose replica has not
-// applied that key yet (it forwarded the claim, and the leader answered
+// IssueToken signs the execution token of in's current grant, for in's
+// tool (the token's audience, "aud"). It is a function of the grant alone
+// (Ed25519 signatures are deterministic; the times and the tool come from
+// the record), so a grant answered twice carries the same token,
+// whichever node signs it: every node signs with the key the grant names,
+// from the replicated key set. A node whose replica has not applied that
+// key yet (it forwarded the claim, and the leader answered
 // before this replica caught up) waits until it has applied the grant.
 func (s *Service) IssueToken(ctx context.Context, in *fsm.Intent) (string, error) {
 	k, err := s.activeKey(ctx)
@@ -251,7 +265,7 @@ func (s *Service) IssueToken(ctx context.Context, in *fsm.Intent) (string, error
 		return "", err
 	}
 	return signer.Sign(token.Claims{
-		Namespace: in.Namespace, Key: in.Key, Fingerprint: in.Fingerprint, FencingToken: in.FencingToken,
+		Tool: in.Tool, Namespace: in.Namespace, Key: in.Key, Fingerprint: in.Fingerprint, FencingToken: in.FencingToken,
 		Owner: in.Owner, IssuedAt: granted / 1e9, Expires: (granted + ttl*1e6) / 1e9,
 	})
 }
@@ -301,14 +315,62 @@ type VerifyRequest struct {
 	// token must bind it. Both empty: the binding is not checked.
 	Payload     json.RawMessage
 	Fingerprint string
+	// Tool, when set, is the tool the verifier is about to run: a token
+	// granted for another tool is refused with ErrTokenWrongTool, before
+	// anything is proposed (the token is not spent).
+	Tool string
+	// MayVerify, when not nil, says which tools' tokens the caller may
+	// verify, and so spend: its API key is bound to tools
+	// (auth.Principal.MayVerify). A token for a tool it refuses fails
+	// with ErrTokenToolForbidden, before anything is proposed. Nil: every
+	// tool of the namespace.
+	MayVerify func(tool string) bool
+	// CallerTools are the tool patterns the caller's key is bound to, for
+	// ErrTokenToolForbidden's detail.
+	CallerTools []string
 	Actor       string
 }
 
+// restricted reports whether the request limits the tools whose tokens it
+// may spend.
+func (req VerifyRequest) restricted() bool { return req.Tool != "" || req.MayVerify != nil }
+
+// checkTool refuses, before anything is proposed, a token whose tool
+// (empty: unknown) the caller may not verify or that is not the tool the
+// request names.
+func (req VerifyRequest) checkTool(tool string) error {
+	const unknown = "the token names no tool (it was signed before execution tokens named their tool) " +
+		"and its intent no longer has the fingerprint it binds"
+	if req.MayVerify != nil && (tool == "" || !req.MayVerify(tool)) {
+		if tool == "" {
+			return fmt.Errorf("%w: %s; this API key verifies only tokens of tools %q", ErrTokenToolForbidden, unknown, req.CallerTools)
+		}
+		return fmt.Errorf("%w: the token is for tool %q; this API key verifies only tokens of tools %q", ErrTokenToolForbidden, tool, req.CallerTools)
+	}
+	if req.Tool != "" && tool != req.Tool {
+		if tool == "" {
+			return fmt.Errorf("%w: %s, so it cannot be checked against tool %q", ErrTokenWrongTool, unknown, req.Tool)
+		}
+		return fmt.Errorf("%w: the token is for tool %q, not %q; it was not spent", ErrTokenWrongTool, tool, req.Tool)
+	}
+	return nil
+}
+
 // VerifyToken checks an execution token for a tool: its signature against
-// the replicated keys, then, through the state machine, that it binds the
-// current grant and the payload, has not expired and was not used; the
-// first verification spends it. Every attempt with a genuine token is
-// audited. The claims are returned whenever the token parsed.
+// the replicated keys; that it is for a tool the caller may verify
+// (MayVerify) and for the tool the request names (Tool), else
+// ErrTokenToolForbidden or ErrTokenWrongTool before anything is proposed,
+// so the token is not spent; then, through the state machine, that it
+// binds the current grant and the payload, has not expired and was not
+// used; the first verification spends it. Every attempt that reaches the
+// state machine is audited. The claims are returned whenever the token
+// parsed.
+//
+// A token signed before tokens named their tool has no audience. Its
+// fingerprint hashes the tool with the payload, so when the intent it
+// names still has that fingerprint, the intent's tool is the token's and
+// is checked as its audience; otherwise a request that restricts the tool
+// refuses it, and an unrestricted one leaves it to the state machine.
 func (s *Service) VerifyToken(ctx context.Context, req VerifyRequest) (*fsm.Result, token.Claims, error) {
 	ns, err := s.namespace(req.Namespace)
 	if err != nil {
@@ -321,6 +383,9 @@ func (s *Service) VerifyToken(ctx context.Context, req VerifyRequest) (*fsm.Resu
 		return nil, token.Claims{}, badField(ErrTooLarge, "execution_token", "%d bytes is over the limit of %d", len(req.Token), MaxTokenBytes)
 	}
 	if err := s.limits.name("actor", req.Actor, false); err != nil {
+		return nil, token.Claims{}, err
+	}
+	if err := s.limits.name("tool", req.Tool, false); err != nil {
 		return nil, token.Claims{}, err
 	}
 	keys, err := s.signingKeys(ctx, Linearizable)
@@ -362,13 +427,27 @@ func (s *Service) VerifyToken(ctx context.Context, req VerifyRequest) (*fsm.Resu
 	if presented != "" && !isFingerprint(presented) {
 		return nil, claims, badField(ErrBadRequest, "fingerprint", "must be 64 lowercase hex digits")
 	}
-	if len(req.Payload) > 0 {
-		if len(req.Payload) > s.limits.MaxPayloadBytes {
-			return nil, claims, badField(ErrTooLarge, "payload", "%d bytes is over the limit of %d", len(req.Payload), s.limits.MaxPayloadBytes)
-		}
-		in, err := s.Get(ctx, ns, claims.Key, Linearizable)
-		if err != nil {
+	if len(req.Payload) > s.limits.MaxPayloadBytes {
+		return nil, claims, badField(ErrTooLarge, "payload", "%d bytes is over the limit of %d", len(req.Payload), s.limits.MaxPayloadBytes)
+	}
+	var in *fsm.Intent // read once, when needed
+	tool := claims.Tool
+	if tool == "" && req.restricted() {
+		if in, err = s.Get(ctx, ns, claims.Key, Linearizable); err != nil && !errors.Is(err, fsm.ErrNotFound) {
 			return nil, claims, err
+		}
+		if in != nil && in.Fingerprint == claims.Fingerprint {
+			tool = in.Tool
+		}
+	}
+	if err := req.checkTool(tool); err != nil {
+		return nil, claims, err
+	}
+	if len(req.Payload) > 0 {
+		if in == nil {
+			if in, err = s.Get(ctx, ns, claims.Key, Linearizable); err != nil {
+				return nil, claims, err
+			}
 		}
 		_, fp, err := fsm.Fingerprint(in.Tool, req.Payload)
 		if err != nil {

@@ -18,9 +18,10 @@ const MaxWait = 60 * time.Second
 //
 // A long-poll that has to wait is woken only when its key changes (or the
 // state is restored from a snapshot), and reads again then. It holds one of
-// Limits.MaxWaiters slots on the node and of Limits.MaxWaitersPerKey on its
-// key while it waits; past either it is refused with ErrTooManyWaiters, but
-// only after one read, so a poll already answered, or one this node must
+// Limits.MaxWaiters slots on the node, of Limits.MaxWaitersPerKey on its
+// key and, when ctx names its caller (WithWaitCaller), of
+// Limits.MaxWaitersPerCaller for that caller while it waits; past any of
+// them it is refused with ErrTooManyWaiters, but only after one read, so a poll already answered, or one this node must
 // forward to the leader (a NotLeaderError), never is. After Close it answers
 // at once with what it has.
 func (s *Service) Wait(ctx context.Context, namespace, key string, afterVersion uint64, wait time.Duration, c Consistency) (*fsm.Intent, error) {
@@ -38,7 +39,7 @@ func (s *Service) Wait(ctx context.Context, namespace, key string, afterVersion 
 	var changed <-chan struct{}
 	var full error
 	if wait > 0 {
-		w, changed, full = s.waiters.add(ns, key)
+		w, changed, full = s.waiters.add(ns, key, waitCaller(ctx))
 		if w != nil {
 			defer s.waiters.remove(w)
 		}

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,8 @@ type waitKey struct{ ns, key string }
 type waiter struct {
 	k   waitKey
 	pos int // index in its key's slice
+	// caller names who waits (WithWaitCaller); "" for none.
+	caller string
 	// ch is closed at the key's next change, then set to nil until the
 	// long-poll arms again. Guarded by the registry's mu.
 	ch chan struct{}
@@ -24,35 +27,64 @@ type waiter struct {
 // empty key standing for a namespace-wide one (WaitAudit). The
 // replicator tells it which keys an apply changed (it is the Service's
 // ChangeSink) and only the long-polls of those keys wake. It bounds how many
-// long-polls wait on the node and on one key.
+// long-polls wait on the node, on one key and for one caller.
 type waiters struct {
-	maxTotal, maxPerKey int
+	maxTotal, maxPerKey, maxPerCaller int
 	// done is closed by close: every long-poll answers with what it has.
 	done chan struct{}
 
-	mu     sync.Mutex
-	byKey  map[waitKey][]*waiter
-	closed bool
+	mu    sync.Mutex
+	byKey map[waitKey][]*waiter
+	// byCaller counts the registrations of each named caller; a caller
+	// with none has no entry, so the map holds at most maxTotal entries.
+	byCaller map[string]int
+	closed   bool
 	// total counts registrations; changed under mu, read without it so
 	// that an apply with nobody waiting costs one atomic load.
 	total atomic.Int64
 }
 
-func newWaiters(maxTotal, maxPerKey int) *waiters {
-	return &waiters{maxTotal: maxTotal, maxPerKey: maxPerKey, done: make(chan struct{}), byKey: map[waitKey][]*waiter{}}
+func newWaiters(maxTotal, maxPerKey, maxPerCaller int) *waiters {
+	return &waiters{maxTotal: maxTotal, maxPerKey: maxPerKey, maxPerCaller: maxPerCaller, done: make(chan struct{}),
+		byKey: map[waitKey][]*waiter{}, byCaller: map[string]int{}}
 }
 
-// add registers a long-poll on (ns, key) and returns it with the channel
-// closed at the key's next change. Register before reading: a change
-// applied after the read then closes the channel. A cap reached is
-// ErrTooManyWaiters. After close nothing is registered (nil, nil, nil): the
-// poll answers with its first read.
-func (r *waiters) add(ns, key string) (*waiter, <-chan struct{}, error) {
+// waitCallerKey is the context key of WithWaitCaller.
+type waitCallerKey struct{}
+
+// WithWaitCaller returns ctx naming caller as who a long-poll (Wait,
+// WaitAudit) made with it waits for: the API key's name, or the client's
+// address with auth off. Long-polls of one caller hold at most
+// Limits.MaxWaitersPerCaller of the node's slots at once, so that one key
+// cannot take them all and starve the others. A long-poll whose context
+// names no caller (or the empty one) is bounded only per node and per key.
+func WithWaitCaller(ctx context.Context, caller string) context.Context {
+	return context.WithValue(ctx, waitCallerKey{}, caller)
+}
+
+// waitCaller is the caller WithWaitCaller put in ctx; "" for none.
+func waitCaller(ctx context.Context) string {
+	caller, _ := ctx.Value(waitCallerKey{}).(string)
+	return caller
+}
+
+// add registers a long-poll of caller ("" for none) on (ns, key) and
+// returns it with the channel closed at the key's next change. Register
+// before reading: a change applied after the read then closes the
+// channel. A cap reached (the node's, the key's or the caller's) is
+// ErrTooManyWaiters. After close nothing is registered (nil, nil, nil):
+// the poll answers with its first read.
+func (r *waiters) add(ns, key, caller string) (*waiter, <-chan struct{}, error) {
 	k := waitKey{ns: ns, key: key}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, nil, nil
+	}
+	// The caller's cap first: a caller at its own cap is told so, not that
+	// the node is full because of it.
+	if caller != "" && r.byCaller[caller] >= r.maxPerCaller {
+		return nil, nil, fmt.Errorf("%w: %d long-polls of this caller already wait on this node", ErrTooManyWaiters, r.maxPerCaller)
 	}
 	if int(r.total.Load()) >= r.maxTotal {
 		return nil, nil, fmt.Errorf("%w: %d long-polls already wait on this node", ErrTooManyWaiters, r.maxTotal)
@@ -64,8 +96,11 @@ func (r *waiters) add(ns, key string) (*waiter, <-chan struct{}, error) {
 		}
 		return nil, nil, fmt.Errorf("%w: %d long-polls already wait on key %q", ErrTooManyWaiters, r.maxPerKey, key)
 	}
-	w := &waiter{k: k, pos: len(list), ch: make(chan struct{})}
+	w := &waiter{k: k, pos: len(list), caller: caller, ch: make(chan struct{})}
 	r.byKey[k] = append(list, w)
+	if caller != "" {
+		r.byCaller[caller]++
+	}
 	r.total.Add(1)
 	return w, w.ch, nil
 }
@@ -97,6 +132,13 @@ func (r *waiters) remove(w *waiter) {
 		delete(r.byKey, w.k)
 	} else {
 		r.byKey[w.k] = list[:last]
+	}
+	if w.caller != "" {
+		if n := r.byCaller[w.caller] - 1; n > 0 {
+			r.byCaller[w.caller] = n
+		} else {
+			delete(r.byCaller, w.caller)
+		}
 	}
 	r.total.Add(-1)
 }

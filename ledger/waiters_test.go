@@ -264,6 +264,72 @@ func TestWaitCapsPerKeyAndPerNode(t *testing.T) {
 	}
 }
 
+// TestWaitCapsPerCaller: the long-polls of one caller (WithWaitCaller),
+// on intents and on the audit log alike, hold at most MaxWaitersPerCaller
+// of the node's slots; another caller's poll still waits, and a slot the
+// caller frees is its own again.
+func TestWaitCapsPerCaller(t *testing.T) {
+	f := newFeed()
+	s := ledger.New(f, ledger.Limits{MaxWaiters: 10, MaxWaitersPerKey: 10, MaxWaitersPerCaller: 2})
+	g := grant(t, s, "a")
+	v := g.Intent.Version
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hog := ledger.WithWaitCaller(base, "key:hog")
+	other := ledger.WithWaitCaller(base, "key:other")
+
+	first, cancelFirst := context.WithCancel(hog)
+	reads := f.Count()
+	h1 := startWait(first, s, "a", v, time.Minute)
+	h2 := startAuditWait(hog, s, "", 2, time.Minute)
+	f.Await(t, reads+2)
+
+	for _, tc := range []struct {
+		name string
+		poll func() error
+	}{
+		{"a poll of another key", func() error {
+			_, err := s.Wait(hog, "", "b", 0, time.Minute, ledger.Stale)
+			return err
+		}},
+		{"an audit poll", func() error {
+			_, err := s.WaitAudit(hog, "", 2, 0, time.Minute, ledger.Stale)
+			return err
+		}},
+	} {
+		if err := tc.poll(); !errors.Is(err, ledger.ErrTooManyWaiters) {
+			t.Fatalf("the hog's third long-poll (%s): %v, want ErrTooManyWaiters", tc.name, err)
+		}
+	}
+	// Another caller is not starved, nor is a poll that names no caller.
+	reads = f.Count()
+	o := startWait(other, s, "b", 0, time.Minute)
+	n := startWait(base, s, "c", 0, time.Minute)
+	f.Await(t, reads+2)
+	if s.Waiting() != 4 {
+		t.Fatalf("Waiting() = %d, want 4", s.Waiting())
+	}
+	// A slot the hog frees is usable by it again.
+	cancelFirst()
+	if a := receive(t, h1); a.err != nil || a.in.Version != v {
+		t.Fatalf("cancelled poll answered %+v, %v", a.in, a.err)
+	}
+	reads = f.Count()
+	h3 := startWait(hog, s, "b", 0, time.Minute)
+	f.Await(t, reads+1)
+	if s.Waiting() != 4 {
+		t.Fatalf("Waiting() = %d, want 4", s.Waiting())
+	}
+
+	s.Close()
+	receiveAudit(t, h2)
+	for _, ch := range []<-chan waitAnswer{o, n, h3} {
+		if a := receive(t, ch); a.err != nil && !errors.Is(a.err, fsm.ErrNotFound) {
+			t.Fatalf("closed poll: %v", a.err)
+		}
+	}
+}
+
 func TestWaitersTimeOutWithoutLeaking(t *testing.T) {
 	f := newFeed()
 	s := ledger.New(f, ledger.Limits{MaxWaiters: 50, MaxWaitersPerKey: 5})

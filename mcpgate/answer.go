@@ -151,6 +151,16 @@ func ledgerRefusedAnswer(key string, err error) *mcp.CallToolResult {
 		map[string]any{"retryable": false})
 }
 
+// keyReservedAnswer is ledger_refused for a claim the ledger refused with
+// 403 key_reserved: the gate's own API key is misconfigured.
+func keyReservedAnswer(key string, err error) *mcp.CallToolResult {
+	return answer(StatusLedgerRefused, true, key,
+		"The idempotency ledger refused this call's claim: keys under the gate's prefix "+LedgerKeyPrefix+" are reserved to another "+
+			"API key and the gate's own key (--api-key) does not list the prefix. The tool was not run. The operator must give the "+
+			"gate's key \"key_prefixes\": [\""+LedgerKeyPrefix+"\"] in the ledger's keys file (docs/mcp.md). ("+err.Error()+")",
+		map[string]any{"retryable": false})
+}
+
 func upstreamUnavailableAnswer(key, upstream string) *mcp.CallToolResult {
 	return answer(StatusUpstreamUnavailable, true, key,
 		"The server behind this tool ("+upstream+") is not connected; nothing was sent to it. Retrying later with the same arguments (and key) is safe.",

@@ -91,12 +91,17 @@ func (g *Gate) gatedCall(ctx context.Context, p *toolPlan, req *mcp.CallToolRequ
 	return res, c.result, err
 }
 
-// scopeOf is the key scope of a call: the configured scope, and a digest
-// of the caller's scope headers and session when so configured.
+// scopeOf is the key scope of a call: the configured scope, the
+// authenticated caller (CallerOf) when there is one, and a digest of the
+// caller's scope headers and session when so configured.
 func (g *Gate) scopeOf(req *mcp.CallToolRequest) []string {
 	k := g.cfg.Keys
+	scope := []string{k.Scope}
+	if caller := CallerOf(req); caller != "" {
+		scope = append(scope, CallerPrefix+caller)
+	}
 	if len(k.ScopeHeaders) == 0 && !k.SessionScope {
-		return []string{k.Scope}
+		return scope
 	}
 	var session string
 	if k.SessionScope && req.Session != nil {
@@ -106,7 +111,24 @@ func (g *Gate) scopeOf(req *mcp.CallToolRequest) []string {
 	if req.Extra != nil {
 		hdr = req.Extra.Header
 	}
-	return []string{k.Scope, ScopeDigest(hdr, k.ScopeHeaders, session)}
+	return append(scope, ScopeDigest(hdr, k.ScopeHeaders, session))
+}
+
+// CallerPrefix starts the scope part of an authenticated caller's keys:
+// mcp:<scope>:@<caller>:...
+const CallerPrefix = "@"
+
+// CallerOf is the authenticated caller of a call: the UserID the HTTP
+// transport's bearer-token middleware (go-sdk auth.RequireBearerToken, as
+// intent-mcp --caller-keys installs it) put in the request's token info;
+// "" when the call came unauthenticated (stdio, where the one caller is
+// the process that launched the gate). Its keys, and so its recorded
+// results, are its own.
+func CallerOf(req *mcp.CallToolRequest) string {
+	if req == nil || req.Extra == nil || req.Extra.TokenInfo == nil {
+		return ""
+	}
+	return req.Extra.TokenInfo.UserID
 }
 
 func (c *call) run() (*mcp.CallToolResult, error) {
@@ -236,8 +258,17 @@ func (c *call) refused(err error, waited time.Duration) (*mcp.CallToolResult, er
 		return blockedAnswer(key, err), nil
 	}
 	c.result = ResultLedgerRefused
+	if p != nil && p.Code == codeKeyReserved {
+		c.log.Error("the ledger refuses the gate's claims: its API key does not hold the key prefix "+LedgerKeyPrefix+
+			" that another key reserves; give it \"key_prefixes\": [\""+LedgerKeyPrefix+"\"] in the ledger's keys file", "err", err)
+		return keyReservedAnswer(key, err), nil
+	}
 	return ledgerRefusedAnswer(key, err), nil
 }
+
+// codeKeyReserved is the ledger's 403 problem code for a claim of a key
+// under a prefix another API key of the namespace reserves.
+const codeKeyReserved = "key_reserved"
 
 // replay answers with the recorded result of an executed intent.
 func (c *call) replay(in *client.Intent) (*mcp.CallToolResult, error) {

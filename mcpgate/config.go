@@ -110,11 +110,15 @@ type ToolRule struct {
 	Derive *bool `json:"derive,omitempty"`
 	// Window is the derivation window of this tool (default: the file's).
 	Window Duration `json:"window,omitempty"`
-	// Policy names the ledger policy of the claims (default: the ledger
-	// picks by tool).
+	// Policy, when set, is a check, not a choice: the ledger picks the
+	// policy of a claim by its tool and refuses a claim that names another
+	// one (422 policy_mismatch, answered ledger_refused). Empty lets the
+	// ledger pick without the check.
 	Policy string `json:"policy,omitempty"`
 	// LedgerTool is the claims' tool, what ledger policies select by
-	// (default "<upstream>.<tool>").
+	// (default "<upstream>.<tool>", mapped into the ledger's grammar by
+	// DefaultLedgerTool). A configured one must already be in the grammar
+	// (ValidLedgerTool): the file is refused otherwise.
 	LedgerTool string `json:"ledger_tool,omitempty"`
 	// Lease and Timeout override the gate's lease and call timeout.
 	Lease   Duration `json:"lease,omitempty"`
@@ -127,7 +131,8 @@ type KeyPolicy struct {
 	// same scope (and ledger namespace) share keys.
 	Scope string `json:"scope,omitempty"`
 	// ScopeHeaders are HTTP request headers (downstream over HTTP) whose
-	// values scope keys per caller, e.g. Authorization.
+	// values scope keys further, e.g. X-Tenant. An authenticated caller
+	// (CallerOf) always scopes its keys, with or without them.
 	ScopeHeaders []string `json:"scope_headers,omitempty"`
 	// SessionScope scopes keys per MCP session (a host that reconnects
 	// with a new session no longer finds its earlier calls).
@@ -233,8 +238,10 @@ func (r *ToolRule) validate() error {
 	if r.Window != 0 && time.Duration(r.Window) < minWindow {
 		return fmt.Errorf("tool rule %q: window %v is under %v", r.Match, time.Duration(r.Window), minWindow)
 	}
-	if r.LedgerTool != "" && len(r.LedgerTool) > 256 {
-		return fmt.Errorf("tool rule %q: ledger_tool is over 256 bytes", r.Match)
+	if r.LedgerTool != "" {
+		if err := ValidLedgerTool(r.LedgerTool); err != nil {
+			return fmt.Errorf("tool rule %q: ledger_tool: %w", r.Match, err)
+		}
 	}
 	return nil
 }

@@ -172,10 +172,18 @@ type harnessOption func(*Config)
 
 func newGateHarness(t *testing.T, opts ...harnessOption) *gateHarness {
 	t.Helper()
+	return newGateHarnessWith(t, nil, nil, opts...)
+}
+
+// newGateHarnessWith is newGateHarness with more options for the ledger
+// node (clienttest.WithAuth) and the gate's ledger client
+// (client.WithAPIKey).
+func newGateHarnessWith(t *testing.T, memOpts []clienttest.MemoryOption, clientOpts []client.Option, opts ...harnessOption) *gateHarness {
+	t.Helper()
 	h := &gateHarness{t: t, up: newFakeUpstream(t), clock: time.Unix(1_800_000_000, 0)}
-	h.mem = clienttest.NewMemory(t)
+	h.mem = clienttest.NewMemory(t, memOpts...)
 	var err error
-	h.ledger, err = client.New([]string{h.mem.URL}, client.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+	h.ledger, err = client.New([]string{h.mem.URL}, append(clientOpts, client.WithBackoff(5*time.Millisecond, 50*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,11 +86,13 @@ type CallKey struct {
 // reason to fall back: the caller meant to name the call. The JSON-RPC id
 // is never a key: hosts re-issue a call with a new one.
 //
-// Ledger keys (client.KeyOf: ':' and '%' inside a part are escaped):
+// Ledger keys (client.KeyOf: ':' and '%' inside a part are escaped; the
+// caller part is there for an authenticated caller, the digest with
+// scope headers or session scope):
 //
-//	mcp:<scope>[:<digest>]:k:<ledger tool>:<explicit key>
-//	mcp:<scope>[:<digest>]:h:<ledger tool>:<host call id>
-//	mcp:<scope>[:<digest>]:d:<ledger tool>:<window start, unix s>:<hash>
+//	mcp:<scope>[:@<caller>][:<digest>]:k:<ledger tool>:<explicit key>
+//	mcp:<scope>[:@<caller>][:<digest>]:h:<ledger tool>:<host call id>
+//	mcp:<scope>[:@<caller>][:<digest>]:d:<ledger tool>:<window start, unix s>:<hash>
 func ResolveKey(in KeyInput) (CallKey, bool, error) {
 	if v, ok := in.Meta[MetaIdempotencyKey]; ok {
 		s, isString := v.(string)
@@ -173,11 +175,20 @@ func derivedHash(in KeyInput) string {
 	return hex.EncodeToString(sum[:])[:keyHashHex]
 }
 
+// ledgerKeyPrefix is the first part of every ledger key the gate makes.
+const ledgerKeyPrefix = "mcp"
+
+// LedgerKeyPrefix starts every ledger key the gate claims. The ledger's
+// keys file reserves it to the gate's own API key ("key_prefixes":
+// ["mcp:"]), so no other key can claim (and so complete) a key whose
+// recorded result the gate replays.
+const LedgerKeyPrefix = ledgerKeyPrefix + client.KeySeparator
+
 // ledgerKey joins "mcp", the scope parts, the source letter and the rest
 // into a ledger key.
 func ledgerKey(scope []string, source string, rest ...string) string {
 	parts := make([]string, 0, 2+len(scope)+len(rest))
-	parts = append(parts, "mcp")
+	parts = append(parts, ledgerKeyPrefix)
 	parts = append(parts, scope...)
 	parts = append(parts, source)
 	parts = append(parts, rest...)

@@ -1,7 +1,12 @@
 package mcpgate
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"path"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -41,10 +46,81 @@ func DownstreamName(prefix, tool string) string {
 }
 
 // DefaultLedgerTool is the claims' tool for tool of upstream when no rule
-// names one: "<upstream>.<tool>". It does not change when prefixes do, so
-// ledger policies ("pay.*", "pay.refund") stay valid when upstreams are
-// added.
-func DefaultLedgerTool(upstream, tool string) string { return upstream + "." + tool }
+// names one: "<upstream>.<tool>" in the ledger's tool grammar
+// (LedgerToolName: "Pay", "createIssue" → "pay.createissue"). It does not
+// change when prefixes do, so ledger policies ("pay.*", "pay.refund")
+// stay valid when upstreams are added.
+func DefaultLedgerTool(upstream, tool string) string { return LedgerToolName(upstream + "." + tool) }
+
+// MaxToolBytes is the longest tool name the ledger accepts.
+const MaxToolBytes = 256
+
+// ToolGrammar is the ledger's spelling of a tool name (fsm.ToolGrammar;
+// the gate reaches the ledger through the SDK only, so the rule is copied
+// here and a test checks it against the ledger's).
+const ToolGrammar = `lowercase segments [a-z0-9][a-z0-9_-]* joined by single dots`
+
+// ErrBadTool is a ledger tool name outside ToolGrammar.
+var ErrBadTool = errors.New("invalid ledger tool name")
+
+// ValidLedgerTool checks a ledger tool name against ToolGrammar, as the
+// ledger does before it accepts a claim (400 otherwise).
+func ValidLedgerTool(name string) error {
+	if name == "" || len(name) > MaxToolBytes {
+		return fmt.Errorf("%w: %q must be 1 to %d bytes of %s", ErrBadTool, name, MaxToolBytes, ToolGrammar)
+	}
+	for _, seg := range strings.Split(name, ".") {
+		if seg == "" {
+			return fmt.Errorf("%w: %q has an empty segment; a ledger tool name is %s", ErrBadTool, name, ToolGrammar)
+		}
+		for i := 0; i < len(seg); i++ {
+			if !toolByte(seg[i], i == 0) {
+				return fmt.Errorf("%w: %q: byte %q is not allowed there; a ledger tool name is %s", ErrBadTool, name, seg[i], ToolGrammar)
+			}
+		}
+	}
+	return nil
+}
+
+// toolByte reports whether c may stand in a segment of a ledger tool name
+// (first: at its start).
+func toolByte(c byte, first bool) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || !first && (c == '_' || c == '-')
+}
+
+// LedgerToolName maps a name made of MCP names (which may hold upper case
+// letters, and any byte an upstream sends) into ToolGrammar: ASCII letters
+// lowered, any other byte outside [a-z0-9_-] turned into '_', a segment
+// that is empty or starts with '_' or '-' prefixed with 'x', and a name
+// over MaxToolBytes cut and ended with '_' and 32 hex digits of the
+// SHA-256 of the whole. Names already in the grammar are unchanged.
+// Two MCP tools that differ only in case share a ledger tool (and so its
+// policies); their calls still never share a key's result, as the claim
+// payload names the upstream's own tool name.
+func LedgerToolName(name string) string {
+	if ValidLedgerTool(name) == nil {
+		return name
+	}
+	segs := strings.Split(name, ".")
+	for i, seg := range segs {
+		b := []byte(strings.ToLower(seg))
+		for j, c := range b {
+			if !toolByte(c, false) {
+				b[j] = '_'
+			}
+		}
+		if len(b) == 0 || !toolByte(b[0], true) {
+			b = append([]byte{'x'}, b...)
+		}
+		segs[i] = string(b)
+	}
+	out := strings.Join(segs, ".")
+	if len(out) > MaxToolBytes {
+		sum := sha256.Sum256([]byte(name))
+		out = strings.TrimRight(out[:MaxToolBytes-1-keyHashHex], ".") + "_" + hex.EncodeToString(sum[:])[:keyHashHex]
+	}
+	return out
+}
 
 // matchRule returns the first rule whose pattern matches the downstream
 // name, or nil.

@@ -53,7 +53,7 @@ func (g *Gate) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "arguments: " + err.Error()}
 		}
 	}
-	prefix := client.KeyOf(append([]string{"mcp"}, g.scopeOf(req)...)...) + client.KeySeparator
+	prefix := client.KeyOf(append([]string{ledgerKeyPrefix}, g.scopeOf(req)...)...) + client.KeySeparator
 	if in.Key == "" || !strings.HasPrefix(in.Key, prefix) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 			Message: fmt.Sprintf("key must be a key this gate named in an answer (it starts with %q)", prefix)}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -78,7 +79,10 @@ type Route struct {
 	Path string `json:"path"`
 	// Key is required (default), optional or pass.
 	Key KeyMode `json:"key,omitempty"`
-	// Tool is the intent's tool in the ledger (policies select by it).
+	// Tool is the intent's tool in the ledger (policies select by it). It
+	// must follow the ledger's tool grammar (lowercase segments
+	// [a-z0-9][a-z0-9_-]* joined by single dots, at most 256 bytes): a
+	// route with another spelling is refused when the routes are read.
 	Tool string `json:"tool,omitempty"`
 	// Scope is the namespace of Idempotency-Keys inside the ledger key;
 	// default the tool. Routes with the same scope share keys (and a key
@@ -87,9 +91,19 @@ type Route struct {
 	// ScopeHeaders are request headers (Authorization, X-Tenant) whose
 	// values, hashed, scope the key too: two clients with different values
 	// never share a key, so one can never be replayed the other's answer.
+	// Empty, Normalize sets DefaultScopeHeaders (the caller's credentials)
+	// unless SingleCaller opts out.
 	ScopeHeaders []string `json:"scope_headers,omitempty"`
-	// Policy names a ledger policy for the claims (approval, dedupe
-	// window, token TTL); empty lets the ledger pick by tool.
+	// SingleCaller opts out of the per-caller scope: every client of the
+	// route shares its keys, so one client's recorded answer is replayed to
+	// any other that sends the same key and request. Only for a route
+	// behind which a single trusted caller sends requests. It cannot be
+	// combined with ScopeHeaders.
+	SingleCaller bool `json:"single_caller,omitempty"`
+	// Policy, when set, is a check, not a choice: the ledger picks the
+	// policy of a claim by its tool and refuses a claim that names another
+	// one (422 policy_mismatch, answered 502 ledger-refused). Empty lets
+	// the ledger pick without the check.
 	Policy string `json:"policy,omitempty"`
 	// Lease is the claim's lease, renewed every Lease/3 while the upstream
 	// works; zero takes the ledger's default (30 s).
@@ -121,6 +135,12 @@ func (r *Route) upstreamTimeout(def time.Duration) time.Duration {
 
 // DefaultTool is the tool of the default route when none is configured.
 const DefaultTool = "http"
+
+// DefaultScopeHeaders are the request headers that scope keys on a route
+// that names no scope_headers and is not single_caller: the caller's
+// credentials. Two clients that authenticate differently never share a
+// key; clients that send neither header share one scope.
+var DefaultScopeHeaders = []string{"Authorization", "Cookie"}
 
 // ledger limits the routes are checked against (ledger/limits.go).
 const (
@@ -217,7 +237,10 @@ func (r *Route) Normalize() error {
 		}
 		return fmt.Errorf("method: %q is not an HTTP method", r.Method)
 	}
-	for _, f := range []struct{ field, v string }{{"tool", r.Tool}, {"scope", r.Scope}, {"policy", r.Policy}} {
+	if err := validTool(r.Tool); err != nil {
+		return fmt.Errorf("tool: %w", err)
+	}
+	for _, f := range []struct{ field, v string }{{"scope", r.Scope}, {"policy", r.Policy}} {
 		if len(f.v) > maxNameBytes || !printable(f.v) {
 			return fmt.Errorf("%s: must be printable UTF-8 of at most %d bytes", f.field, maxNameBytes)
 		}
@@ -234,6 +257,43 @@ func (r *Route) Normalize() error {
 	}
 	if r.ScopeHeaders, err = headerNames("scope_headers", r.ScopeHeaders); err != nil {
 		return err
+	}
+	switch {
+	case r.SingleCaller && len(r.ScopeHeaders) > 0:
+		return errors.New("single_caller shares keys between every client of the route; scope_headers separates them: set one or the other")
+	case !r.SingleCaller && len(r.ScopeHeaders) == 0:
+		r.ScopeHeaders = slices.Clone(DefaultScopeHeaders)
+	}
+	return nil
+}
+
+// MaxToolBytes is the longest tool name the ledger accepts.
+const MaxToolBytes = 256
+
+// ToolGrammar is the ledger's spelling of a tool name (fsm.ToolGrammar;
+// the proxy reaches the ledger through the SDK only, so the rule is
+// copied here and a test checks it against the ledger's).
+const ToolGrammar = `lowercase segments [a-z0-9][a-z0-9_-]* joined by single dots`
+
+// ErrBadTool is a tool name outside ToolGrammar.
+var ErrBadTool = errors.New("invalid tool name")
+
+// validTool checks a tool name against ToolGrammar, as the ledger does
+// before it accepts a claim (400 otherwise).
+func validTool(name string) error {
+	if name == "" || len(name) > MaxToolBytes {
+		return fmt.Errorf("%w: %q must be 1 to %d bytes of %s", ErrBadTool, name, MaxToolBytes, ToolGrammar)
+	}
+	for _, seg := range strings.Split(name, ".") {
+		if seg == "" {
+			return fmt.Errorf("%w: %q has an empty segment; a tool name is %s", ErrBadTool, name, ToolGrammar)
+		}
+		for i := 0; i < len(seg); i++ {
+			c := seg[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '_' || c == '-')) {
+				return fmt.Errorf("%w: %q: byte %q is not allowed there; a tool name is %s", ErrBadTool, name, c, ToolGrammar)
+			}
+		}
 	}
 	return nil
 }

@@ -96,5 +96,25 @@ func ClaimProblem(err error, ledgerKey string) (*Problem, Result) {
 	case errors.Is(err, client.ErrBlocked):
 		return with(NewProblem(CodeBlocked, err.Error())), ResultRejected
 	}
+	if KeyReserved(err) {
+		return with(NewProblem(CodeLedgerRefused, "the ledger refused the proxy's claim: keys under the proxy's prefix "+
+			LedgerKeyPrefix+" are reserved to another API key of the namespace and the proxy's own API key (--api-key) does not "+
+			"list the prefix. Nothing was sent to the upstream. The operator must give the proxy's key \"key_prefixes\": [\""+
+			LedgerKeyPrefix+"\"] in the ledger's keys file (docs/proxy.md). ("+err.Error()+")")), ResultLedgerRefused
+	}
 	return with(NewProblem(CodeLedgerRefused, "the ledger refused the claim: "+err.Error())).WithStatus(http.StatusBadGateway), ResultLedgerRefused
+}
+
+// codeKeyReserved is the ledger's 403 problem code for a claim of a key
+// under a prefix another API key of the namespace reserves
+// (key_prefixes in the ledger's keys file).
+const codeKeyReserved = "key_reserved"
+
+// KeyReserved reports whether err is the ledger's 403 key_reserved: the
+// proxy's own API key does not hold the prefix its keys are under, which
+// another key reserves. A configuration error of the proxy, never of the
+// client.
+func KeyReserved(err error) bool {
+	var lp *client.Problem
+	return errors.As(err, &lp) && lp.Code == codeKeyReserved
 }

@@ -53,6 +53,10 @@ func (ex *exchange) run() {
 			ex.h.releaseLater(ex.claim)
 		}
 		p, res := ClaimProblem(err, ex.key)
+		if KeyReserved(err) {
+			ex.log.Error("the ledger refuses the proxy's claims: its API key does not hold the key prefix "+LedgerKeyPrefix+
+				" that another key reserves; give it \"key_prefixes\": [\""+LedgerKeyPrefix+"\"] in the ledger's keys file", "err", err)
+		}
 		ex.log.Debug("claim not granted", "code", p.Code, "err", err)
 		ex.done(res)
 		p.Write(ex.w)

@@ -10,6 +10,7 @@ import (
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync/atomic"
 )
@@ -32,12 +33,10 @@ func upstreamRequest(ctx context.Context, in *http.Request, target *url.URL, bod
 	out.Close = false
 	out.Header = EndToEnd(in.Header)
 	out.Header.Del("Expect")
+	// The grant headers, and (as httputil.ReverseProxy with Rewrite does)
+	// the client's own forwarding headers, in every spelling: the proxy
+	// writes them anew.
 	stripGrantHeaders(out.Header)
-	// As httputil.ReverseProxy with Rewrite does: the client's own
-	// forwarding headers are not trusted, SetXForwarded writes them anew.
-	for _, name := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
-		out.Header.Del(name)
-	}
 	pr := &httputil.ProxyRequest{In: in, Out: out}
 	pr.SetURL(target)
 	pr.SetXForwarded()
@@ -66,11 +65,37 @@ type grantHeaders struct {
 	executionToken string
 }
 
-// stripGrantHeaders removes the grant headers a client may have sent: only
-// the proxy sets them.
+// proxyHeaders are the headers only the proxy sets (the grant's tokens
+// and the forwarding headers), by their normalized names (headerIdentity).
+var proxyHeaders = []string{"intent-fencing-token", "intent-execution-token", "forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto"}
+
+// headerIdentity is the name a header is known by to any server behind
+// the proxy: lower case, and '_' read as '-'. CGI, WSGI, Rack and PHP map
+// both Intent-Fencing-Token and Intent_Fencing_Token to
+// HTTP_INTENT_FENCING_TOKEN, so a client's underscore spelling must go as
+// the real one does.
+func headerIdentity(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		switch {
+		case c >= 'A' && c <= 'Z':
+			b[i] = c + 'a' - 'A'
+		case c == '_':
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+// stripGrantHeaders removes every header a client may have sent under a
+// name only the proxy sets (proxyHeaders), in any spelling: any case, and
+// '_' for '-'. The proxy then sets the real ones.
 func stripGrantHeaders(h http.Header) {
-	h.Del(HeaderFencingToken)
-	h.Del(HeaderExecutionToken)
+	for name := range h {
+		if slices.Contains(proxyHeaders, headerIdentity(name)) {
+			delete(h, name)
+		}
+	}
 }
 
 func lowerASCII(s string) string {

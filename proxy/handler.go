@@ -140,9 +140,9 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg}
 	h.pass = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			stripGrantHeaders(pr.Out.Header) // before SetXForwarded, which sets some of them anew
 			pr.SetURL(cfg.Upstream)
 			pr.SetXForwarded()
-			stripGrantHeaders(pr.Out.Header)
 		},
 		Transport:     cfg.Transport,
 		FlushInterval: -1,

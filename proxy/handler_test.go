@@ -40,6 +40,12 @@ func testRoutes() []Route {
 	}
 }
 
+// anonKey is the ledger key of an Idempotency-Key on a route scoped by
+// the default scope headers, for a client that sends no credentials.
+func anonKey(scope, key string) string {
+	return LedgerKey(scope, ScopeDigest(http.Header{}, DefaultScopeHeaders), key)
+}
+
 func TestFirstRequestRunsOnceAndRetriesReplay(t *testing.T) {
 	hs := newHarness(t, testRoutes())
 	first := hs.send("POST", "/v1/charges?x=1", "k-1", `{"amount":1299,"currency":"usd"}`, "X-Intent-Fencing-Token", "x",
@@ -57,7 +63,7 @@ func TestFirstRequestRunsOnceAndRetriesReplay(t *testing.T) {
 	if up.Get(HeaderIdempotencyKey) != `"k-1"` || up.Get("X-Forwarded-For") == "" {
 		t.Errorf("upstream headers %v", up)
 	}
-	in := hs.intent(LedgerKey("charge", "", "k-1"))
+	in := hs.intent(anonKey("charge", "k-1"))
 	if (in.State != client.StateExecuted && in.State != client.StateCommitted) || in.Tool != "charge" {
 		t.Errorf("intent %s %s", in.State, in.Tool)
 	}
@@ -151,7 +157,7 @@ func TestFingerprintMismatch(t *testing.T) {
 		r := hs.send(c.method, c.path, "fp", c.body)
 		p := r.problem(t)
 		if r.code != 422 || p.Code != CodeFingerprintMismatch || p.Fingerprint == "" || p.RequestFingerprint == "" ||
-			p.Fingerprint == p.RequestFingerprint || p.LedgerKey != LedgerKey("charge", "", "fp") {
+			p.Fingerprint == p.RequestFingerprint || p.LedgerKey != anonKey("charge", "fp") {
 			t.Errorf("%s %s %s: %v", c.method, c.path, c.body, r)
 		}
 		// Another request under the key learns nothing of the first's
@@ -321,7 +327,7 @@ func TestNoAnswerLeavesTheKeyInDoubt(t *testing.T) {
 					t.Fatalf("%v %v", r, err)
 				}
 			}
-			ledgerKey := LedgerKey("charge", "", "lost")
+			ledgerKey := anonKey("charge", "lost")
 			for i := 0; i < 2; i++ {
 				r := hs.send("POST", "/v1/charges", "lost", `{}`)
 				if p := r.problem(t); r.code != 409 || p.Code != CodeInFlight {
@@ -358,7 +364,7 @@ func TestResolvedWithoutARecord(t *testing.T) {
 	hs := newHarness(t, testRoutes(), func(c *Config) { c.UpstreamTimeout = 200 * time.Millisecond })
 	hs.send("POST", "/v1/charges", "bare", `{}`, "X-Upstream", "hang")
 	hs.mem.Ledger.Advance(testLease + time.Second)
-	if _, err := hs.ledger.Resolve(context.Background(), client.ResolveRequest{Key: LedgerKey("charge", "", "bare"),
+	if _, err := hs.ledger.Resolve(context.Background(), client.ResolveRequest{Key: anonKey("charge", "bare"),
 		Outcome: client.OutcomeExecuted, Result: json.RawMessage(`{"charge":"ch_1"}`), Actor: "ops"}); err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +393,7 @@ func TestUpstreamRefusedIsRecordedFailed(t *testing.T) {
 	if p := r.problem(t); r.code != 502 || p.Code != CodeUpstreamUnreachable || !p.Retryable || r.header.Get("Retry-After") != "1" {
 		t.Fatalf("%v", r)
 	}
-	if in := hs.intent(LedgerKey("charge", "", "refused")); in.State != client.StateFailed {
+	if in := hs.intent(anonKey("charge", "refused")); in.State != client.StateFailed {
 		t.Errorf("state %s, want failed", in.State)
 	}
 	refuse.Store(false)
@@ -479,7 +485,7 @@ func TestCommitOnlyWhenAsked(t *testing.T) {
 		if commit {
 			want = client.StateCommitted
 		}
-		if in := hs.intent(LedgerKey("charge", "", "c-1")); in.State != want {
+		if in := hs.intent(anonKey("charge", "c-1")); in.State != want {
 			t.Errorf("commit=%v: intent %s, want %s", commit, in.State, want)
 		}
 		if r := hs.send("POST", "/v1/charges", "c-1", `{"amount":1}`); r.header.Get(HeaderReplayed) != "true" {
@@ -565,7 +571,7 @@ func TestLedgerAnswerLost(t *testing.T) {
 	if err := hs.h.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if in := hs.intent(LedgerKey("charge", "", "lost-answer")); in.State != client.StateFailed {
+	if in := hs.intent(anonKey("charge", "lost-answer")); in.State != client.StateFailed {
 		t.Errorf("the unused grant: %s, want failed", in.State)
 	}
 	if r := hs.send("POST", "/v1/charges", "lost-answer", `{}`); r.code != http.StatusCreated || hs.up.count(`"lost-answer"`) != 1 {
@@ -593,7 +599,7 @@ func TestPendingApproval(t *testing.T) {
 	r := hs.send("POST", "/v1/approve", "refund-1", `{"amount":5}`)
 	var ans pendingAnswer
 	_ = json.Unmarshal(r.body, &ans)
-	key := LedgerKey("approve", "", "refund-1")
+	key := anonKey("approve", "refund-1")
 	if r.code != 202 || ans.Status != client.StatusPendingApproval || ans.LedgerKey != key || ans.IntentURL != r.header.Get("Location") ||
 		!strings.HasPrefix(ans.IntentURL, hs.mem.URL+"/v1/intents/") || ans.Approve != ans.IntentURL+"/approve" || hs.up.count(`"refund-1"`) != 0 {
 		t.Fatalf("%v", r)

@@ -137,8 +137,15 @@ type harnessOption func(*Config)
 
 func newHarness(t *testing.T, routes []Route, opts ...harnessOption) *harness {
 	t.Helper()
+	return newHarnessWith(t, routes, nil, nil, opts...)
+}
+
+// newHarnessWith is newHarness with more options for the ledger node
+// (clienttest.WithAuth) and the proxy's ledger client (client.WithAPIKey).
+func newHarnessWith(t *testing.T, routes []Route, memOpts []clienttest.MemoryOption, clientOpts []client.Option, opts ...harnessOption) *harness {
+	t.Helper()
 	hs := &harness{t: t, up: newTestUpstream(t)}
-	hs.mem = clienttest.NewMemory(t, clienttest.WithMiddleware(func(next http.Handler) http.Handler {
+	hs.mem = clienttest.NewMemory(t, append(memOpts, clienttest.WithMiddleware(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if n := hs.dropClaims.Load(); clienttest.Op(r) == "claim" && n > 0 && hs.dropClaims.CompareAndSwap(n, n-1) {
 				next.ServeHTTP(httptest.NewRecorder(), r)
@@ -149,9 +156,9 @@ func newHarness(t *testing.T, routes []Route, opts ...harnessOption) *harness {
 			}
 			next.ServeHTTP(w, r)
 		})
-	}))
+	}))...)
 	var err error
-	hs.ledger, err = client.New([]string{hs.mem.URL}, client.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+	hs.ledger, err = client.New([]string{hs.mem.URL}, append(clientOpts, client.WithBackoff(5*time.Millisecond, 50*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
 	}

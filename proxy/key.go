@@ -181,10 +181,17 @@ func (p *sfParser) paramValue() error {
 // so its intents list together (GET /v1/intents?prefix=idem:).
 const ledgerKeyPrefix = "idem"
 
+// LedgerKeyPrefix starts every ledger key the proxy claims. The ledger's
+// keys file reserves it to the proxy's own API key ("key_prefixes":
+// ["idem:"]), so no other key can claim (and so complete) a key whose
+// recorded answer the proxy replays.
+const LedgerKeyPrefix = ledgerKeyPrefix + client.KeySeparator
+
 // LedgerKey derives the ledger key of an Idempotency-Key on a route:
-// client.KeyOf("idem", scope, key), or client.KeyOf("idem", scope, tenant,
-// key) when the route scopes keys by request headers (tenant is then
-// ScopeDigest of their values). KeyOf escapes ':' and '%' inside each part
+// client.KeyOf("idem", scope, tenant, key), where tenant is ScopeDigest of
+// the route's scope headers (by default the caller's credentials,
+// DefaultScopeHeaders), or client.KeyOf("idem", scope, key) on a
+// single_caller route (tenant ""). KeyOf escapes ':' and '%' inside each part
 // (so parts never run into each other) and, when the result is over the
 // ledger's 256 bytes, keeps its start and replaces the rest by "~" and 32
 // hex digits of its SHA-256: always a valid, stable and distinct ledger
@@ -196,8 +203,8 @@ func LedgerKey(scope, tenant, key string) string {
 	return client.KeyOf(ledgerKeyPrefix, scope, tenant, key)
 }
 
-// ScopeDigest is the tenant part of a ledger key on a route with
-// scope_headers: 32 hex digits of the SHA-256 of the named headers'
+// ScopeDigest is the tenant part of a ledger key on a route with scope
+// headers (every route but a single_caller one): 32 hex digits of the SHA-256 of the named headers'
 // values ("" when the route names none). A header the request lacks counts
 // as empty, so every client without it shares one scope.
 func ScopeDigest(h http.Header, names []string) string {

@@ -45,11 +45,14 @@ run wan --seed "$SEED" --duration 30s --interval 5s --hold 2500ms \
   --nemesis wan,isolate-leader-region,kill-leader --workload w1,w2
 # The trust boundary, with TLS on: rogue gossip members (one announcing
 # the leader's ID, one taking its name, one claiming a new ID without a node
-# certificate) and strangers on the leader's Raft port (plaintext, a client
-# certificate of the node CA, another CA's node certificate) get nothing,
-# while leaders are killed and the cluster is split.
+# certificate), strangers on the leader's Raft port (plaintext, a client
+# certificate of the node CA, another CA's node certificate) and forged
+# gossip for live members (a follower's alive with a higher incarnation
+# saying leaving, replica and another HTTP address, then its leave; the
+# leader's alive with another HTTP address) get nothing, while leaders are
+# killed and the cluster is split.
 run trust --nodes 3 --seed "$SEED" --tls --duration 45s --interval 5s --hold 2500ms \
-  --nemesis rogue-member,raft-poke,kill-leader,partition-halves --workload w1,w2
+  --nemesis rogue-member,raft-poke,gossip-forgery,kill-leader,partition-halves --workload w1,w2
 # Each positive control gets the faults that expose its bug: stale reads
 # from a leader cut off from the others (every isolate-leader opens that
 # window; a partition-halves only when the leader lands in the minority, and
@@ -74,6 +77,12 @@ run control-leadership-lost --nodes 3 --seed "$SEED" --duration 120s --interval 
 # boundary before IDs were bound to gossip names): rogue-member must see it.
 run control-trust-gossip-ids --nodes 3 --seed "$SEED" --duration 20s --interval 4s --hold 2500ms \
   --nemesis rogue-member --workload w1,w2 --bug trust-gossip-ids
+# Gossip trusted to change the configuration and the HTTP addresses (the
+# leader removing a member gossip says left, demoting one whose meta says
+# replica; nodes listing and forwarding to gossip's HTTP addresses):
+# gossip-forgery must see it.
+run control-trust-gossip-leave --nodes 3 --seed "$SEED" --duration 20s --interval 4s --hold 2500ms \
+  --nemesis gossip-forgery --workload w1,w2 --bug trust-gossip-leave
 # Local duplicate answers that ignore the payload: a divergent retry that
 # reaches a follower is told "duplicate" (no-divergent-grant must see it).
 # Late retries (--retry-fraction) bring divergent claims to followers that

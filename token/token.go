@@ -1,13 +1,17 @@
 // Package token mints and checks execution tokens: the proof a granted
-// claimant hands to the tool it calls, bound to (namespace, key,
+// claimant hands to the tool it calls, bound to (tool, namespace, key,
 // fingerprint, fencing token, owner, expiry).
 //
 // A token is "gex_" followed by a JWS in compact serialization (RFC 7515),
 // signed with Ed25519 (alg "EdDSA", RFC 8037). Its protected header is
 // exactly {"alg":"EdDSA","kid":<key id>,"typ":"gex+jwt"}; its payload is the
-// JSON object {"iss":"intentd","ns","key","fp","fence","owner","iat","exp"}
-// with times in Unix seconds. A tool can check a token offline with the key
-// set the cluster publishes (JWKS, LookupFromJWKS, Verify).
+// JSON object {"iss":"intentd","aud","ns","key","fp","fence","owner","iat","exp"}
+// with times in Unix seconds. "aud" (RFC 7519 section 4.1.3, as a single
+// string) is the tool the intent was granted for: the one tool that may
+// act on the token. Tokens signed before tokens named their tool have no
+// "aud" (Claims.Tool is empty). A tool can check a token offline with the
+// key set the cluster publishes (JWKS, LookupFromJWKS, Verify), and must
+// then check that Claims.Tool is its own name (see Claims.ForTool).
 //
 // The package holds no state and reads no clock: signing keys are values
 // (the ledger replicates them through Raft as an id and a 32-byte seed,
@@ -76,6 +80,10 @@ var (
 // Claims are what a token binds. The JSON names are the token's claim
 // names.
 type Claims struct {
+	// Tool is the audience: the tool the intent was granted for (the
+	// intent's tool), the only one that may act on the token. Empty in a
+	// token signed before tokens named their tool.
+	Tool string `json:"aud,omitempty"`
 	// Namespace the intent lives in.
 	Namespace string `json:"ns"`
 	// Key is the intent's idempotency key.
@@ -94,6 +102,11 @@ type Claims struct {
 	// valid.
 	Expires int64 `json:"exp"`
 }
+
+// ForTool reports whether the token is for tool: its audience is tool. A
+// token without an audience (signed before tokens named their tool) is
+// for no tool in particular, and ForTool reports false for it.
+func (c Claims) ForTool(tool string) bool { return c.Tool != "" && c.Tool == tool }
 
 // wireClaims is the token payload: the claims and the issuer.
 type wireClaims struct {
@@ -280,8 +293,9 @@ func marshalClaims(c Claims) ([]byte, error) {
 // The errors, in the order they are checked: ErrMalformed, ErrUnknownKey,
 // ErrSignature, ErrExpired. With ErrExpired the authentic claims are
 // returned too, for the caller's audit; with every other error the claims
-// are zero. Verify checks authenticity and expiry only: that the token
-// matches the intent and payload at hand, and single use, are the caller's.
+// are zero. Verify checks authenticity and expiry only: that the token is
+// for the caller's tool (Claims.ForTool), matches the intent and payload at
+// hand, and single use, are the caller's.
 func Verify(s string, lookup func(kid string) (ed25519.PublicKey, bool), now time.Time) (Claims, error) {
 	jws, kid, err := parse(s)
 	if err != nil {

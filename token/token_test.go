@@ -113,6 +113,8 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 		{"256-byte key", func(c *Claims) { c.Key = strings.Repeat("k", 256) }},
 		{"issued at zero", func(c *Claims) { c.IssuedAt = 0 }},
 		{"expires next second", func(c *Claims) { c.Expires = testNow.Unix() + 1 }},
+		{"audience", func(c *Claims) { c.Tool = "payments.refund" }},
+		{"no audience (signed before tokens named their tool)", func(c *Claims) { c.Tool = "" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,6 +193,59 @@ func TestKnownAnswer(t *testing.T) {
 		"_xK6QKmtkqHkrxNZSEx0erRoRVwidWmXdFMEWYM_ixyCatRE2jMVHKmFAvvxtMqkYSdbob4v6lnEhdYvJUmmAQ"
 	if s != golden {
 		t.Fatalf("token =\n%s\nwant\n%s", s, golden)
+	}
+}
+
+// TestAudience pins how a token names its tool: "aud", a single string
+// right after "iss" (RFC 7519 allows a string), left out when empty so a
+// token without a tool is byte for byte what Sign wrote before tokens
+// named their tool (TestKnownAnswer). The golden signature was checked
+// with an independent Ed25519 implementation (Python cryptography). An
+// "aud" that is not a string is not a token Sign could have written.
+func TestAudience(t *testing.T) {
+	seed, _ := hex.DecodeString("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
+	k := SigningKey{ID: "rfc8037", Seed: seed}
+	c := Claims{Tool: "stripe.charge", Namespace: "default", Key: "charge:order-91", Fingerprint: "ab", FencingToken: 1042,
+		Owner: "agent-7", IssuedAt: 1700000000, Expires: 1700000900}
+	s := mustSign(t, k, c)
+	_, payload, _ := parts(t, s)
+	if want := `{"iss":"intentd","aud":"stripe.charge","ns":"default","key":"charge:order-91","fp":"ab","fence":1042,"owner":"agent-7","iat":1700000000,"exp":1700000900}`; string(payload) != want {
+		t.Fatalf("payload = %s, want %s", payload, want)
+	}
+	const golden = "gex_eyJhbGciOiJFZERTQSIsImtpZCI6InJmYzgwMzciLCJ0eXAiOiJnZXgrand0In0." +
+		"eyJpc3MiOiJpbnRlbnRkIiwiYXVkIjoic3RyaXBlLmNoYXJnZSIsIm5zIjoiZGVmYXVsdCIsImtleSI6ImNoYXJnZTpvcmRlci05MSIsImZwIjoiYWIiLCJmZW5jZSI6MTA0Miwib3duZXIiOiJhZ2VudC03IiwiaWF0IjoxNzAwMDAwMDAwLCJleHAiOjE3MDAwMDA5MDB9." +
+		"1KVdSeYckg582NqBU7i83_Cf6V4_Pn5D5mwVQ45Fyj1O3E7ng-xJLgFJhtogoX6xnvD4NvlGmtj1G-9f2fzNCg"
+	if s != golden {
+		t.Fatalf("token =\n%s\nwant\n%s", s, golden)
+	}
+	got, err := Verify(s, mustLookup(t, k), time.Unix(1700000000, 0))
+	if err != nil || got != c {
+		t.Fatalf("Verify = %+v, %v", got, err)
+	}
+	for _, tt := range []struct {
+		tool string
+		want bool
+	}{{"stripe.charge", true}, {"stripe.refund", false}, {"stripe.*", false}, {"", false}} {
+		if got.ForTool(tt.tool) != tt.want {
+			t.Errorf("ForTool(%q) = %v, want %v", tt.tool, !tt.want, tt.want)
+		}
+	}
+	noAud := c
+	noAud.Tool = ""
+	if noAud.ForTool("") {
+		t.Error("a token without an audience is for the empty tool")
+	}
+
+	for name, aud := range map[string]string{
+		"array":  `["stripe.charge"]`,
+		"number": `7`,
+		"object": `{"tool":"stripe.charge"}`,
+	} {
+		payload := `{"iss":"intentd","aud":` + aud + `,"ns":"default","key":"k","fp":"ab","fence":1,"owner":"o","iat":1700000000,"exp":1700000900}`
+		tok := signRaw(t, k, `{"alg":"EdDSA","kid":"rfc8037","typ":"gex+jwt"}`, payload)
+		if _, err := Verify(tok, mustLookup(t, k), time.Unix(1700000000, 0)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("aud %s: %v, want ErrMalformed", name, err)
+		}
 	}
 }
 

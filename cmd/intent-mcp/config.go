@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/mcpgate"
 )
@@ -30,6 +32,10 @@ type config struct {
 	maxPayload, maxResult       int
 	logLevel, logFormat         string
 	pprof                       string
+	// callers authenticates --listen callers (--caller-keys); nil with
+	// insecureNoCallerAuth (loopback development only) or on stdio.
+	callers              *auth.Keyset
+	insecureNoCallerAuth bool
 }
 
 // envPrefix is the prefix of the environment variables that set flags.
@@ -69,7 +75,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		fmt.Fprintln(stderr, "usage: intent-mcp --ledger ADDRS [flags] [-- COMMAND [ARGS...]]")
 		fs.PrintDefaults()
 	}
-	var ledger, configFile, name, hostIDs, mode, scope string
+	var ledger, configFile, name, hostIDs, mode, scope, callerKeys string
 	var ups upstreamFlags
 	var window time.Duration
 	fs.StringVar(&ledger, "ledger", "", "comma-separated intentd node addresses (required), e.g. http://127.0.0.1:8101,http://127.0.0.1:8102")
@@ -79,6 +85,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Var(&ups, "upstream", "an upstream MCP server, repeatable: NAME=http(s)://host/mcp (streamable HTTP) or NAME=COMMAND ARGS... (stdio, split on spaces)")
 	fs.StringVar(&name, "name", mcpgate.DefaultUpstreamName, "name of the upstream given after --")
 	fs.StringVar(&c.listen, "listen", "", "serve streamable HTTP at http://ADDR/mcp instead of stdio (with /healthz, /readyz and /metrics)")
+	fs.StringVar(&callerKeys, "caller-keys", "", "--listen: JSON file of the API keys callers present as Authorization: Bearer (the ledger's keys-file format; a key needs the agent role); each caller's keys and results are its own")
+	fs.BoolVar(&c.insecureNoCallerAuth, "insecure-no-caller-auth", false, "--listen without --caller-keys, on a loopback address only: every caller is one and shares keys and results (development)")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz on this separate address (on stdio the only way to reach them)")
 	fs.StringVar(&scope, "scope", mcpgate.DefaultScope, "key scope: gates with the same scope (and ledger namespace) share keys")
 	fs.DurationVar(&window, "window", mcpgate.DefaultWindow, "derivation window: identical calls without a key inside it are one call")
@@ -157,6 +165,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if file.CallTimeout > 0 && !set["call-timeout"] {
 		c.callTimeout = time.Duration(file.CallTimeout)
 	}
+	if err := c.callerAuth(callerKeys); err != nil {
+		return c, err
+	}
 	switch {
 	case len(c.upstreams) == 0:
 		return c, errors.New("no upstream: give --upstream NAME=COMMAND|URL, a command after --, or upstreams in --config")
@@ -166,4 +177,47 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, errors.New("durations must be positive")
 	}
 	return c, nil
+}
+
+// callerAuth checks how --listen callers are authenticated and loads
+// --caller-keys (path). Over HTTP every caller must present a key, unless
+// --insecure-no-caller-auth says otherwise for a loopback address; on
+// stdio the one caller is the process that launched the gate.
+func (c *config) callerAuth(path string) error {
+	switch {
+	case c.listen == "" && path != "":
+		return errors.New("--caller-keys authenticates --listen callers; on stdio the one caller is the process that launched the gate")
+	case c.listen == "":
+		return nil
+	case path != "" && c.insecureNoCallerAuth:
+		return errors.New("--caller-keys and --insecure-no-caller-auth: give one")
+	case path == "" && !c.insecureNoCallerAuth:
+		return errors.New("--listen serves any caller that can connect: give --caller-keys FILE (callers present Authorization: Bearer <key>, " +
+			"and each caller's keys and results are its own), or --insecure-no-caller-auth for development on a loopback address")
+	case path == "":
+		if !loopback(c.listen) {
+			return fmt.Errorf("--insecure-no-caller-auth: --listen %s is not a loopback address; give --caller-keys FILE", c.listen)
+		}
+		return nil
+	}
+	ks, err := auth.LoadFile(path)
+	if err != nil {
+		return fmt.Errorf("--caller-keys: %w", err)
+	}
+	c.callers = ks
+	return nil
+}
+
+// loopback reports whether addr (host:port) listens on a loopback address
+// only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

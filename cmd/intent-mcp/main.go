@@ -5,7 +5,12 @@
 // fronts:
 //
 //	intent-mcp --ledger http://127.0.0.1:8101,http://127.0.0.1:8102 -- npx -y some-mcp-server
-//	intent-mcp --ledger http://127.0.0.1:8101 --config gate.json --listen 127.0.0.1:8490
+//	intent-mcp --ledger http://127.0.0.1:8101 --config gate.json --listen 127.0.0.1:8490 --caller-keys callers.json
+//
+// Over HTTP every caller presents a bearer API key of --caller-keys (the
+// ledger's keys-file format), and each caller's keys and recorded results
+// are its own; --listen without it refuses to start unless
+// --insecure-no-caller-auth is given for a loopback address.
 //
 // Every flag can also be set through the environment as
 // INTENT_MCP_<FLAG> (upper case, dashes as underscores); --api-key also
@@ -30,8 +35,10 @@ import (
 	"syscall"
 	"time"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/client"
 	"github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/internal/probe"
@@ -140,9 +147,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdin io.ReadCl
 // /readyz and (unless --metrics-listen moved it) /metrics, until ctx ends.
 func serveHTTP(ctx context.Context, cfg config, logger *slog.Logger, gate *mcpgate.Gate, ledger *client.Client, reg *prometheus.Registry, names []string) error {
 	mux := http.NewServeMux()
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return gate.Server() },
-		&mcp.StreamableHTTPOptions{Logger: logger})
-	mux.Handle("/mcp", mcpgate.LiftSEP3182HTTP(mcpHandler, mcp.DefaultMaxRequestBodyBytes))
+	if cfg.callers == nil {
+		logger.Warn("CALLER AUTH IS OFF (--insecure-no-caller-auth): every caller that can connect is one caller, " +
+			"shares its keys and is replayed the others' results")
+	}
+	mux.Handle("/mcp", mcpHandler(gate, cfg.callers, logger))
 	var metrics prometheus.Gatherer // on --metrics-listen instead when it is set
 	if cfg.metricsListen == "" {
 		metrics = reg
@@ -169,6 +178,42 @@ func serveHTTP(ctx context.Context, cfg config, logger *slog.Logger, gate *mcpga
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// mcpHandler is the streamable-HTTP endpoint of the gate. With callers
+// (--caller-keys) every request must carry Authorization: Bearer <key> of
+// a key with the agent role (401 without a valid key, 403 without the
+// role); the key's name is the caller the gate scopes keys by
+// (mcpgate.CallerOf), and the go-sdk binds each session to it, so no other
+// key can use a session. Without callers (--insecure-no-caller-auth)
+// every caller is one.
+func mcpHandler(gate *mcpgate.Gate, callers *auth.Keyset, logger *slog.Logger) http.Handler {
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return gate.Server() },
+		&mcp.StreamableHTTPOptions{Logger: logger})
+	h = mcpgate.LiftSEP3182HTTP(h, mcp.DefaultMaxRequestBodyBytes)
+	if callers == nil {
+		return h
+	}
+	return sdkauth.RequireBearerToken(callerVerifier(callers), &sdkauth.RequireBearerTokenOptions{
+		Scopes: []string{string(auth.RoleAgent)}, AllowMissingExpiration: true, // API keys do not expire; they are removed
+	})(h)
+}
+
+// callerVerifier authenticates a caller's bearer key against callers: its
+// name is the caller, and it has the "agent" scope when the key may act as
+// an agent.
+func callerVerifier(callers *auth.Keyset) sdkauth.TokenVerifier {
+	return func(_ context.Context, token string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+		p, err := callers.Authenticate(token)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", sdkauth.ErrInvalidToken, err)
+		}
+		info := &sdkauth.TokenInfo{UserID: p.Name}
+		if p.Has(auth.RoleAgent) {
+			info.Scopes = []string{string(auth.RoleAgent)}
+		}
+		return info, nil
+	}
 }
 
 // ledgerIdleConns is how many idle connections the gate keeps to each

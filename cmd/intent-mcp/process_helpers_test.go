@@ -170,7 +170,7 @@ func (w *world) serveHTTP(t *testing.T) *host {
 	t.Helper()
 	addr := nodetest.FreePort(t)
 	h := &host{addr: addr, changed: make(chan struct{}, 16)}
-	h.cmd = exec.Command(w.gateBin, w.gateArgs("--listen", addr)...)
+	h.cmd = exec.Command(w.gateBin, w.gateArgs("--listen", addr, "--insecure-no-caller-auth")...)
 	log := w.newLog()
 	h.cmd.Stdout, h.cmd.Stderr = log, log
 	if err := h.cmd.Start(); err != nil {

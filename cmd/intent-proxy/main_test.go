@@ -24,8 +24,17 @@ func TestParseConfig(t *testing.T) {
 		t.Errorf("defaults: %+v", c)
 	}
 	routes, err := c.loadRoutes()
-	if err != nil || len(routes) != 1 || routes[0].Path != "/" || routes[0].Name != "default" {
+	if err != nil || len(routes) != 1 || routes[0].Path != "/" || routes[0].Name != "default" ||
+		strings.Join(routes[0].ScopeHeaders, ",") != "Authorization,Cookie" || routes[0].SingleCaller {
 		t.Errorf("default route: %+v, %v", routes, err)
+	}
+	// --single-caller opts the default route out of the per-caller scope.
+	c, err = parseConfig([]string{"--upstream", "http://127.0.0.1:9000", "--ledger", "n1", "--single-caller"}, getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if routes, err = c.loadRoutes(); err != nil || !routes[0].SingleCaller || len(routes[0].ScopeHeaders) != 0 {
+		t.Errorf("--single-caller: %+v, %v", routes, err)
 	}
 
 	// The environment sets flags; flags win; INTENTD_API_KEY is the
@@ -54,6 +63,9 @@ func TestParseConfig(t *testing.T) {
 		{"--upstream", "http://x", "--ledger", "n1", "--lease", "1ms"},
 		{"--upstream", "http://x", "--ledger", "n1", "--max-body", "0"},
 		{"--upstream", "http://x", "--ledger", "n1", "extra"},
+		{"--upstream", "http://x", "--ledger", "n1", "--tool", "Stripe.Charge"},
+		{"--upstream", "http://x", "--ledger", "n1", "--tool", "stripe/charge"},
+		{"--upstream", "http://x", "--ledger", "n1", "--single-caller", "--scope-headers", "Authorization"},
 	} {
 		if _, err := parseConfig(bad, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("%q: accepted", bad)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,8 +73,11 @@ func startWorld(t *testing.T) *world {
 	return w
 }
 
-// ledgerKey is the ledger key of an Idempotency-Key on a route's tool.
-func ledgerKey(tool, key string) string { return proxy.LedgerKey(tool, "", key) }
+// ledgerKey is the ledger key of an Idempotency-Key on a route's tool, for
+// a client that sends no credentials (the routes scope keys by them).
+func ledgerKey(tool, key string) string {
+	return proxy.LedgerKey(tool, proxy.ScopeDigest(http.Header{}, proxy.DefaultScopeHeaders), key)
+}
 
 func TestProxyProcesses(t *testing.T) {
 	w := startWorld(t)

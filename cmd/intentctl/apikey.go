@@ -23,7 +23,9 @@ func cmdAPIKey(_ context.Context, c *cli, args []string) error {
 	fs := c.flags("apikey new")
 	name := fs.String("name", "", "the key's name, for logs and audit")
 	ns := fs.String("namespace", namespace.Default, "the namespace the key acts in")
-	rolesArg := fs.String("roles", "", "comma separated roles: agent, tool, approver, reader, admin")
+	rolesArg := fs.String("roles", "", "comma separated roles: agent, tool, approver, reconciler, reader, admin")
+	tools := fs.String("tools", "", "tool keys: comma separated tool patterns whose execution tokens the key may verify (default any)")
+	prefixes := fs.String("key-prefixes", "", "comma separated idempotency-key prefixes reserved to this key (a front end's: idem:, mcp:)")
 	env := fs.Bool("env", false, "print the INTENTD_API_KEYS entry instead of the keys file entry")
 	if _, err := c.parse(fs, rest); err != nil {
 		return err
@@ -55,7 +57,11 @@ func cmdAPIKey(_ context.Context, c *cli, args []string) error {
 	if auth.HashKey(plain) != sum {
 		return errors.New("apikey: the key's hash does not match; not printing it")
 	}
-	entry := auth.KeyConfig{Name: *name, Namespace: *ns, Roles: roles, SHA256: sum}
+	entry := auth.KeyConfig{Name: *name, Namespace: *ns, Roles: roles, SHA256: sum,
+		Tools: cmdcli.SplitList(*tools), KeyPrefixes: cmdcli.SplitList(*prefixes)}
+	if *env && (len(entry.Tools) > 0 || len(entry.KeyPrefixes) > 0) {
+		return usagef("apikey new: --tools and --key-prefixes need the keys file (the %s compact form has no room for them)", auth.EnvVar)
+	}
 	entryJSON, err := json.Marshal(entry)
 	if err != nil {
 		return err

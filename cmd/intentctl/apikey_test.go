@@ -58,3 +58,30 @@ func TestAPIKeyNew(t *testing.T) {
 		t.Errorf("apikey json = %s (%v)", r.stdout, err)
 	}
 }
+
+// TestAPIKeyNewScopes: --tools and --key-prefixes land in the entry the
+// server parses; the compact form refuses them, and a tool list on a key
+// without the tool role is refused by the server's own rules.
+func TestAPIKeyNewScopes(t *testing.T) {
+	var out struct {
+		Entry auth.KeyConfig `json:"entry"`
+	}
+	r := runCLI(t, "apikey", "new", "--name", "verifier", "--roles", "tool", "--tools", "payments.*,email.send", "--output", "json")
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || strings.Join(out.Entry.Tools, ",") != "payments.*,email.send" {
+		t.Fatalf("tools entry = %s (%v)", r.stdout, err)
+	}
+	r = runCLI(t, "apikey", "new", "--name", "proxy", "--roles", "agent", "--key-prefixes", "idem:", "--output", "json")
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || strings.Join(out.Entry.KeyPrefixes, ",") != "idem:" {
+		t.Fatalf("prefix entry = %s (%v)", r.stdout, err)
+	}
+	for args, want := range map[string]string{
+		"--roles agent --key-prefixes idem: --env": "keys file",
+		"--roles agent --tools x.*":                "no tool role",
+	} {
+		r := runCLI(t, append([]string{"apikey", "new", "--name", "k"}, strings.Fields(args)...)...)
+		expect(t, r, exitUsage)
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: stderr lacks %q: %s", args, want, r)
+		}
+	}
+}

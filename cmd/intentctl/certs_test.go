@@ -31,7 +31,7 @@ func TestCertsAndTLSFlags(t *testing.T) {
 	}{
 		{"CA and client certificate", []string{"--ca", ca, "--cert", cert, "--key", key}, nil, exitOK},
 		{"from the environment", nil, map[string]string{"INTENTCTL_CA": ca, "INTENTCTL_CERT": cert, "INTENTCTL_KEY": key}, exitOK},
-		{"no client certificate", []string{"--ca", ca}, nil, exitUnavailable},
+		{"no client certificate", []string{"--ca", ca}, nil, exitUnauthorized},
 		{"no CA", []string{"--cert", cert, "--key", key}, nil, exitUnavailable},
 		{"key without certificate", []string{"--ca", ca, "--key", key}, nil, exitUsage},
 	}

@@ -55,6 +55,10 @@ func (c *cli) fail(err error) int {
 		}
 	default:
 		fmt.Fprintf(c.stderr, "intentctl: %v\n", err)
+		if clientCertRefused(err) {
+			fmt.Fprintf(c.stderr, "  the node refused this client's TLS certificate (or its lack of one): give --cert and --key "+
+				"(or INTENTCTL_CERT, INTENTCTL_KEY) signed by the node's client CA (--tls-client-ca)\n")
+		}
 	}
 	return code
 }
@@ -68,6 +72,8 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue):
 		return exitUsage
+	case clientCertRefused(err): // before ErrUnavailable, which wraps it
+		return exitUnauthorized
 	case errors.Is(err, client.ErrOutcomeUnknown), errors.Is(err, client.ErrNoLeader),
 		errors.Is(err, client.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return exitUnavailable

@@ -117,6 +117,10 @@ func command(name string) (func(context.Context, *cli, []string) error, bool) {
 		return cmdCluster, true
 	case "health":
 		return cmdHealth, true
+	case "peer":
+		return cmdPeer, true
+	case "leader":
+		return cmdLeader, true
 	case "snapshot":
 		return cmdSnapshot, true
 	case "certs":

@@ -8,7 +8,7 @@ import (
 	"github.com/intentledger/intentd/client"
 )
 
-// cmdToken is "token verify TOKEN [--payload JSON|@file]".
+// cmdToken is "token verify TOKEN [--payload JSON|@file] [--tool NAME]".
 func cmdToken(ctx context.Context, c *cli, args []string) error {
 	_, rest, err := needSubcommand("token", args, "verify")
 	if err != nil {
@@ -16,6 +16,7 @@ func cmdToken(ctx context.Context, c *cli, args []string) error {
 	}
 	fs := c.flags("token verify")
 	payload := fs.String("payload", "", "the payload the tool is about to act on: JSON or @file")
+	tool := fs.String("tool", "", "the tool about to act: a token granted for another tool is refused, unspent")
 	pos, err := c.parse(fs, rest, "TOKEN")
 	if err != nil {
 		return err
@@ -29,7 +30,11 @@ func cmdToken(ctx context.Context, c *cli, args []string) error {
 		body = raw
 	}
 	v, err := call(ctx, c, func(ctx context.Context, cl *client.Client) (*client.TokenVerification, error) {
-		return cl.VerifyToken(ctx, pos[0], body)
+		var opts []client.VerifyOption
+		if *tool != "" {
+			opts = append(opts, client.VerifyForTool(*tool))
+		}
+		return cl.VerifyToken(ctx, pos[0], body, opts...)
 	})
 	if err != nil {
 		return err
@@ -48,6 +53,7 @@ func cmdToken(ctx context.Context, c *cli, args []string) error {
 		{"status", v.Status},
 		{"valid", fmt.Sprint(v.Valid)},
 		{"key", v.Claims.Key},
+		{"tool", dash(v.Claims.Tool)},
 		{"namespace", v.Claims.Namespace},
 		{"owner", dash(v.Claims.Owner)},
 		{"fencing_token", fmt.Sprint(v.Claims.FencingToken)},

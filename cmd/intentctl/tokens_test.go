@@ -37,6 +37,15 @@ func TestTokenVerify(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) { expect(t, e.run(t, args...), exitTokenRefused) })
 	}
+	// --tool: a token for another tool is refused and not spent.
+	other := grant("refund:6")
+	r = e.run(t, "token", "verify", other, "--tool", "email.send")
+	expect(t, r, exitTokenRefused)
+	if !strings.Contains(r.stderr, "token_wrong_tool") {
+		t.Errorf("wrong tool:\n%s", r)
+	}
+	expect(t, e.run(t, "token", "verify", other, "--tool", "payments.refund"), exitOK, "valid", "true", "payments.refund")
+
 	var v client.TokenVerification
 	e.jsonOut(t, &v, "token", "verify", grant("refund:3"))
 	if !v.Valid || v.Claims.Key != "refund:3" || v.Claims.FencingToken == 0 {

@@ -57,7 +57,7 @@ Commands:
   policy list
         the policies: the default first, then in matching order
   policy delete NAME
-  token verify TOKEN [--payload JSON|@file]
+  token verify TOKEN [--payload JSON|@file] [--tool NAME]
         the tool side's check of an execution token (role tool): signed,
         unexpired, bound to the payload and the current grant, unused. A
         valid token is spent: a second verify fails (exit 11)
@@ -79,17 +79,27 @@ Commands:
   settings set --audit-retention N
         cluster-wide settings (set: admin); retention is how many audit
         events each namespace keeps (0: the default)
-  apikey new --name N [--namespace NS] --roles agent,approver [--env]
+  apikey new --name N [--namespace NS] --roles agent,approver [--tools P,...] [--key-prefixes P,...] [--env]
         make an API key (offline): prints the plaintext key once, and the
         entry for the server's keys file (--env: the INTENTD_API_KEYS form
         name:namespace:role+role:sha256 instead). Roles: agent, tool,
-        approver, reader, admin
+        approver, reconciler (settles any grant of its namespace, and
+        resolves: for the process that reconciles stuck intents), reader,
+        admin. A running intentd reloads its keys file on SIGHUP and when
+        the file changes: add a key, move callers to it, remove the old one
   kek new --out FILE
         make a key-encryption key (offline) into FILE, mode 0600, never
         replacing one: give every node the same one (intentd --kek-file
         FILE) to seal execution-token signing seeds in the log and snapshots
   cluster
         the cluster's nodes, roles, leader, term, commit and applied index
+  peer remove ID
+        remove server ID from the cluster (admin; a dead or decommissioned
+        node); refused for the leader or without a live majority left;
+        wipe the node's data directory before it rejoins
+  leader transfer [--to ID]
+        hand leadership to voter ID, or to the most up-to-date voter
+        (admin; rolling restarts: leader last)
   health
         liveness and readiness of every address
   snapshot save FILE
@@ -101,8 +111,18 @@ Commands:
   snapshot dump FILE [--out OUT]
         verify FILE and write it as JSON lines (one intent per line, for jq;
         a view: restore refuses it)
-  certs [--dir certs] [--nodes n1,n2,n3] [--hosts h,...]
-        write a development CA, node and client certificates
+  certs [--dir certs] [--nodes n1,n2,n3] [--hosts h,...] [--cluster NAME] [--validity D]
+        write a development node CA and client CA, node and client
+        certificates; node certificates carry the identity
+        intentd://NAME/server/ID (NAME: intentd --cluster-name, default local)
+  certs node --id ID [--ca-dir certs] [--cluster NAME] [--hosts h,...] [--out DIR] [--validity D]
+        sign a certificate for a new or replacement node, or a rotated
+        one, with the node CA in --ca-dir (ca.pem, ca-key.pem); writes
+        DIR/ID.pem and DIR/ID-key.pem (DIR: --ca-dir by default) and never
+        replaces a file: rotate into another --out, then move the files
+  certs client --name N [--ca-dir certs] [--out DIR] [--validity D]
+        sign a client certificate (no node identity) with the client CA in
+        --ca-dir (client-ca.pem, client-ca-key.pem)
   help
         this text
 
@@ -133,7 +153,8 @@ Exit codes:
   9  rejected, blocked by policy, or invalid in the intent's (or the
      policy's) state
   10 not authorized: no or wrong API key (401), or its roles or namespace
-     do not allow the call (403)
+     do not allow the call (403), or the node refused the client's TLS
+     certificate (none, or not from its client CA)
   11 token refused: the execution token was already used, expired, or is
      not valid (malformed, forged, unknown key, other payload or grant);
      do not act

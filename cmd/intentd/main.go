@@ -61,6 +61,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return 2
 	}
 	cfg.Logger = logger
+	// SIGHUP reloads the API keys (--api-keys-file, INTENTD_API_KEYS as
+	// started); a keys file that does not validate changes nothing.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	cfg.Reload = hup
 	if err := node.Run(ctx, cfg, stderr); err != nil {
 		logger.Error("stopped", "err", err)
 		return 1
@@ -93,13 +99,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 	fs.BoolVar(&c.LocalDuplicates, "local-duplicates", false, "while not the leader, answer a duplicate claim (key executed or committed with the same payload, inside its dedupe window) from this node's own copy, without a round trip to the leader; the key's audit trail gets the duplicate from a note sent after the answer (every node must run a version that knows the note)")
 	fs.DurationVar(&c.LocalDuplicateMargin, "local-duplicate-margin", 5*time.Second, "with --local-duplicates: no local answer this close to the end of a dedupe window; must exceed the clock skew between nodes")
 	fs.StringVar(&c.LogStore, "log-store", c.LogStore, "Raft log store: wal (raft-wal, one fsync per append) or boltdb (raft-boltdb); a data dir keeps the kind it was made with")
-	fs.BoolVar(&c.LeaveOnTerminate, "leave-on-terminate", c.LeaveOnTerminate, "leave gossip on SIGTERM so the leader removes this voter")
+	fs.BoolVar(&c.LeaveOnTerminate, "leave-on-terminate", c.LeaveOnTerminate, "decommission on SIGTERM: ask the leader (over the Raft port, under this node's certificate with TLS) to remove this node, then leave gossip; the leader refuses if the voters left would have no live majority. Off by default: a stopped node stays a voter")
 	fs.IntVar(&c.Limits.MaxPayloadBytes, "max-payload-bytes", c.Limits.MaxPayloadBytes, "largest intent payload accepted")
 	fs.IntVar(&c.Limits.MaxResultBytes, "max-result-bytes", c.Limits.MaxResultBytes, "largest result accepted")
 	fs.DurationVar(&c.Limits.DefaultLease, "default-lease", c.Limits.DefaultLease, "lease when a claim names none")
 	fs.DurationVar(&c.Limits.DedupeWindow, "dedupe-window", c.Limits.DedupeWindow, "how long a finished intent blocks reuse of its key")
 	fs.IntVar(&c.Limits.MaxWaiters, "max-waiters", c.Limits.MaxWaiters, "long-polls (GET ...?wait=) that may wait on this node at once; more are answered 429 too_many_waiters")
 	fs.IntVar(&c.Limits.MaxWaitersPerKey, "max-waiters-per-key", c.Limits.MaxWaitersPerKey, "long-polls that may wait on one intent key at once")
+	fs.IntVar(&c.Limits.MaxWaitersPerCaller, "max-waiters-per-caller", c.Limits.MaxWaitersPerCaller, "long-polls one caller (API key, or address without auth) may hold waiting on this node at once, on every key and the audit log together")
 	fs.DurationVar(&c.Raft.HeartbeatTimeout, "raft-heartbeat-timeout", c.Raft.HeartbeatTimeout, "Raft heartbeat timeout")
 	fs.DurationVar(&c.Raft.ElectionTimeout, "raft-election-timeout", c.Raft.ElectionTimeout, "Raft election timeout")
 	fs.Uint64Var(&c.Raft.SnapshotThreshold, "snapshot-threshold", c.Raft.SnapshotThreshold, "log entries between snapshots")
@@ -117,7 +124,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 	fs.IntVar(&c.RateLimits.KeyBurst, "rate-limit-key-burst", c.RateLimits.KeyBurst, "burst of the per-key limit")
 	fs.Float64Var(&c.RateLimits.AuthFailures, "rate-limit-auth-failures", c.RateLimits.AuthFailures, "failed authentications per second per client address, past which the address gets 429; 0 turns it off")
 	fs.IntVar(&c.RateLimits.AuthFailureBurst, "rate-limit-auth-failure-burst", c.RateLimits.AuthFailureBurst, "burst of the failed-authentication limit")
-	fs.StringVar(&c.APIKeysFile, "api-keys-file", "", "JSON file of API keys (name, namespace, roles, sha256); also "+auth.EnvVar)
+	fs.StringVar(&c.APIKeysFile, "api-keys-file", "", "JSON file of API keys (name, namespace, roles, sha256); also "+auth.EnvVar+
+		"; reloaded on SIGHUP and when its content changes (--api-keys-poll), a file that does not validate changes nothing")
+	fs.DurationVar(&c.APIKeysPoll, "api-keys-poll", c.APIKeysPoll, "how often to check --api-keys-file for changes and reload the keys (0: only on SIGHUP)")
 	fs.StringVar(&c.PprofAddr, "pprof", "", "serve Go's /debug/pprof/ profiling endpoints on this separate address (e.g. 127.0.0.1:6060; off when empty)")
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "TESTING ONLY: serve /debug/digest and /debug/clock-offset for the fault suite")
 	fs.StringVar(&c.TestBug, "test-bug", "", "TESTING ONLY (needs --test-hooks and a binary built with -tags faults): seed a known bug: "+faults.Names())

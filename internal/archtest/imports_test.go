@@ -21,6 +21,7 @@ var allowed = map[string][]string{
 	"internal/jsonenc":         nil,
 	"internal/namespace":       nil,
 	"internal/faults":          nil,
+	"internal/gossipforge":     nil,
 	"internal/peerauth":        nil,
 	"internal/jsonexact":       nil, // the integers canonical JSON would change: the ledger's and the proxy's one rule
 	"internal/tlsutil":         nil,
@@ -58,8 +59,9 @@ var allowed = map[string][]string{
 	"proxy":            {"client", "internal/jsonexact"},
 	"cmd/intent-proxy": {"client", "internal/cli", "internal/probe", "proxy"},
 	// The MCP gate: the ledger through the SDK only, MCP through go-sdk.
-	"mcpgate":                              {"client"},
-	"cmd/intent-mcp":                       {"client", "internal/cli", "internal/probe", "mcpgate"},
+	"mcpgate": {"client"},
+	// auth: --caller-keys, read in the ledger's keys-file format.
+	"cmd/intent-mcp":                       {"auth", "client", "internal/cli", "internal/probe", "mcpgate"},
 	"cmd/intent-mcp/internal/testupstream": nil,                             // the process tests' upstream MCP server
 	"cmd/intent-mcp/internal/mcpbench":     {"client", "internal/progress"}, // make bench-mcp's driver
 	"canary":                               {"client", "mcpgate", "proxy"},  // --via http-proxy: proxy.Handler before a plain tool; --via mcp: mcpgate before a plain MCP server
@@ -77,7 +79,7 @@ var allowed = map[string][]string{
 	"jepsen/report":          {"jepsen/checker", "jepsen/history"},
 	"jepsen/nodes":           {"internal/tlsutil", "jepsen/netns"},
 	"jepsen/wan":             {"jepsen/netns"}, // the link-delay layer: relays in the nodes' namespaces
-	"jepsen/nemesis":         {"fsm", "internal/tlsutil", "jepsen/history", "jepsen/netns", "jepsen/nodes", "jepsen/wan"},
+	"jepsen/nemesis":         {"fsm", "internal/gossipforge", "internal/tlsutil", "jepsen/history", "jepsen/netns", "jepsen/nodes", "jepsen/wan"},
 	"cmd/jepsen":             {"internal/progress", "internal/tlsutil", "jepsen/"},
 }
 

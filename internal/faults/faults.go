@@ -38,6 +38,13 @@ const (
 	// node ID it announces, as the cluster did before IDs were bound to
 	// gossip names.
 	TrustGossipIDs Bug = "trust-gossip-ids"
+	// TrustGossipLeave lets gossip change the Raft configuration and the
+	// HTTP addresses, as the cluster did before membership changes needed
+	// the node's own request: the leader removes a member gossip says
+	// left, demotes one whose meta says replica, moves one to the Raft
+	// address its meta announces, and nodes forward to and advertise the
+	// HTTP addresses gossip carries.
+	TrustGossipLeave Bug = "trust-gossip-leave"
 	// LocalDuplicateAnyPayload answers a claim locally (--local-duplicates)
 	// as a duplicate of the executed key whatever its payload, so a
 	// divergent retry is told "duplicate" instead of being refused.
@@ -46,7 +53,7 @@ const (
 
 // All lists every seeded bug.
 func All() []Bug {
-	return []Bug{StaleReads, LeadershipLostIsFailure, CheckThenClaim, TrustGossipIDs, LocalDuplicateAnyPayload}
+	return []Bug{StaleReads, LeadershipLostIsFailure, CheckThenClaim, TrustGossipIDs, TrustGossipLeave, LocalDuplicateAnyPayload}
 }
 
 // Names returns the bugs' names, comma separated, for help texts.

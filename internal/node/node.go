@@ -65,6 +65,12 @@ type Config struct {
 	Auth        string
 	APIKeysFile string
 	APIKeys     string
+	// APIKeysPoll is how often the node checks APIKeysFile and reloads
+	// the keys when its content changed (0: never; DefaultConfig sets
+	// DefaultAPIKeysPoll). Reload, when set, reloads them on every value
+	// (cmd/intentd sends SIGHUP). See reload.go.
+	APIKeysPoll time.Duration
+	Reload      <-chan os.Signal
 	// RateLimits bound requests per client and per intent key.
 	RateLimits httpapi.RateLimits
 	// PprofAddr, when set, serves /debug/pprof/ on its own listener.
@@ -104,13 +110,14 @@ func DefaultConfig() Config {
 		HTTPAddr:         "127.0.0.1:8100",
 		RaftAddr:         "127.0.0.1:8200",
 		GossipAddr:       "127.0.0.1:8300",
-		LeaveOnTerminate: true,
+		LeaveOnTerminate: false, // a routine stop never shrinks the voter set
 		LogStore:         cluster.LogStoreWAL,
 		Limits:           ledger.DefaultLimits,
 		LogLevel:         "info",
 		LogFormat:        "text",
 		ShutdownTimeout:  20 * time.Second,
 		Auth:             AuthRequired,
+		APIKeysPoll:      DefaultAPIKeysPoll,
 		RateLimits:       httpapi.DefaultRateLimits,
 		Security:         SecurityConfig{ClusterName: tlsutil.DefaultCluster},
 	}
@@ -142,7 +149,7 @@ func (c Config) loadKeys(log *slog.Logger) (*auth.Keyset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("API keys: %w", err)
 	}
-	log.Info("API keys loaded", "keys", ks.Len(), "names", strings.Join(ks.Names(), ","))
+	log.Info("API keys loaded", "keys", ks.Len(), "names", strings.Join(ks.Names(), ","), "digest", ks.Digest())
 	return ks, nil
 }
 
@@ -158,6 +165,7 @@ type Node struct {
 	registry *prometheus.Registry
 	served   chan error
 	debug    *debugServer // pprof, when --pprof is set
+	reloader *keyReloader // API key reloads (reload.go); nil with auth off
 	// clockOffset skews this node's clock (nanoseconds); set only through
 	// the test hooks.
 	clockOffset atomic.Int64
@@ -186,6 +194,12 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 	kek, err := n.cfg.KEK.load(n.log, n.cfg.Auth != AuthOff)
+	if err != nil {
+		return err
+	}
+	// Before Raft starts: a bad keys file stops the node with its own
+	// error, not after a bootstrap and a kill.
+	keys, err := n.cfg.loadKeys(n.log)
 	if err != nil {
 		return err
 	}
@@ -233,11 +247,8 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.cfg.TestBug != "" {
 		n.log.Warn("SEEDED BUG ACTIVE: this node is deliberately incorrect (fault-suite positive control)", "bug", n.cfg.TestBug)
 	}
-	keys, err := n.cfg.loadKeys(n.log)
-	if err != nil {
-		_ = cn.Kill()
-		_ = ln.Close()
-		return err
+	if n.reloader = n.newKeyReloader(keys); n.reloader != nil {
+		n.registry.MustRegister(n.reloader)
 	}
 	api := httpapi.New(httpapi.Config{
 		Auth:          keys,
@@ -291,6 +302,9 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.served = make(chan error, 1)
 	go func() { n.served <- n.srv.Serve(ln) }()
+	if n.reloader != nil {
+		n.reloader.start()
+	}
 	n.log.Info("serving", "http", advertise, "tls", sec.http != nil, "gossip_encrypted", sec.gossipKey != nil, "raft", cn.RaftAddr(), "gossip", cn.GossipAddr(),
 		"data_dir", n.cfg.DataDir)
 	return nil
@@ -313,6 +327,7 @@ const httpDrain = 5 * time.Second
 // leave, Raft close), bounded by ctx.
 func (n *Node) Shutdown(ctx context.Context) error {
 	var errs []error
+	n.reloader.close()
 	n.svc.Close() // waiting long-polls answer now with what they have
 	drain := httpDrain
 	if d, ok := ctx.Deadline(); ok {
@@ -344,6 +359,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 // Kill stops the node like a crash: connections are cut and Raft stops
 // without handing over leadership or leaving gossip.
 func (n *Node) Kill() {
+	n.reloader.close()
 	_ = n.srv.Close()
 	_ = n.cluster.Kill()
 	<-n.served

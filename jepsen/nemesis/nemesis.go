@@ -200,6 +200,7 @@ var registry = []named{
 	{"restart-read", restartRead},
 	{"rogue-member", rogueMember},
 	{"raft-poke", raftPoke},
+	{"gossip-forgery", gossipForgery},
 	{"wan", wanChange},
 	{"isolate-leader-region", isolateLeaderRegion},
 	{"kill-leader-region", killLeaderRegion},

@@ -160,13 +160,14 @@ func (c counting) Start(ctx context.Context, env *Env) (string, []string, func(c
 }
 
 // fakeable lists the nemeses a fake cluster can run: the trust-boundary
-// ones (rogue-member, raft-poke) join gossip and dial Raft for real, and
+// ones (rogue-member, raft-poke, gossip-forgery) join gossip and dial Raft
+// for real, and
 // the fault suite's short profile runs them against real nodes; the region
 // ones need a layout and a delay layer (regions_test.go runs them).
 func fakeable() []string {
 	var out []string
 	for _, n := range Names() {
-		if n != "rogue-member" && n != "raft-poke" && !IsRegionNemesis(n) {
+		if n != "rogue-member" && n != "raft-poke" && n != "gossip-forgery" && !IsRegionNemesis(n) {
 			out = append(out, n)
 		}
 	}

@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/internal/gossipforge"
 	"github.com/intentledger/intentd/internal/tlsutil"
 	"github.com/intentledger/intentd/jepsen/nodes"
 )
@@ -296,3 +299,147 @@ func (d *tlsDialer) Dial(address raft.ServerAddress, timeout time.Duration) (net
 func (d *tlsDialer) Accept() (net.Conn, error) { return nil, errors.New("tlsDialer does not accept") }
 func (d *tlsDialer) Close() error              { return nil }
 func (d *tlsDialer) Addr() net.Addr            { return &net.TCPAddr{IP: net.IPv4zero} }
+
+// forgeryPoll is how often gossip-forgery forges again and reads every
+// node's /v1/cluster while it holds.
+const forgeryPoll = 100 * time.Millisecond
+
+// gossipForgery acts as a member holding only the gossip key: again and
+// again while it holds, it forges for a live follower an alive message
+// with a far higher incarnation whose meta says leaving, replica and the
+// trap's HTTP address, then that follower's leave, and for the leader an
+// alive message with the trap's HTTP address. Gossip's word alone must
+// change nothing: heal reports a finding if any node's /v1/cluster (read
+// throughout the hold) showed the follower removed or demoted, or a voter
+// fewer, or listed the trap's address, or if the trap received a request
+// (a follower forwarding a caller's request to it).
+func gossipForgery(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	if env.Trust == nil || len(env.Trust.GossipKey) == 0 || env.Nodes == nil {
+		return "", nil, nil, errors.New("gossip-forgery needs the cluster's gossip key (Env.Trust) and real nodes")
+	}
+	l, c, err := env.leader(ctx)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	r, err := env.rng()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	followers := others(c.Nodes(), l)
+	f := followers[r.Intn(len(followers))]
+	inc := uint32(1_000_000 + r.Intn(1_000_000))
+	st, err := env.Nodes.Status(ctx, l)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	baseline := map[string]bool{}
+	for _, m := range st.Members {
+		if m.Suffrage == "voter" {
+			baseline[m.ID] = true
+		}
+	}
+	trapHTTP, hits, err := startTrap(env.Trust.HostIP)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	trapAddr := trapHTTP.Listener.Addr().String()
+	meta := func(i int, leaving bool) ([]byte, error) {
+		return json.Marshal(map[string]any{"id": nodes.Name(i), "raft": env.Nodes.RaftAddr(i), "http": trapAddr,
+			"bootstrapped": true, "encoding": fsm.EncodingVersion, "leaving": leaving, "replica": leaving})
+	}
+	followerMeta, err := meta(f, true)
+	if err != nil {
+		trapHTTP.Close()
+		return "", nil, nil, err
+	}
+	leaderMeta, err := meta(l, false)
+	if err != nil {
+		trapHTTP.Close()
+		return "", nil, nil, err
+	}
+	var toFollower, toLeader []string
+	for i := 1; i <= c.Nodes(); i++ {
+		if i != f {
+			toFollower = append(toFollower, env.Nodes.GossipAddr(i)) // about f, to everyone but f
+		}
+		if i != l {
+			toLeader = append(toLeader, env.Nodes.GossipAddr(i))
+		}
+	}
+	forger := gossipforge.Forger{Key: env.Trust.GossipKey}
+	forge := func() {
+		inc += 1000
+		_ = forger.Alive(toFollower, nodes.Name(f), env.Nodes.GossipAddr(f), inc, followerMeta)
+		_ = forger.Leave(toFollower, nodes.Name(f), inc)
+		_ = forger.Alive(toLeader, nodes.Name(l), env.Nodes.GossipAddr(l), inc, leaderMeta)
+	}
+	var mu sync.Mutex
+	var seen []string
+	note := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) < 8 && !slices.Contains(seen, s) {
+			seen = append(seen, s)
+		}
+	}
+	check := func(ctx context.Context) {
+		for i := 1; i <= c.Nodes(); i++ {
+			if !env.Nodes.Running(i) || env.Nodes.Paused(i) {
+				continue
+			}
+			st, err := env.Nodes.Status(ctx, i)
+			if err != nil {
+				continue // a node busy recovering: the others still tell
+			}
+			voters := 0
+			for _, m := range st.Members {
+				if m.Suffrage == "voter" {
+					voters++
+				}
+				if m.HTTPAddr == trapAddr {
+					note(fmt.Sprintf("%s lists %s at the forged HTTP address %s", nodes.Name(i), m.ID, trapAddr))
+				}
+				if m.ID == nodes.Name(f) && m.Suffrage != "voter" {
+					note(fmt.Sprintf("%s lists the forged follower %s as %s", nodes.Name(i), m.ID, orNone(m.Suffrage)))
+				}
+			}
+			if voters < len(baseline) && len(st.Members) > 0 {
+				note(fmt.Sprintf("%s lists %d voters, %d before the forgery", nodes.Name(i), voters, len(baseline)))
+			}
+		}
+	}
+	pollCtx, stopPoll := context.WithCancel(context.WithoutCancel(ctx))
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		t := time.NewTicker(forgeryPoll)
+		defer t.Stop()
+		for {
+			forge()
+			check(pollCtx)
+			select {
+			case <-pollCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	heal := func(ctx context.Context) error {
+		stopPoll()
+		<-polled
+		defer trapHTTP.Close()
+		check(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		if n := hits.Load(); n > 0 {
+			seen = append(seen, fmt.Sprintf("the forged HTTP address received %d requests", n))
+		}
+		if len(seen) > 0 {
+			return &Finding{What: "gossip's word alone changed the cluster: " + strings.Join(seen, "; ")}
+		}
+		return nil
+	}
+	return fmt.Sprintf("forged gossip with the key only: %s alive (incarnation %d+) leaving, replica, http %s, then its leave; leader %s alive with http %s",
+			nodes.Name(f), inc, trapAddr, nodes.Name(l), trapAddr),
+		[]string{nodes.Name(f), nodes.Name(l)}, heal, nil
+}

@@ -300,7 +300,10 @@ func (c *Cluster) args(i int, join []string) []string {
 	if len(join) > 0 {
 		a = append(a, "--join", strings.Join(join, ","))
 	}
-	a = append(a, "--auth=off", "--log-format", "json")
+	// --leave-on-terminate: a SIGTERM is a decommission (the membership
+	// nemesis exercises the leader's removal at the node's request; the
+	// product default keeps a stopped node a voter).
+	a = append(a, "--auth=off", "--log-format", "json", "--leave-on-terminate")
 	if !c.cfg.ProfileTimeouts {
 		a = append(a, "--raft-heartbeat-timeout", beat, "--raft-election-timeout", beat)
 	}
@@ -526,8 +529,9 @@ func (c *Cluster) Resume(i int) error {
 	return nil
 }
 
-// Stop sends SIGTERM to node i (a graceful shutdown: with intentd's default
-// --leave-on-terminate it also leaves the voter set) and waits for it to
+// Stop sends SIGTERM to node i (a graceful shutdown: with the
+// --leave-on-terminate the harness sets it also asks the leader to remove
+// it from the voters) and waits for it to
 // exit, bounded by ctx and StopTimeout; past the bound it keeps the
 // evidence (SIGQUIT: the Go runtime prints every goroutine's stack into the
 // node log), then kills the node and reports the timeout. A paused node is

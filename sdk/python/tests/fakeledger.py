@@ -375,7 +375,12 @@ class Node:
             if action == "resolve":
                 return 200, {"status": "ok", "intent": {"key": key, "state": body.get("outcome")}}, {}
         if path == "/v1/tokens/verify":
-            return 200, {"status": "ok", "valid": True, "claims": {"key": "k", "fence": 3}}, {}
+            # Every token of the fake is for tool payments.refund.
+            if body.get("tool") not in (None, "", "payments.refund"):
+                return problem(422, "token_wrong_tool",
+                               'the token is for tool "payments.refund", not %s' % json.dumps(body["tool"]))
+            return 200, {"status": "ok", "valid": True,
+                         "claims": {"aud": "payments.refund", "key": "k", "fence": 3}}, {}
         if path.startswith("/v1/policies"):
             name = unquote(path[len("/v1/policies/"):]) if path.startswith("/v1/policies/") else ""
             if method == "PUT":

@@ -235,7 +235,15 @@ class Wire(ClusterTest):
         v = cl.verify_token("gex_1", payload={"amount": 1})
         self.assertEqual(n.calls("POST", "/v1/tokens/verify")[-1][2],
                          {"execution_token": "gex_1", "payload": {"amount": 1}})
-        self.assertEqual((v.valid, v.claims.fencing_token), (True, 3))
+        self.assertEqual((v.valid, v.claims.fencing_token, v.claims.tool), (True, 3, "payments.refund"))
+        v = cl.verify_token("gex_1", tool="payments.refund")
+        self.assertEqual(n.calls("POST", "/v1/tokens/verify")[-1][2],
+                         {"execution_token": "gex_1", "tool": "payments.refund"})
+        with self.assertRaises(intentd.TokenWrongTool) as cm:
+            cl.verify_token("gex_1", payload={"amount": 1}, tool="email.send")
+        self.assertIsInstance(cm.exception, intentd.TokenInvalid)
+        self.assertEqual((cm.exception.status, cm.exception.code), (422, "token_wrong_tool"))
+        self.assertIn('"payments.refund"', cm.exception.detail)
         p = cl.put_policy(intentd.Policy(name="refunds", tools=["payments.*"], require_approval=True,
                                          approvals_required=2), expect_version=3)
         self.assertEqual(n.calls("PUT", "/v1/policies/refunds")[-1][2],

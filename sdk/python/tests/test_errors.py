@@ -25,8 +25,14 @@ GO_TABLE = {
     intentd.Blocked: ["blocked"],
     intentd.TokenUsed: ["token_used"],
     intentd.TokenExpired: ["token_expired"],
-    intentd.TokenInvalid: ["token_invalid", "token_mismatch"],
-    intentd.Unauthorized: ["unauthenticated", "forbidden", "not_an_approver", "not_grant_holder", "self_approval"],
+    # token_wrong_tool and token_tool_forbidden: as client.VerifyToken's
+    # errors match them (ErrTokenWrongTool is also ErrTokenInvalid;
+    # ErrTokenToolForbidden also ErrUnauthorized).
+    intentd.TokenInvalid: ["token_invalid", "token_mismatch", "token_wrong_tool"],
+    intentd.TokenWrongTool: ["token_wrong_tool"],
+    intentd.Unauthorized: ["unauthenticated", "forbidden", "not_an_approver", "not_grant_holder", "self_approval",
+                           "token_tool_forbidden"],
+    intentd.TokenToolForbidden: ["token_tool_forbidden"],
     intentd.NotGrantHolder: ["not_grant_holder"],
     intentd.SelfApproval: ["self_approval"],
     intentd.OutcomeUnknown: ["outcome_unknown"],

@@ -255,14 +255,19 @@ export declare class Client {
     audit(key: string, options?: CallOptions): Promise<AuditTrail>;
     /**
      * verifyToken asks the ledger whether the tool may act on an execution
-     * token (role tool): signature, expiry, the binding to payload (or
-     * fingerprint; neither: not checked) and to the current grant, and single
-     * use. A valid answer spends the token; any later one throws
-     * TokenUsedError. An OutcomeUnknownError may have spent it: do not act.
+     * token (role tool): signature, expiry, the token's tool (`tool`: the
+     * tool about to act; and the API key's tools), the binding to payload
+     * (or fingerprint; neither: not checked) and to the current grant, and
+     * single use. A token for another tool throws TokenWrongToolError, one
+     * for a tool outside the key's tools TokenToolForbiddenError; neither
+     * spends it. A valid answer spends the token (claims.tool names its
+     * tool); any later one throws TokenUsedError. An OutcomeUnknownError may
+     * have spent it: do not act.
      */
     verifyToken(executionToken: string, options?: CallOptions & {
         payload?: unknown;
         fingerprint?: string;
+        tool?: string;
     }): Promise<TokenVerification>;
     /** putPolicy creates or replaces a policy (admin); expectVersion makes it a compare-and-set (InvalidStateError). */
     putPolicy(policy: Policy, options?: CallOptions & {

@@ -673,16 +673,21 @@ export class Client {
     // ------------------------------------------------------------- the gate
     /**
      * verifyToken asks the ledger whether the tool may act on an execution
-     * token (role tool): signature, expiry, the binding to payload (or
-     * fingerprint; neither: not checked) and to the current grant, and single
-     * use. A valid answer spends the token; any later one throws
-     * TokenUsedError. An OutcomeUnknownError may have spent it: do not act.
+     * token (role tool): signature, expiry, the token's tool (`tool`: the
+     * tool about to act; and the API key's tools), the binding to payload
+     * (or fingerprint; neither: not checked) and to the current grant, and
+     * single use. A token for another tool throws TokenWrongToolError, one
+     * for a tool outside the key's tools TokenToolForbiddenError; neither
+     * spends it. A valid answer spends the token (claims.tool names its
+     * tool); any later one throws TokenUsedError. An OutcomeUnknownError may
+     * have spent it: do not act.
      */
     async verifyToken(executionToken, options = {}) {
         const body = jsonBody({
             execution_token: executionToken,
             payload: optionalJSON(options.payload, "payload"),
             fingerprint: options.fingerprint || undefined,
+            tool: options.tool || undefined,
         });
         const { data } = await this.request({ method: "POST", path: "/v1/tokens/verify", body }, options.signal);
         return tokenVerificationFromWire(data);

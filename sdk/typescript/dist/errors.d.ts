@@ -84,6 +84,13 @@ export declare class TokenExpiredError extends ProblemError {
 /** token_invalid, token_mismatch (422). */
 export declare class TokenInvalidError extends ProblemError {
 }
+/**
+ * token_wrong_tool (422): verifyToken named the tool about to run (`tool`) and the execution token was granted for
+ * another one. Nothing was written: the token was not spent, and the tool it is for can still verify it. Do not act
+ * on it. (Go's ErrTokenWrongTool, which also matches ErrTokenInvalid.)
+ */
+export declare class TokenWrongToolError extends TokenInvalidError {
+}
 /** Not authorized: unauthenticated (401), and every 403 below (ForbiddenError), as Go's ErrUnauthorized. */
 export declare class UnauthorizedError extends ProblemError {
 }
@@ -95,6 +102,13 @@ export declare class NotGrantHolderError extends ForbiddenError {
 }
 /** self_approval (403): the claimant may not approve its own intent. */
 export declare class SelfApprovalError extends ForbiddenError {
+}
+/**
+ * token_tool_forbidden (403): the client's API key is bound to tools (its `tools` in the key configuration) that do
+ * not include the execution token's. The token was not spent. Do not act on it. (Go's ErrTokenToolForbidden, which
+ * also matches ErrUnauthorized.)
+ */
+export declare class TokenToolForbiddenError extends ForbiddenError {
 }
 /**
  * outcome_unknown (503), a 502/504 to a write, or a write whose answer was lost

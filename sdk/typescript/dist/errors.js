@@ -105,6 +105,13 @@ export class TokenExpiredError extends ProblemError {
 /** token_invalid, token_mismatch (422). */
 export class TokenInvalidError extends ProblemError {
 }
+/**
+ * token_wrong_tool (422): verifyToken named the tool about to run (`tool`) and the execution token was granted for
+ * another one. Nothing was written: the token was not spent, and the tool it is for can still verify it. Do not act
+ * on it. (Go's ErrTokenWrongTool, which also matches ErrTokenInvalid.)
+ */
+export class TokenWrongToolError extends TokenInvalidError {
+}
 /** Not authorized: unauthenticated (401), and every 403 below (ForbiddenError), as Go's ErrUnauthorized. */
 export class UnauthorizedError extends ProblemError {
 }
@@ -116,6 +123,13 @@ export class NotGrantHolderError extends ForbiddenError {
 }
 /** self_approval (403): the claimant may not approve its own intent. */
 export class SelfApprovalError extends ForbiddenError {
+}
+/**
+ * token_tool_forbidden (403): the client's API key is bound to tools (its `tools` in the key configuration) that do
+ * not include the execution token's. The token was not spent. Do not act on it. (Go's ErrTokenToolForbidden, which
+ * also matches ErrUnauthorized.)
+ */
+export class TokenToolForbiddenError extends ForbiddenError {
 }
 /**
  * outcome_unknown (503), a 502/504 to a write, or a write whose answer was lost
@@ -161,6 +175,8 @@ const CODE_CLASSES = {
     token_expired: TokenExpiredError,
     token_invalid: TokenInvalidError,
     token_mismatch: TokenInvalidError,
+    token_wrong_tool: TokenWrongToolError,
+    token_tool_forbidden: TokenToolForbiddenError,
     unauthenticated: UnauthorizedError,
     forbidden: ForbiddenError,
     not_an_approver: ForbiddenError,

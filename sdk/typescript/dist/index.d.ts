@@ -1,6 +1,6 @@
 export { Client, DEFAULTS, MAX_LONG_POLL_MS, normalizeAddr, once } from "./client.js";
 export type { CallOptions, ClientOptions, DoOptions, Effect, EffectFn, FetchFn, GetOptions, ListOptions, OnceCallOptions, OnceContext, OnceOptions, } from "./client.js";
-export { BadRequestError, BadSnapshotError, BlockedError, DivergentError, EffectUnknown, FencedError, ForbiddenError, InDoubtError, InFlightError, IntentdError, InvalidStateError, NoLeaderError, NotEmptyError, NotFoundError, NotGrantHolderError, OutcomeUnknownError, PendingApprovalError, ProblemError, RateLimitedError, RejectedError, ReportError, SelfApprovalError, TokenExpiredError, TokenInvalidError, TokenUsedError, UnauthorizedError, UnavailableError, isEffectUnknown, problemFor, } from "./errors.js";
+export { BadRequestError, BadSnapshotError, BlockedError, DivergentError, EffectUnknown, FencedError, ForbiddenError, InDoubtError, InFlightError, IntentdError, InvalidStateError, NoLeaderError, NotEmptyError, NotFoundError, NotGrantHolderError, OutcomeUnknownError, PendingApprovalError, ProblemError, RateLimitedError, RejectedError, ReportError, SelfApprovalError, TokenExpiredError, TokenInvalidError, TokenToolForbiddenError, TokenUsedError, TokenWrongToolError, UnauthorizedError, UnavailableError, isEffectUnknown, problemFor, } from "./errors.js";
 export type { ProblemInit } from "./errors.js";
 export { KEY_SEPARATOR, MAX_KEY_BYTES, isPrintable, key, keyOf, validateKey } from "./keys.js";
 export { PRINTABLE_UNICODE_VERSION } from "./printable.js";

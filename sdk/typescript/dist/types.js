@@ -156,6 +156,7 @@ export function tokenVerificationFromWire(v) {
         status: s(w.status),
         valid: w.valid === true,
         claims: {
+            tool: s(c.aud),
             namespace: s(c.ns),
             key: s(c.key),
             fingerprint: s(c.fp),

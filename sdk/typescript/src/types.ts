@@ -180,6 +180,11 @@ export interface Policy {
 
 /** What an execution token binds. */
 export interface TokenClaims {
+  /**
+   * The token's audience (the JWS claim "aud"): the tool the intent was granted for, the only one that may act on
+   * it. Empty for a token signed before tokens named their tool.
+   */
+  tool: string;
   namespace: string;
   key: string;
   fingerprint: string;
@@ -451,6 +456,7 @@ export function tokenVerificationFromWire(v: unknown): TokenVerification {
     status: s(w.status),
     valid: w.valid === true,
     claims: {
+      tool: s(c.aud),
       namespace: s(c.ns),
       key: s(c.key),
       fingerprint: s(c.fp),

@@ -258,6 +258,10 @@ test("problem mapping: every code of client/errors.go to its class", async () =>
     too_large: [sdk.BadRequestError], unprocessable: [sdk.BadRequestError], unknown_policy: [sdk.BadRequestError],
     blocked: [sdk.BlockedError], token_used: [sdk.TokenUsedError], token_expired: [sdk.TokenExpiredError],
     token_invalid: [sdk.TokenInvalidError], token_mismatch: [sdk.TokenInvalidError], unauthenticated: [sdk.UnauthorizedError],
+    // As client.VerifyToken's errors match them: ErrTokenWrongTool is also ErrTokenInvalid, ErrTokenToolForbidden
+    // also ErrUnauthorized.
+    token_wrong_tool: [sdk.TokenWrongToolError, sdk.TokenInvalidError],
+    token_tool_forbidden: [sdk.TokenToolForbiddenError, sdk.ForbiddenError, sdk.UnauthorizedError],
     forbidden: [sdk.ForbiddenError, sdk.UnauthorizedError], not_an_approver: [sdk.ForbiddenError, sdk.UnauthorizedError],
     not_grant_holder: [sdk.NotGrantHolderError, sdk.ForbiddenError, sdk.UnauthorizedError],
     self_approval: [sdk.SelfApprovalError, sdk.ForbiddenError, sdk.UnauthorizedError],
@@ -394,8 +398,16 @@ test("API calls map the wire to camelCase: list, audit, policies, verifyToken, c
     if (u.pathname === "/v1/policies") return json({ policies: [{ name: "default" }, { name: "p", token_ttl_ms: 5 }] });
     if (u.pathname === "/v1/tokens/verify") {
       const b = JSON.parse(req.rawBody);
-      assert.deepEqual(b, { execution_token: "gex_1", payload: { a: 1 } });
-      return json({ status: "ok", valid: true, claims: { ns: "n", key: "a", fp: "f", fence: 9, owner: "o", iat: 1, exp: 2 } });
+      if (b.tool === "email.send") {
+        // The token is for payments.refund: refused, not spent.
+        return sendProblem(res, new Problem(422, "token_wrong_tool", 'the token is for tool "payments.refund", not "email.send"'));
+      }
+      if (b.tool === "payments.refund") {
+        assert.deepEqual(b, { execution_token: "gex_1", tool: "payments.refund" });
+      } else {
+        assert.deepEqual(b, { execution_token: "gex_1", payload: { a: 1 } });
+      }
+      return json({ status: "ok", valid: true, claims: { aud: "payments.refund", ns: "n", key: "a", fp: "f", fence: 9, owner: "o", iat: 1, exp: 2 } });
     }
     if (u.pathname === "/v1/cluster") {
       return json({ node_id: "n1", leader_id: "n1", leader_http: "x:1", term: 2, ready: true, nodes: [{ id: "n1", raft_addr: "r", http_addr: "x:1", gossip: "alive", leader: true }] });
@@ -417,7 +429,12 @@ test("API calls map the wire to camelCase: list, audit, policies, verifyToken, c
   const list = await c.listPolicies();
   assert.equal(list[1].tokenTtlMs, 5);
   const v = await c.verifyToken("gex_1", { payload: { a: 1 } });
-  assert.deepEqual(v.claims, { namespace: "n", key: "a", fingerprint: "f", fencingToken: 9, owner: "o", issuedAt: 1, expires: 2 });
+  assert.deepEqual(v.claims, { tool: "payments.refund", namespace: "n", key: "a", fingerprint: "f", fencingToken: 9, owner: "o", issuedAt: 1, expires: 2 });
+  await assert.rejects(c.verifyToken("gex_1", { payload: { a: 1 }, tool: "email.send" }),
+    (e) => e instanceof sdk.TokenWrongToolError && e instanceof sdk.TokenInvalidError && e.status === 422 &&
+      e.code === "token_wrong_tool" && e.detail.includes('"payments.refund"'));
+  const right = await c.verifyToken("gex_1", { tool: "payments.refund" });
+  assert.equal(right.claims.tool, "payments.refund");
   const st = await c.cluster();
   assert.equal(st.leaderId, "n1");
   assert.equal(st.nodes[0].httpAddr, "x:1");

@@ -7,6 +7,8 @@ import {
   InFlightError,
   OutcomeUnknownError,
   ProblemError,
+  TokenToolForbiddenError,
+  TokenWrongToolError,
   key,
   keyOf,
   once,
@@ -58,6 +60,15 @@ async function example(): Promise<void> {
     } else if (err instanceof ProblemError) {
       const i: Intent | undefined = err.intent;
       void i;
+    }
+  }
+  try {
+    const tv = await ledger.verifyToken("gex_x", { payload: { amount: 1299 }, tool: "stripe.charge" });
+    const aud: string = tv.claims.tool;
+    void aud;
+  } catch (err) {
+    if (err instanceof TokenWrongToolError || err instanceof TokenToolForbiddenError) {
+      // not this tool's token: do not act (it was not spent)
     }
   }
   const p: Policy = await ledger.putPolicy({ name: "p", tools: ["x.*"], requireApproval: true, approvalsRequired: 1 });

@@ -209,7 +209,7 @@ func newBench(ctx context.Context, cfg config, stderr io.Writer) (*bench, error)
 	}
 	addr, pprofAddr := freeAddr(), freeAddr()
 	b.gateURL, b.gatePPro = "http://"+addr+"/mcp", pprofAddr
-	gateArgs := append(b.gateArgs(pprofAddr), "--listen", addr, "--upstream", "up="+b.upURL)
+	gateArgs := append(b.gateArgs(pprofAddr), "--listen", addr, "--insecure-no-caller-auth", "--upstream", "up="+b.upURL)
 	if err := b.start("gate-http", cfg.gateBin, gateArgs...); err != nil {
 		b.close()
 		return nil, err

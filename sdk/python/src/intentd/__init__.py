@@ -26,7 +26,7 @@ from .client import Client
 from .errors import (BadRequest, BadSnapshot, Blocked, Divergent, EffectUnknown, Fenced, Forbidden, InDoubt, InFlight,
                      IntentdError, InvalidState, NoLeader, NotEmpty, NotFound, NotGrantHolder, OutcomeUnknown,
                      PendingApproval, Problem, RateLimited, Rejected, SelfApproval, TokenExpired, TokenInvalid,
-                     TokenUsed, Unauthorized, Unavailable, problem_class)
+                     TokenToolForbidden, TokenUsed, TokenWrongTool, Unauthorized, Unavailable, problem_class)
 from .keys import KEY_SEPARATOR, MAX_KEY_BYTES, key, key_of, validate_key
 from .types import (Approval, AuditEvent, AuditTrail, ClaimResult, ClusterStatus, EffectResult, Grant, Health, Intent,
                     IntentResult, ListPage, NodeStatus, Outcome, Policy, State, Status, TokenClaims,
@@ -40,7 +40,7 @@ __all__ = [
     # errors
     "IntentdError", "Problem", "InFlight", "InDoubt", "Divergent", "Fenced", "Rejected", "PendingApproval",
     "NotFound", "InvalidState", "BadRequest", "Blocked", "TokenUsed", "TokenExpired", "TokenInvalid",
-    "Unauthorized", "Forbidden", "NotGrantHolder", "SelfApproval", "RateLimited", "Unavailable", "NoLeader",
+    "TokenWrongTool", "TokenToolForbidden", "Unauthorized", "Forbidden", "NotGrantHolder", "SelfApproval", "RateLimited", "Unavailable", "NoLeader",
     "OutcomeUnknown", "BadSnapshot", "NotEmpty", "EffectUnknown", "problem_class",
     # types
     "Intent", "Approval", "ClaimResult", "IntentResult", "Grant", "EffectResult", "ListPage", "AuditEvent",

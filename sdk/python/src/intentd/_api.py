@@ -138,7 +138,8 @@ def audit(key: str) -> Call[AuditTrail]:
     return Request("GET", intent_path(key, "audit")), lambda st, d: AuditTrail.from_dict(_doc(d))
 
 
-def verify_token(execution_token: str, payload: Any = UNSET, fingerprint: str = "") -> Call[TokenVerification]:
+def verify_token(execution_token: str, payload: Any = UNSET, fingerprint: str = "",
+                 tool: str = "") -> Call[TokenVerification]:
     body: Dict[str, Any] = {"execution_token": execution_token}
     if payload is not UNSET and payload is not None:
         raw = encode_json(payload, "payload")
@@ -146,6 +147,8 @@ def verify_token(execution_token: str, payload: Any = UNSET, fingerprint: str = 
             body["payload"] = RawJSON(raw)
     if fingerprint:
         body["fingerprint"] = fingerprint
+    if tool:
+        body["tool"] = tool
     return _post("/v1/tokens/verify", body), lambda st, d: TokenVerification.from_dict(_doc(d))
 
 

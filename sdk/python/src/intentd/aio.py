@@ -367,8 +367,10 @@ class AsyncClient:
         return await self._run(_api.audit(key))
 
     async def verify_token(self, execution_token: str, payload: Any = UNSET,
-                           fingerprint: str = "") -> TokenVerification:
-        return await self._run(_api.verify_token(execution_token, payload, fingerprint))
+                           fingerprint: str = "", *, tool: str = "") -> TokenVerification:
+        """Client.verify_token: tool names the tool about to act
+        (TokenWrongTool, TokenToolForbidden: not spent)."""
+        return await self._run(_api.verify_token(execution_token, payload, fingerprint, tool))
 
     async def put_policy(self, policy: Policy, expect_version: int = 0) -> Policy:
         return await self._run(_api.put_policy(policy, expect_version))

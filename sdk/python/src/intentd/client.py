@@ -232,13 +232,17 @@ class Client:
 
     # -- gate -------------------------------------------------------------------
 
-    def verify_token(self, execution_token: str, payload: Any = UNSET, fingerprint: str = "") -> TokenVerification:
+    def verify_token(self, execution_token: str, payload: Any = UNSET, fingerprint: str = "", *,
+                     tool: str = "") -> TokenVerification:
         """The tool side (role tool): asks the ledger whether it may act on an
-        execution token, bound to payload (or fingerprint) when given. A
-        valid answer spends the token; later ones raise TokenUsed. Others:
-        TokenExpired, TokenInvalid, Fenced, InDoubt. An OutcomeUnknown may
-        have spent it: do not act on it."""
-        return self._run(_api.verify_token(execution_token, payload, fingerprint))
+        execution token, bound to payload (or fingerprint) when given. tool
+        names the tool about to act: a token granted for another tool raises
+        TokenWrongTool, and one for a tool outside the API key's tools
+        raises TokenToolForbidden; neither spends the token. A valid answer
+        spends it (its claims.tool names the tool it is for); later ones
+        raise TokenUsed. Others: TokenExpired, TokenInvalid, Fenced,
+        InDoubt. An OutcomeUnknown may have spent it: do not act on it."""
+        return self._run(_api.verify_token(execution_token, payload, fingerprint, tool))
 
     def put_policy(self, policy: Policy, expect_version: int = 0) -> Policy:
         """Creates or replaces a policy (admin); expect_version makes it a

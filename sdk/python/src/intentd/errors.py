@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "IntentdError", "Problem", "InFlight", "InDoubt", "Divergent", "Fenced", "Rejected", "PendingApproval",
     "NotFound", "InvalidState", "BadRequest", "Blocked", "TokenUsed", "TokenExpired", "TokenInvalid",
-    "Unauthorized", "Forbidden", "NotGrantHolder", "SelfApproval", "RateLimited", "Unavailable", "NoLeader",
+    "TokenWrongTool", "TokenToolForbidden", "Unauthorized", "Forbidden", "NotGrantHolder", "SelfApproval", "RateLimited", "Unavailable", "NoLeader",
     "OutcomeUnknown", "BadSnapshot", "NotEmpty", "EffectUnknown", "problem_class", "PROBLEM_TYPE_BASE",
 ]
 
@@ -202,6 +202,15 @@ class TokenInvalid(Problem):
     default_code = "token_invalid"
 
 
+class TokenWrongTool(TokenInvalid):
+    """token_wrong_tool (422): verify_token named the tool about to run
+    (``tool=``) and the execution token was granted for another one. The
+    ledger wrote nothing: the token was not spent, and the tool it is for
+    can still verify it. Do not act on it. (Go: ErrTokenWrongTool, which
+    also matches ErrTokenInvalid.)"""
+    default_code = "token_wrong_tool"
+
+
 class Unauthorized(Problem):
     """unauthenticated (401), and the base of every refusal of the caller's
     credentials (Go's ErrUnauthorized matches them all)."""
@@ -222,6 +231,14 @@ class NotGrantHolder(Forbidden):
 class SelfApproval(Forbidden):
     """self_approval (403): the claimant may not approve its own intent."""
     default_code = "self_approval"
+
+
+class TokenToolForbidden(Forbidden):
+    """token_tool_forbidden (403): the client's API key is bound to tools
+    (its ``tools`` in the key configuration) that do not include the
+    execution token's. The token was not spent. Do not act on it. (Go:
+    ErrTokenToolForbidden, which also matches ErrUnauthorized.)"""
+    default_code = "token_tool_forbidden"
 
 
 class RateLimited(Problem):
@@ -282,6 +299,8 @@ _CODES: Dict[str, Type[Problem]] = {
     "token_expired": TokenExpired,
     "token_invalid": TokenInvalid,
     "token_mismatch": TokenInvalid,
+    "token_wrong_tool": TokenWrongTool,
+    "token_tool_forbidden": TokenToolForbidden,
     "unauthenticated": Unauthorized,
     "forbidden": Forbidden,
     "not_an_approver": Forbidden,

@@ -396,7 +396,10 @@ class Policy:
 
 @dataclass
 class TokenClaims:
-    """What an execution token binds."""
+    """What an execution token binds. ``tool`` is its audience (the JWS
+    claim "aud"): the tool the intent was granted for, the only one that
+    may act on it; empty for a token signed before tokens named their
+    tool."""
     namespace: str = ""
     key: str = ""
     fingerprint: str = ""
@@ -404,12 +407,13 @@ class TokenClaims:
     owner: str = ""
     issued_at: int = 0
     expires: int = 0
+    tool: str = ""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "TokenClaims":
         return cls(namespace=_str(d, "ns"), key=_str(d, "key"), fingerprint=_str(d, "fp"),
                    fencing_token=_int(d, "fence"), owner=_str(d, "owner"), issued_at=_int(d, "iat"),
-                   expires=_int(d, "exp"))
+                   expires=_int(d, "exp"), tool=_str(d, "aud"))
 
 
 @dataclass
