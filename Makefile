@@ -129,10 +129,11 @@ verify: vet
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) test -short -count=1 ./internal/doccheck/
 
-## vet: the product build and the fault suite's build (-tags faults: seeded bugs compiled in)
+## vet: the product build and the fault suite's build (-tags faults: seeded bugs compiled in), and the bench module (it imports this one through replace => ../)
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags faults $(PKGS)
+	cd bench && $(GO) vet ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

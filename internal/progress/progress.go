@@ -2,12 +2,8 @@
 // people can read it where it lands: on a terminal a status line is
 // redrawn in place; into a file, a pipe or a CI log every line is plain
 // text ending in a newline, and status lines are thinned out to one every
-// few seconds.
-//
-// The main module's internal/progress and the bench module's
-// bench/internal/progress are the same file (bench-compare would have to
-// require the whole main module to import it); a test in each keeps the
-// two identical.
+// few seconds. The bench module imports it too (it requires this module
+// through a replace of ../).
 package progress
 
 import (

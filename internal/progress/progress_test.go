@@ -233,30 +233,3 @@ func TestIsTerminal(t *testing.T) {
 		})
 	}
 }
-
-// TestCopiesAreTheSame: the main module's internal/progress and the bench
-// module's bench/internal/progress must not drift apart.
-func TestCopiesAreTheSame(t *testing.T) {
-	here, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := filepath.Join("..", "..", "bench", "internal", "progress")
-	if strings.HasSuffix(filepath.ToSlash(here), "/bench/internal/progress") {
-		other = filepath.Join("..", "..", "..", "internal", "progress")
-	}
-	for _, name := range []string{"progress.go", "progress_test.go"} {
-		mine, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		theirs, err := os.ReadFile(filepath.Join(other, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(mine, theirs) {
-			t.Errorf("%s differs from %s: internal/progress and bench/internal/progress must be the same file",
-				filepath.Join(here, name), filepath.Join(other, name))
-		}
-	}
-}

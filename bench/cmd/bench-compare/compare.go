@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/intentledger/intentd/bench/internal/progress"
+	"github.com/intentledger/intentd/internal/progress"
 )
 
 // report is everything one run measured.

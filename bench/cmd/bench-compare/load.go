@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/intentledger/intentd/bench/internal/progress"
+	"github.com/intentledger/intentd/internal/progress"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
