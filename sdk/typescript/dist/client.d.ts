@@ -1,21 +1,7 @@
 import type { AuditLogPage, AuditTrail, ClaimRequest, ClaimResponse, ClusterStatus, CommitRequest, CompleteRequest, DecisionRequest, EffectResult, Grant, Health, Intent, IntentResponse, ListPage, Policy, RenewRequest, ResolveRequest, Settings, State, TokenVerification } from "./types.js";
 import type { FetchFn } from "./transport.js";
 export type { FetchFn } from "./transport.js";
-/** Defaults of the options (client/client.go). */
-export declare const DEFAULTS: Readonly<{
-    retries: 4;
-    backoffBaseMs: 50;
-    backoffMaxMs: 2000;
-    timeoutMs: 30000;
-    maxWaitMs: 30000;
-    approvalWaitMs: 30000;
-    rateLimitWaitMs: 30000;
-    reportTimeoutMs: 30000;
-    discoveryRefreshMs: 60000;
-    probeTimeoutMs: 1000;
-}>;
-/** The longest long-poll the cluster serves (GET /v1/intents/{key}?wait=), in ms. */
-export declare const MAX_LONG_POLL_MS = 60000;
+export { DEFAULTS, MAX_LONG_POLL_MS, normalizeAddr } from "./core.js";
 export interface ClientOptions {
     /** Any node list: base URLs or host:port, an array or one comma-separated string. */
     addrs: string | readonly string[];
@@ -128,8 +114,6 @@ export interface OnceCallOptions {
     signal?: AbortSignal;
     abortSignal?: AbortSignal;
 }
-/** normalizeAddr turns "host:port" or a URL into a base URL without a trailing slash. */
-export declare function normalizeAddr(a: string, scheme?: string): string;
 /**
  * Client talks to an intentd cluster. Any node answers any call; with
  * discovery (the default) the client asks the configured nodes for GET
@@ -144,29 +128,17 @@ export declare function normalizeAddr(a: string, scheme?: string): string;
  */
 export declare class Client {
     #private;
-    private readonly seeds;
+    /** The settings, the route and every decision (core.ts, flow.ts); this class performs their steps. */
+    private readonly core;
     /** The transport once chosen; until then, sending waits for senderReady. */
     private sender;
     private senderReady;
     /** The headers of every request, and of a request with a body. */
     private readonly headers;
     private readonly bodyHeaders;
-    private readonly timeoutMs;
-    private readonly retries;
-    private readonly base;
-    private readonly max;
-    private readonly discovery;
-    private readonly discoveryRefreshMs;
-    private readonly probeTimeoutMs;
-    private readonly maxWaitMs;
-    private readonly approvalWaitMs;
-    private readonly rateLimitWaitMs;
-    private readonly reportTimeoutMs;
-    private readonly autoCommit;
     private readonly ownerPrefix;
     private readonly userAgent;
-    private readonly random;
-    private rt;
+    /** The discovery under way, which concurrent calls wait for. */
     private discovering;
     constructor(options: ClientOptions);
     /** The configured addresses, normalized. */
@@ -179,42 +151,27 @@ export declare class Client {
     newOwner(): string;
     /** Asks the nodes for the cluster's status now and puts the leader first; returns the leader's address. */
     discover(options?: CallOptions): Promise<string>;
-    /** The route to use now, or undefined when it is time to ask the cluster (currentRoute). */
-    private freshRoute;
-    private currentRoute;
     /**
-     * rediscover replaces seen by a freshly discovered route, unless another
-     * call already replaced it. One discovery runs at a time; concurrent
-     * callers wait for it, each within its own signal. A failed discovery
-     * still yields a new route (the same order), so a failing cluster is
-     * asked at most once per failed attempt.
+     * rediscover replaces seen by a freshly discovered route (flow.ts's
+     * discover), unless another call already replaced it. One discovery runs
+     * at a time; concurrent callers wait for it, each within its own signal.
+     * A failed discovery still yields a new route (the same order), so a
+     * failing cluster is asked at most once per failed attempt.
      */
     private rediscover;
+    /** run drives flow, performing its steps within signal. */
+    private run;
+    /** perform does one step of a flow: the I/O, the waits and the signals. */
+    private perform;
     /**
-     * discoverOnce asks the nodes of cur, in its order, for the cluster's
-     * status and returns the route it implies. A node that is ready wins over
-     * one that is not; without any answer naming a leader the order stays.
-     * It takes at most one probe timeout per node.
-     */
-    private discoverOnce;
-    /**
-     * routeFromStatus orders the addresses by st, as the node at base sees
-     * it: the leader first (base itself when it leads), then the configured
-     * addresses, then the other members' advertised HTTP addresses.
-     */
-    private routeFromStatus;
-    /** backoff is the wait before retry number attempt+1: exponential with jitter in [d/2, d], raised to Retry-After, capped at max. */
-    private backoff;
-    /**
-     * request performs a call, retrying as the class documents, and returns
-     * the HTTP status and the decoded 2xx answer. When the caller's signal
-     * aborts, it rejects with the signal's reason, or with an
-     * OutcomeUnknownError (cause: the reason) when a write may have been
-     * applied.
+     * request performs a call (flow.ts's call: routes, retries, backoff) and
+     * returns the HTTP status and the decoded 2xx answer.
      */
     private request;
-    /** attempt sends the call to one node, once. */
+    /** attempt sends the call to one node, once; core.ts says what came of it. */
     private attempt;
+    /** poll long-polls one intent, the whole call bounded by step.boundMs and signal. */
+    private poll;
     /**
      * claim asks for the right to execute the effect named by req.key. A grant
      * (new: created, or repeated to the same owner), a duplicate (the effect
@@ -224,7 +181,6 @@ export declare class Client {
      * owner, so a lost answer comes back as the same grant.
      */
     claim(req: ClaimRequest, options?: CallOptions): Promise<ClaimResponse>;
-    private claimRaw;
     /** complete reports the outcome of the effect by its owner and fencing token; a stale one is refused with FencedError. */
     complete(req: CompleteRequest, options?: CallOptions): Promise<IntentResponse>;
     /** renew extends the owner's lease while a long effect runs. */
@@ -343,29 +299,11 @@ export declare class Client {
      */
     once<A, R>(options: OnceOptions<A>, fn: (args: A, ctx: OnceContext) => R | Promise<R>): (args: A, callOptions?: OnceCallOptions) => Promise<R>;
     /**
-     * settleClaim claims until the answer is definite: it re-sends the same
-     * claim (same owner) while its outcome is unknown or the cluster cannot
-     * answer, and waits (long-poll) while another owner holds the key, for up
-     * to maxWaitMs and within signal. fresh says the owner was made for this
-     * call, so any grant to it is this call's.
+     * execute runs fn under the grant while a timer renews its lease every
+     * lease/3, then records how fn ended (flow.ts's record) under the
+     * report's own deadline, also after the caller's signal ended: an effect
+     * that happened is reported rather than left to turn in_doubt.
      */
-    private settleClaim;
-    /** claimGaveUp is the error of a claim that never got a definite answer (or stayed in flight). */
-    private claimGaveUp;
-    /**
-     * awaitHolder waits while another owner holds the key: a long-poll for the
-     * next change of its record (a renewal, a report, the lease passing), else
-     * backoff bounded by the holder's Retry-After.
-     */
-    private awaitHolder;
-    /**
-     * awaitDecision long-polls a pending intent until it is no longer
-     * pending_approval, or throws PendingApprovalError at the deadline.
-     */
-    private awaitDecision;
-    /** report sends a complete until the ledger answers definitely or signal ends. result is JSON text. */
-    private report;
-    /** execute runs fn under the grant, renewing its lease, and records the outcome. */
     private execute;
 }
 /** once wraps a tool function with client.once(options, fn). */

@@ -1,117 +1,18 @@
-// The client: routing (leader discovery, failover), retries, every call of
-// the API table, and do(), the at-most-once contract (client/do.go).
-import { BadRequestError, FencedError, InDoubtError, InFlightError, IntentdError, InvalidStateError, NoLeaderError, NotFoundError, OutcomeUnknownError, PendingApprovalError, ProblemError, RateLimitedError, ReportError, UnavailableError, badRequest, isEffectUnknown, maybeApplied, readProblem, retryableProblem, transient, } from "./errors.js";
-import { key as makeKey, hasLoneSurrogate, validateKey } from "./keys.js";
-import { auditLogPageFromWire, auditTrailFromWire, claimResponseFromWire, clusterStatusFromWire, intentFromWire, intentResponseFromWire, listPageFromWire, policyFromWire, policyToWire, tokenVerificationFromWire, } from "./types.js";
+// The client: the transport that drives the core. It sends (fetch or
+// node:net, transport.ts and node.ts), ends what the caller's AbortSignal
+// ends, sleeps, runs one discovery at a time, runs fn under a grant while
+// timers renew its lease, and holds every call of the API table. What an
+// answer means, when to retry, which node to ask and what do() records are
+// decided without I/O in core.ts and flow.ts (client/do.go's contract).
+import { IntentdError, NoLeaderError, ProblemError, badRequest, isEffectUnknown } from "./errors.js";
+import { key as makeKey, validateKey } from "./keys.js";
+import { Core, answered, claimBody, getRequest, grantLost, intentPath, jsonBody, leaseFor, needKey, noAnswer, noTransport, nonNegative, normalizeAddr, optionalJSON, positive, requestPath, } from "./core.js";
+import { call, claimCall, discover, drive, duplicate, intentCall, record, settle } from "./flow.js";
+import { auditLogPageFromWire, auditTrailFromWire, clusterStatusFromWire, intentFromWire, listPageFromWire, policyFromWire, policyToWire, tokenVerificationFromWire, } from "./types.js";
 import { nodeSender, onNode } from "./node.js";
 import { fetchSender, isTimeout } from "./transport.js";
 import { encodeJSON, errorMessage, linkSignals, newOwner, sleep } from "./util.js";
-/** Defaults of the options (client/client.go). */
-export const DEFAULTS = Object.freeze({
-    retries: 4,
-    backoffBaseMs: 50,
-    backoffMaxMs: 2000,
-    timeoutMs: 30000,
-    maxWaitMs: 30000,
-    approvalWaitMs: 30000,
-    rateLimitWaitMs: 30000,
-    reportTimeoutMs: 30000,
-    discoveryRefreshMs: 60000,
-    probeTimeoutMs: 1000,
-});
-/** The longest long-poll the cluster serves (GET /v1/intents/{key}?wait=), in ms. */
-export const MAX_LONG_POLL_MS = 60000;
-/** Bounds the error message recorded for a failed effect (bytes). */
-const MAX_ERROR_RESULT_BYTES = 1024;
-/** Raw JSON text to embed in a request body as it is. */
-class RawJSON {
-    text;
-    constructor(text) {
-        this.text = text;
-    }
-}
-/**
- * jsonBody writes an object from fields, skipping undefined ones and
- * embedding RawJSON as it is. The field names are the API's (snake_case
- * words), written as they are.
- */
-function jsonBody(fields) {
-    let out = "";
-    for (const k in fields) {
-        const v = fields[k];
-        if (v === undefined)
-            continue;
-        out += (out === "" ? '{"' : ',"') + k + '":' + (v instanceof RawJSON ? v.text : JSON.stringify(v));
-    }
-    return out === "" ? "{}" : out + "}";
-}
-/** Network errors that say the request never left: nothing was written. */
-const NOT_SENT_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);
-function notSent(err) {
-    for (let e = err, depth = 0; e && typeof e === "object" && depth < 8; depth++) {
-        const code = e.code;
-        if (typeof code === "string" && NOT_SENT_CODES.has(code))
-            return true;
-        const errors = e.errors;
-        if (Array.isArray(errors) && errors.length > 0 && errors.every((x) => notSent(x)))
-            return true;
-        e = e.cause;
-    }
-    return false;
-}
-/** normalizeAddr turns "host:port" or a URL into a base URL without a trailing slash. */
-export function normalizeAddr(a, scheme = "http") {
-    let s = a.trim();
-    if (!s.includes("://"))
-        s = `${scheme}://${s}`;
-    let u;
-    try {
-        u = new URL(s);
-    }
-    catch {
-        throw new IntentdError(`intentd: address ${JSON.stringify(a)}: want http://host:port`);
-    }
-    if (!u.host || (u.protocol !== "http:" && u.protocol !== "https:")) {
-        throw new IntentdError(`intentd: address ${JSON.stringify(a)}: want http://host:port`);
-    }
-    if (u.search || u.hash)
-        throw new IntentdError(`intentd: address ${JSON.stringify(a)}: no query or fragment allowed`);
-    return `${u.protocol}//${u.host}${u.pathname}`.replace(/\/+$/, "");
-}
-function dedupe(addrs) {
-    return [...new Set(addrs.filter((a) => a !== ""))];
-}
-/** The escaped path of an intent and an optional action: the key is one path segment. */
-function intentPath(key, action) {
-    return "/v1/intents/" + encodeURIComponent(key) + (action ? "/" + action : "");
-}
-function needKey(key) {
-    if (typeof key !== "string" || key === "")
-        throw badRequest("key is required", "key");
-    if (hasLoneSurrogate(key))
-        throw badRequest("key is not valid UTF-8 (a lone surrogate)", "key");
-}
-function optionalJSON(value, field) {
-    return value === undefined ? undefined : new RawJSON(encodeJSON(value, field));
-}
-function positive(v, d) {
-    return typeof v === "number" && Number.isFinite(v) && v > 0 ? v : d;
-}
-function nonNegative(v, d) {
-    return typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : d;
-}
-/** errorResult is the result recorded for a failed effect: {"error": message}, cut to 1 KiB at a UTF-8 boundary. */
-function errorResult(err) {
-    let msg = errorMessage(err);
-    const bytes = new TextEncoder().encode(msg);
-    if (bytes.length > MAX_ERROR_RESULT_BYTES) {
-        let cut = MAX_ERROR_RESULT_BYTES;
-        while (cut > 0 && (bytes[cut] & 0xc0) === 0x80)
-            cut--;
-        msg = new TextDecoder().decode(bytes.subarray(0, cut)) + "...";
-    }
-    return JSON.stringify({ error: msg });
-}
+export { DEFAULTS, MAX_LONG_POLL_MS, normalizeAddr } from "./core.js";
 /**
  * Client talks to an intentd cluster. Any node answers any call; with
  * discovery (the default) the client asks the configured nodes for GET
@@ -125,7 +26,8 @@ function errorResult(err) {
  * as ProblemError subclasses (InFlightError, DivergentError, ...).
  */
 export class Client {
-    seeds;
+    /** The settings, the route and every decision (core.ts, flow.ts); this class performs their steps. */
+    core;
     /** The transport once chosen; until then, sending waits for senderReady. */
     sender;
     senderReady;
@@ -134,22 +36,9 @@ export class Client {
     bodyHeaders;
     // An ES private field: util.inspect and console.log do not show it.
     #apiKey;
-    timeoutMs;
-    retries;
-    base;
-    max;
-    discovery;
-    discoveryRefreshMs;
-    probeTimeoutMs;
-    maxWaitMs;
-    approvalWaitMs;
-    rateLimitWaitMs;
-    reportTimeoutMs;
-    autoCommit;
     ownerPrefix;
     userAgent;
-    random;
-    rt;
+    /** The discovery under way, which concurrent calls wait for. */
     discovering;
     constructor(options) {
         if (!options || options.addrs === undefined)
@@ -164,23 +53,10 @@ export class Client {
         }
         if (seeds.length === 0)
             throw new IntentdError("intentd: no server address");
-        this.seeds = seeds;
+        this.core = new Core(seeds, options);
         this.#apiKey = options.apiKey ?? "";
-        this.timeoutMs = positive(options.timeoutMs, DEFAULTS.timeoutMs);
-        this.retries = Math.floor(nonNegative(options.retries, DEFAULTS.retries));
-        this.base = positive(options.backoffBaseMs, DEFAULTS.backoffBaseMs);
-        this.max = Math.max(positive(options.backoffMaxMs, DEFAULTS.backoffMaxMs), this.base);
-        this.discovery = options.discovery ?? true;
-        this.discoveryRefreshMs = positive(options.discoveryRefreshMs, DEFAULTS.discoveryRefreshMs);
-        this.probeTimeoutMs = positive(options.probeTimeoutMs, DEFAULTS.probeTimeoutMs);
-        this.maxWaitMs = positive(options.maxWaitMs, DEFAULTS.maxWaitMs);
-        this.approvalWaitMs = nonNegative(options.approvalWaitMs, DEFAULTS.approvalWaitMs);
-        this.rateLimitWaitMs = nonNegative(options.rateLimitWaitMs, DEFAULTS.rateLimitWaitMs);
-        this.reportTimeoutMs = positive(options.reportTimeoutMs, DEFAULTS.reportTimeoutMs);
-        this.autoCommit = options.autoCommit ?? true;
         this.ownerPrefix = options.ownerPrefix || "intentd-ts";
         this.userAgent = options.userAgent ?? "intentd-ts/0.1";
-        this.random = options.random ?? Math.random;
         for (const [what, v] of [["apiKey", this.#apiKey], ["userAgent", this.userAgent]]) {
             // Refused here rather than by every request (fetch and node:net alike).
             if (/[^\t\x20-\x7e]/.test(v))
@@ -221,23 +97,18 @@ export class Client {
                 throw new IntentdError("intentd: no fetch in this runtime: pass options.fetch");
             this.sender = viaFetch;
         }
-        this.rt = { version: 0, addrs: dedupe(seeds), leader: "", at: Date.now(), preferred: 0 };
     }
     /** The configured addresses, normalized. */
     addrs() {
-        return [...this.seeds];
+        return [...this.core.seeds];
     }
     /** The addresses in the order the next call tries them: the one that answered last first (the leader, once discovered). */
     endpoints() {
-        const rt = this.rt;
-        const out = [];
-        for (let i = 0; i < rt.addrs.length; i++)
-            out.push(rt.addrs[(rt.preferred + i) % rt.addrs.length]);
-        return out;
+        return this.core.endpoints();
     }
     /** The leader's HTTP address as last discovered, or "" when no discovery has named one. */
     leader() {
-        return this.rt.leader;
+        return this.core.route.leader;
     }
     /** A fresh owner name for one execution attempt ("prefix/instance/random"). */
     newOwner() {
@@ -246,7 +117,7 @@ export class Client {
     // ---------------------------------------------------------------- routing
     /** Asks the nodes for the cluster's status now and puts the leader first; returns the leader's address. */
     async discover(options = {}) {
-        const rt = await this.rediscover(this.rt, options.signal);
+        const rt = await this.rediscover(this.core.route, options.signal);
         if (!rt.leader) {
             throw new NoLeaderError({
                 status: 0, code: "no_leader", title: "No leader", detail: "discovery: no node named a leader",
@@ -254,38 +125,29 @@ export class Client {
         }
         return rt.leader;
     }
-    /** The route to use now, or undefined when it is time to ask the cluster (currentRoute). */
-    freshRoute() {
-        const rt = this.rt;
-        if (!this.discovery || (rt.version > 0 && Date.now() - rt.at < this.discoveryRefreshMs))
-            return rt;
-        return undefined;
-    }
-    async currentRoute(signal) {
-        return this.freshRoute() ?? this.rediscover(this.rt, signal);
-    }
     /**
-     * rediscover replaces seen by a freshly discovered route, unless another
-     * call already replaced it. One discovery runs at a time; concurrent
-     * callers wait for it, each within its own signal. A failed discovery
-     * still yields a new route (the same order), so a failing cluster is
-     * asked at most once per failed attempt.
+     * rediscover replaces seen by a freshly discovered route (flow.ts's
+     * discover), unless another call already replaced it. One discovery runs
+     * at a time; concurrent callers wait for it, each within its own signal.
+     * A failed discovery still yields a new route (the same order), so a
+     * failing cluster is asked at most once per failed attempt.
      */
     async rediscover(seen, signal) {
         for (;;) {
-            if (this.rt !== seen)
-                return this.rt;
+            if (this.core.route !== seen)
+                return this.core.route;
             if (this.discovering) {
                 try {
                     await raceSignal(this.discovering, signal);
                 }
                 catch {
-                    return this.rt;
+                    return this.core.route;
                 }
                 continue;
             }
-            this.discovering = this.discoverOnce(seen).then((next) => {
-                this.rt = next;
+            // Without the caller's signal: the discovery goes on for the others.
+            this.discovering = this.run(discover(this.core, seen), undefined).then((next) => {
+                this.core.route = next;
                 this.discovering = undefined;
             });
             try {
@@ -294,188 +156,38 @@ export class Client {
             catch {
                 // the caller stopped waiting; the discovery goes on for the others
             }
-            return this.rt;
+            return this.core.route;
         }
-    }
-    /**
-     * discoverOnce asks the nodes of cur, in its order, for the cluster's
-     * status and returns the route it implies. A node that is ready wins over
-     * one that is not; without any answer naming a leader the order stays.
-     * It takes at most one probe timeout per node.
-     */
-    async discoverOnce(cur) {
-        const at = Date.now();
-        let found;
-        for (let i = 0; i < cur.addrs.length; i++) {
-            const base = cur.addrs[(cur.preferred + i) % cur.addrs.length];
-            const a = await this.attempt(base, { method: "GET", path: "/v1/cluster", timeoutMs: this.probeTimeoutMs }, undefined);
-            if (!a.ok)
-                continue;
-            const r = this.routeFromStatus(base, clusterStatusFromWire(a.data), cur.version + 1, at);
-            if (!r)
-                continue;
-            if (r.ready) {
-                found = r.route;
-                break;
-            }
-            if (!found)
-                found = r.route;
-        }
-        return found ?? { version: cur.version + 1, addrs: cur.addrs, leader: cur.leader, at, preferred: cur.preferred };
-    }
-    /**
-     * routeFromStatus orders the addresses by st, as the node at base sees
-     * it: the leader first (base itself when it leads), then the configured
-     * addresses, then the other members' advertised HTTP addresses.
-     */
-    routeFromStatus(base, st, version, at) {
-        if (!st.leaderId)
-            return undefined;
-        const scheme = base.startsWith("https://") ? "https" : "http";
-        let leader;
-        if (st.nodeId === st.leaderId) {
-            leader = base;
-        }
-        else {
-            if (!st.leaderHttp)
-                return undefined;
-            try {
-                leader = normalizeAddr(st.leaderHttp, scheme);
-            }
-            catch {
-                return undefined;
-            }
-        }
-        const addrs = [leader, ...this.seeds];
-        for (const n of st.nodes) {
-            if (n.id === st.nodeId || n.id === st.leaderId || !n.httpAddr || n.gossip === "left" || n.gossip === "dead")
-                continue;
-            try {
-                addrs.push(normalizeAddr(n.httpAddr, scheme));
-            }
-            catch {
-                // skip an address that does not parse
-            }
-        }
-        return { route: { version, addrs: dedupe(addrs), leader, at, preferred: 0 }, ready: st.ready };
     }
     // ------------------------------------------------------------- transport
-    /** backoff is the wait before retry number attempt+1: exponential with jitter in [d/2, d], raised to Retry-After, capped at max. */
-    backoff(attempt, retryAfterMs) {
-        let d = this.base;
-        for (let i = 0; i < attempt && d < this.max; i++)
-            d *= 2;
-        d = Math.min(d, this.max);
-        d = d / 2 + this.random() * (d / 2);
-        if (retryAfterMs > d)
-            d = Math.min(retryAfterMs, this.max);
-        return d;
+    /** run drives flow, performing its steps within signal. */
+    run(flow, signal) {
+        return drive(flow, (step) => this.perform(step, signal));
+    }
+    /** perform does one step of a flow: the I/O, the waits and the signals. */
+    perform(step, signal) {
+        switch (step.kind) {
+            case "attempt":
+                return this.attempt(step.base, step.req, signal);
+            case "pause":
+                return sleep(step.ms, signal);
+            case "refresh":
+                return this.rediscover(step.seen, signal);
+            case "poll":
+                return this.poll(step, signal);
+        }
     }
     /**
-     * request performs a call, retrying as the class documents, and returns
-     * the HTTP status and the decoded 2xx answer. When the caller's signal
-     * aborts, it rejects with the signal's reason, or with an
-     * OutcomeUnknownError (cause: the reason) when a write may have been
-     * applied.
+     * request performs a call (flow.ts's call: routes, retries, backoff) and
+     * returns the HTTP status and the decoded 2xx answer.
      */
-    async request(r, signal) {
-        const write = r.method !== "GET";
-        if (signal?.aborted)
-            throw signal.reason;
-        if (r.addr) {
-            const a = await this.attempt(r.addr, r, signal);
-            if (a.ok)
-                return a;
-            if (signal?.aborted && !(write && maybeApplied(a.err)))
-                throw signal.reason;
-            throw a.err;
-        }
-        let rt = this.freshRoute() ?? (await this.currentRoute(signal));
-        let idx = rt.preferred % rt.addrs.length;
-        let unknown = false; // an attempt of this write may have been applied
-        let lastErr;
-        let attempt = 0;
-        let limited = 0;
-        const limitDeadline = Date.now() + (r.rateLimitWaitMs ?? this.rateLimitWaitMs);
-        for (;;) {
-            const base = rt.addrs[idx];
-            const a = await this.attempt(base, r, signal);
-            if (a.ok) {
-                rt.preferred = idx;
-                return a;
-            }
-            const err = a.err;
-            if (write && maybeApplied(err))
-                unknown = true;
-            lastErr = err;
-            if (signal?.aborted || !a.retry)
-                break;
-            if (err instanceof RateLimitedError || err.status === 429) {
-                // The node is up and asked us to slow down: nothing was written.
-                // Wait it out on the same node, bounded by time, not by retries.
-                const left = limitDeadline - Date.now();
-                if (left <= 0)
-                    break;
-                try {
-                    await sleep(Math.min(this.backoff(limited++, a.wait), left), signal);
-                }
-                catch {
-                    break;
-                }
-                continue;
-            }
-            if (attempt >= this.retries)
-                break;
-            try {
-                await sleep(this.backoff(attempt++, a.wait), signal);
-            }
-            catch {
-                break;
-            }
-            // The node could not serve: perhaps the leader moved or died. Ask the
-            // cluster again (at most once per failed route), else move on.
-            let next = (idx + 1) % rt.addrs.length;
-            if (this.discovery) {
-                const nrt = await this.rediscover(rt, signal);
-                if (nrt !== rt) {
-                    rt = nrt;
-                    next = rt.preferred % rt.addrs.length;
-                    if (rt.addrs[next] === base && rt.addrs.length > 1)
-                        next = (next + 1) % rt.addrs.length;
-                }
-            }
-            idx = next;
-        }
-        if (signal?.aborted) {
-            if (!unknown)
-                throw signal.reason;
-            throw new OutcomeUnknownError({
-                status: 0, code: "outcome_unknown", title: "Outcome unknown",
-                detail: `${r.method} ${r.path}: stopped by the caller after an attempt that may have been applied`,
-                cause: signal.reason,
-            });
-        }
-        if (unknown && lastErr && !(lastErr instanceof OutcomeUnknownError) && transient(lastErr)) {
-            // An earlier attempt may have been applied even though the last one
-            // definitely was not.
-            throw new OutcomeUnknownError({
-                status: lastErr.status, code: "outcome_unknown", title: "Outcome unknown",
-                detail: `an earlier attempt may have been applied: ${lastErr.message}`, cause: lastErr,
-                retryAfterMs: lastErr.retryAfterMs,
-            });
-        }
-        throw lastErr;
+    request(r, signal) {
+        return this.run(call(this.core, r, signal), signal);
     }
-    /** attempt sends the call to one node, once. */
+    /** attempt sends the call to one node, once; core.ts says what came of it. */
     async attempt(base, r, signal) {
-        const write = r.method !== "GET";
-        let path = r.path;
-        if (r.query) {
-            const qs = r.query.toString();
-            if (qs)
-                path += "?" + qs;
-        }
-        const timeoutMs = r.timeoutMs ?? this.timeoutMs;
+        const path = requestPath(r);
+        const timeoutMs = r.timeoutMs ?? this.core.timeoutMs;
         let send = this.sender;
         if (!send) {
             try {
@@ -483,12 +195,7 @@ export class Client {
             }
             catch (e) {
                 // transport "node" where node:net cannot be loaded: nothing was sent.
-                return {
-                    ok: false,
-                    err: new UnavailableError({ status: 0, code: "unavailable", title: "No transport", detail: errorMessage(e), cause: e }),
-                    retry: false,
-                    wait: 0,
-                };
+                return noTransport(e);
             }
         }
         let answer;
@@ -499,52 +206,25 @@ export class Client {
         }
         catch (e) {
             const byCaller = !!signal?.aborted;
-            const cause = byCaller ? signal?.reason : e;
-            const timedOut = !byCaller && isTimeout(e);
-            const unsent = !byCaller && !timedOut && notSent(e);
-            const Kind = write && !unsent ? OutcomeUnknownError : UnavailableError;
-            const why = timedOut ? `no answer within ${timeoutMs} ms` : errorMessage(e);
-            return {
-                ok: false,
-                err: new Kind({
-                    status: 0, code: Kind === OutcomeUnknownError ? "outcome_unknown" : "unavailable", title: "No answer",
-                    detail: `${r.method} ${base + path}: ${why}`, cause,
-                }),
-                // The caller's signal ending is not the server's fault: stop.
-                retry: !byCaller,
-                wait: 0,
-            };
-        }
-        const { status, text } = answer;
-        if (status >= 200 && status < 300) {
-            if (text === "" || text.trim() === "")
-                return { ok: true, status, data: undefined };
-            try {
-                return { ok: true, status, data: JSON.parse(text) };
-            }
-            catch (e) {
-                // The call was answered; only its body is lost. For a write, what it
-                // did is not known to the caller.
-                const Kind = write ? OutcomeUnknownError : UnavailableError;
-                return {
-                    ok: false,
-                    err: new Kind({
-                        status: 0, code: write ? "outcome_unknown" : "unavailable", title: "Undecodable answer",
-                        detail: `${r.method} ${base + path}: decoding the ${status} answer: ${errorMessage(e)}`, cause: e,
-                    }),
-                    retry: !signal?.aborted,
-                    wait: 0,
-                };
-            }
-        }
-        let p = readProblem(status, text, answer.retryAfter);
-        if (write && (status === 502 || status === 504)) {
-            p = new OutcomeUnknownError({
-                status: p.status, code: p.code, title: p.title, detail: p.detail, type: p.type,
-                retryAfterMs: p.retryAfterMs, cause: p,
+            return noAnswer(r, base, path, timeoutMs, e, {
+                byCaller, timedOut: !byCaller && isTimeout(e), cause: byCaller ? signal?.reason : e,
             });
         }
-        return { ok: false, err: p, retry: retryableProblem(p), wait: p.retryAfterMs };
+        return answered(r, base, path, answer, !!signal?.aborted);
+    }
+    /** poll long-polls one intent, the whole call bounded by step.boundMs and signal. */
+    async poll(step, signal) {
+        const bounded = linkSignals([signal], step.boundMs);
+        try {
+            const intent = await this.getWith(step.key, { waitMs: step.waitMs, afterVersion: step.afterVersion, signal: bounded.signal }, 0);
+            return { ok: true, intent };
+        }
+        catch (err) {
+            return { ok: false, err, timedOut: bounded.timedOut() };
+        }
+        finally {
+            bounded.dispose();
+        }
     }
     // ------------------------------------------------------------- intents
     /**
@@ -558,19 +238,10 @@ export class Client {
     async claim(req, options = {}) {
         needKey(req.key);
         const owner = req.owner || this.newOwner();
-        const body = jsonBody({
-            key: req.key,
-            tool: req.tool,
-            payload: new RawJSON(encodeJSON(req.payload, "payload")),
-            owner,
-            policy: req.policy || undefined,
-            lease_ms: req.leaseMs && req.leaseMs > 0 ? Math.round(req.leaseMs) : undefined,
+        const body = claimBody({
+            key: req.key, tool: req.tool, payload: encodeJSON(req.payload, "payload"), owner, policy: req.policy, leaseMs: req.leaseMs,
         });
-        return this.claimRaw(body, owner, options.signal);
-    }
-    async claimRaw(body, owner, signal) {
-        const { status, data } = await this.request({ method: "POST", path: "/v1/intents", body }, signal);
-        return claimResponseFromWire(data, status, owner);
+        return this.run(claimCall(this.core, body, owner, options.signal), options.signal);
     }
     /** complete reports the outcome of the effect by its owner and fencing token; a stale one is refused with FencedError. */
     async complete(req, options = {}) {
@@ -609,10 +280,8 @@ export class Client {
             actor: req.actor || undefined, reason: req.reason || undefined, fingerprint: req.fingerprint || undefined,
         }), options.signal);
     }
-    async intentCall(key, action, body, signal) {
-        needKey(key);
-        const { data } = await this.request({ method: "POST", path: intentPath(key, action), body }, signal);
-        return intentResponseFromWire(data);
+    intentCall(key, action, body, signal) {
+        return this.run(intentCall(this.core, key, action, body, signal), signal);
     }
     /**
      * get reads one intent, linearizable unless stale; NotFoundError when there
@@ -623,21 +292,7 @@ export class Client {
         return this.getWith(key, options);
     }
     async getWith(key, options, rateLimitWaitMs) {
-        needKey(key);
-        const q = new URLSearchParams();
-        let timeoutMs;
-        if (options.waitMs !== undefined) {
-            const w = options.waitMs;
-            if (!(w >= 0 && w <= MAX_LONG_POLL_MS)) {
-                throw badRequest(`wait ${w} ms is outside 0..${MAX_LONG_POLL_MS} ms`, "wait");
-            }
-            q.set("wait", `${Math.round(w)}ms`);
-            q.set("after_version", String(Math.max(0, Math.floor(options.afterVersion ?? 0))));
-            timeoutMs = this.timeoutMs + w;
-        }
-        if (options.stale)
-            q.set("consistency", "stale");
-        const { data } = await this.request({ method: "GET", path: intentPath(key), query: q, timeoutMs, rateLimitWaitMs }, options.signal);
+        const { data } = await this.request(getRequest(key, options, this.core.timeoutMs, rateLimitWaitMs), options.signal);
         return intentFromWire(data);
     }
     /** wait long-polls one intent (get with waitMs and afterVersion). */
@@ -767,7 +422,7 @@ export class Client {
     }
     /** health asks one node (default: the first configured) whether it is live and ready, without retries. */
     async health(addr, options = {}) {
-        const base = normalizeAddr(addr || this.seeds[0]);
+        const base = normalizeAddr(addr || this.core.seeds[0]);
         await this.request({ method: "GET", path: "/healthz", addr: base }, options.signal);
         try {
             await this.request({ method: "GET", path: "/readyz", addr: base }, options.signal);
@@ -832,33 +487,15 @@ export class Client {
         const signal = options.signal;
         const fresh = !effect.owner;
         const owner = effect.owner || this.newOwner();
-        const body = jsonBody({
-            key: effect.key,
-            tool: effect.tool,
-            payload: new RawJSON(payload),
-            owner,
-            policy: effect.policy || undefined,
-            lease_ms: effect.leaseMs && effect.leaseMs > 0 ? Math.round(effect.leaseMs) : undefined,
-        });
-        const maxWaitMs = positive(options.maxWaitMs, this.maxWaitMs);
-        const approvalDeadline = Date.now() + nonNegative(options.approvalWaitMs, this.approvalWaitMs);
-        let resp = await this.settleClaim(effect.key, body, owner, fresh, maxWaitMs, signal);
-        for (;;) {
-            switch (resp.status) {
-                case "granted":
-                    return this.execute(effect, resp, fn, signal);
-                case "duplicate":
-                    return {
-                        status: "duplicate", result: resp.intent?.result, value: undefined, ran: false,
-                        intent: resp.intent, owner, fencingToken: 0,
-                    };
-                case "pending_approval":
-                    await this.awaitDecision(effect.key, resp.intent, approvalDeadline, signal);
-                    resp = await this.settleClaim(effect.key, body, owner, fresh, maxWaitMs, signal);
-                    continue;
-            }
-            throw new IntentdError(`intentd: claim ${JSON.stringify(effect.key)}: unexpected status ${JSON.stringify(resp.status)}`);
-        }
+        const body = claimBody({ key: effect.key, tool: effect.tool, payload, owner, policy: effect.policy, leaseMs: effect.leaseMs });
+        const resp = await this.run(settle(this.core, {
+            key: effect.key, body, owner, fresh,
+            maxWaitMs: positive(options.maxWaitMs, this.core.maxWaitMs),
+            approvalWaitMs: nonNegative(options.approvalWaitMs, this.core.approvalWaitMs),
+        }, signal), signal);
+        if (resp.status === "granted")
+            return this.execute(effect, resp, fn, signal);
+        return duplicate(resp, owner);
     }
     /**
      * once wraps a tool function so that each logical call of it runs at most
@@ -885,218 +522,17 @@ export class Client {
         };
     }
     /**
-     * settleClaim claims until the answer is definite: it re-sends the same
-     * claim (same owner) while its outcome is unknown or the cluster cannot
-     * answer, and waits (long-poll) while another owner holds the key, for up
-     * to maxWaitMs and within signal. fresh says the owner was made for this
-     * call, so any grant to it is this call's.
+     * execute runs fn under the grant while a timer renews its lease every
+     * lease/3, then records how fn ended (flow.ts's record) under the
+     * report's own deadline, also after the caller's signal ended: an effect
+     * that happened is reported rather than left to turn in_doubt.
      */
-    async settleClaim(key, body, owner, fresh, maxWaitMs, signal) {
-        const deadline = Date.now() + maxWaitMs;
-        let unknown = false; // an attempt of this call may have been granted
-        let released = false; // this call already reported its own unused grant
-        for (let attempt = 0;; attempt++) {
-            let err;
-            try {
-                return await this.claimRaw(body, owner, signal);
-            }
-            catch (e) {
-                err = e;
-            }
-            if (signal?.aborted) {
-                if (err instanceof OutcomeUnknownError)
-                    throw err;
-                if (unknown)
-                    throw this.claimGaveUp(key, err, true, maxWaitMs);
-                throw err;
-            }
-            let wait;
-            if (err instanceof InFlightError) {
-                // Definite: another owner holds the key, so no attempt of this call
-                // was granted.
-                unknown = false;
-                const left = deadline - Date.now();
-                if (left <= 0)
-                    throw this.claimGaveUp(key, err, false, maxWaitMs);
-                try {
-                    await this.awaitHolder(key, err, attempt, left, signal);
-                }
-                catch (e) {
-                    if (signal?.aborted)
-                        throw e;
-                }
-                continue;
-            }
-            else if (err instanceof InDoubtError && fresh && !released && err.intent?.owner === owner) {
-                // A lost answer granted this call's own owner, whose lease then
-                // passed while the call could not reach the cluster. This call has
-                // not run the effect, and the owner is this call's alone: say the
-                // grant failed unused and claim again.
-                try {
-                    await this.report({
-                        key, owner, fencingToken: err.intent.fencingToken, outcome: "failed",
-                        result: JSON.stringify({ error: "the claim's answer was lost and its lease passed; the effect never ran" }),
-                    }, signal);
-                }
-                catch (e) {
-                    throw new IntentdError(`intentd: claim ${JSON.stringify(key)}: its own earlier grant passed unused and reporting that failed: ${errorMessage(e)}`, { cause: e });
-                }
-                released = true;
-                unknown = false;
-                continue;
-            }
-            else if (retryableForDo(err)) {
-                if (maybeApplied(err))
-                    unknown = true;
-                wait = this.backoff(attempt, err instanceof ProblemError ? err.retryAfterMs : 0);
-            }
-            else {
-                throw err;
-            }
-            const left = deadline - Date.now();
-            if (left <= 0)
-                throw this.claimGaveUp(key, err, unknown, maxWaitMs);
-            try {
-                await sleep(Math.min(wait, left), signal);
-            }
-            catch (e) {
-                if (unknown)
-                    throw this.claimGaveUp(key, err, true, maxWaitMs);
-                throw e;
-            }
-        }
-    }
-    /** claimGaveUp is the error of a claim that never got a definite answer (or stayed in flight). */
-    claimGaveUp(key, last, unknown, maxWaitMs) {
-        if (last instanceof InFlightError)
-            return last;
-        if (unknown && !(last instanceof OutcomeUnknownError)) {
-            return new OutcomeUnknownError({
-                status: last instanceof ProblemError ? last.status : 0, code: "outcome_unknown", title: "Outcome unknown",
-                detail: `claim ${JSON.stringify(key)}: no definite answer within ${maxWaitMs} ms and an earlier attempt may have been granted: ${errorMessage(last)}`,
-                cause: last,
-            });
-        }
-        return last instanceof Error ? last : new IntentdError(errorMessage(last), { cause: last });
-    }
-    /**
-     * awaitHolder waits while another owner holds the key: a long-poll for the
-     * next change of its record (a renewal, a report, the lease passing), else
-     * backoff bounded by the holder's Retry-After.
-     */
-    async awaitHolder(key, err, attempt, left, signal) {
-        const version = err.intent?.version;
-        if (version !== undefined && version > 0) {
-            // Wake at the latest when the holder's lease should have passed.
-            const until = err.retryAfterMs > 0 ? err.retryAfterMs + 250 : 30000;
-            const waitMs = Math.max(50, Math.min(left, until, MAX_LONG_POLL_MS));
-            const started = Date.now();
-            // The poll (and any 429 it waits out) ends with the wait.
-            const bounded = linkSignals([signal], left + 1000);
-            try {
-                await this.getWith(key, { waitMs, afterVersion: version, signal: bounded.signal }, 0);
-                return;
-            }
-            catch (e) {
-                if (signal?.aborted)
-                    throw e;
-                if (e instanceof NotFoundError || bounded.timedOut())
-                    return; // gone (purged), or out of time: claim again
-                // Too many waiters, unavailable ...: fall back to backoff, unless
-                // the poll itself took its time.
-                if (Date.now() - started >= waitMs)
-                    return;
-            }
-            finally {
-                bounded.dispose();
-            }
-        }
-        let wait = this.backoff(attempt, 0);
-        if (err.retryAfterMs > 0 && err.retryAfterMs < wait)
-            wait = err.retryAfterMs;
-        await sleep(Math.min(wait, Math.max(0, left)), signal);
-    }
-    /**
-     * awaitDecision long-polls a pending intent until it is no longer
-     * pending_approval, or throws PendingApprovalError at the deadline.
-     */
-    async awaitDecision(key, intent, deadline, signal) {
-        let current = intent;
-        for (let attempt = 0;; attempt++) {
-            if (current && current.state !== "pending_approval")
-                return;
-            const left = deadline - Date.now();
-            if (left <= 0) {
-                throw new PendingApprovalError({
-                    status: 202, code: "pending_approval", title: "Pending approval",
-                    detail: "the intent waits for an approver; nothing may run before it is approved", intent: current,
-                });
-            }
-            // The poll (and any 429 it waits out) ends with the approval wait.
-            const bounded = linkSignals([signal], left + 1000);
-            try {
-                current = await this.getWith(key, {
-                    waitMs: Math.min(left, MAX_LONG_POLL_MS), afterVersion: current?.version ?? 0, signal: bounded.signal,
-                }, 0);
-            }
-            catch (e) {
-                if (signal?.aborted)
-                    throw e;
-                if (bounded.timedOut())
-                    continue;
-                if (!retryableForDo(e))
-                    throw e;
-                await sleep(Math.min(this.backoff(attempt, e instanceof ProblemError ? e.retryAfterMs : 0), left), signal);
-                if (e instanceof ProblemError && e.status === 429) {
-                    // The node will not hold another long-poll now (too_many_waiters):
-                    // read without waiting instead.
-                    try {
-                        current = await this.getWith(key, { signal }, 0);
-                    }
-                    catch (e2) {
-                        if (signal?.aborted)
-                            throw e2;
-                    }
-                }
-            }
-            finally {
-                bounded.dispose();
-            }
-        }
-    }
-    /** report sends a complete until the ledger answers definitely or signal ends. result is JSON text. */
-    async report(req, signal) {
-        const body = jsonBody({
-            owner: req.owner, fencing_token: req.fencingToken, outcome: req.outcome,
-            result: req.result === undefined ? undefined : new RawJSON(req.result),
-        });
-        for (let attempt = 0;; attempt++) {
-            try {
-                return await this.intentCall(req.key, "complete", body, signal);
-            }
-            catch (err) {
-                if (signal?.aborted || !retryableForDo(err))
-                    throw err;
-                try {
-                    await sleep(this.backoff(attempt, err instanceof ProblemError ? err.retryAfterMs : 0), signal);
-                }
-                catch {
-                    throw err;
-                }
-            }
-        }
-    }
-    /** execute runs fn under the grant, renewing its lease, and records the outcome. */
     async execute(effect, resp, fn, signal) {
         const grant = {
             key: effect.key, owner: resp.owner, fencingToken: resp.fencingToken,
             executionToken: resp.executionToken, intent: resp.intent,
         };
-        let lease = effect.leaseMs && effect.leaseMs > 0 ? effect.leaseMs : 0;
-        if (lease <= 0 && resp.intent?.leaseMs)
-            lease = resp.intent.leaseMs;
-        if (lease <= 0)
-            lease = 30000;
+        const lease = leaseFor(effect.leaseMs, resp);
         const fnSignal = linkSignals([signal]);
         const every = Math.max(lease / 3, 1);
         let stopped = false;
@@ -1116,7 +552,7 @@ export class Client {
                 catch (err) {
                     if (stopped || signal?.aborted)
                         return;
-                    if (err instanceof FencedError || err instanceof InDoubtError || err instanceof InvalidStateError || err instanceof NotFoundError) {
+                    if (grantLost(err)) {
                         // The right to execute is gone.
                         stopped = true;
                         fnSignal.abort(err);
@@ -1144,98 +580,32 @@ export class Client {
                 await renewing;
             fnSignal.dispose();
         };
-        let value;
-        let threw = false;
-        let ferr;
+        let ran;
         try {
-            value = await fn(grant, fnSignal.signal);
+            ran = { threw: false, value: await fn(grant, fnSignal.signal) };
         }
         catch (e) {
-            threw = true;
-            ferr = e;
+            ran = { threw: true, err: e };
         }
         finally {
             await stop();
         }
         const out = {
-            status: undefined, result: undefined, value, ran: true, intent: resp.intent, owner: grant.owner, fencingToken: grant.fencingToken,
+            status: undefined, result: undefined, value: ran.threw ? undefined : ran.value, ran: true,
+            intent: resp.intent, owner: grant.owner, fencingToken: grant.fencingToken,
         };
-        if (threw && isEffectUnknown(ferr)) {
+        if (ran.threw && isEffectUnknown(ran.err)) {
             // Nothing recorded: the intent turns in_doubt when its lease passes.
-            throw ferr;
+            throw ran.err;
         }
-        // Reported with its own deadline, also after the caller's signal ended:
-        // an effect that happened is reported rather than left to turn in_doubt.
-        const rs = linkSignals([], this.reportTimeoutMs);
+        const rs = linkSignals([], this.core.reportTimeoutMs);
         try {
-            if (threw) {
-                try {
-                    const done = await this.report({ key: grant.key, owner: grant.owner, fencingToken: grant.fencingToken, outcome: "failed", result: errorResult(ferr) }, rs.signal);
-                    out.status = "failed";
-                    out.intent = done.intent;
-                }
-                catch {
-                    // Recording the failure failed: the key turns in_doubt when its
-                    // lease passes. The function's own error is what the caller gets.
-                }
-                throw ferr;
-            }
-            let result;
-            let encErr;
-            if (value !== undefined) {
-                try {
-                    result = encodeJSON(value, "result");
-                }
-                catch (e) {
-                    encErr = e;
-                }
-            }
-            let done;
-            try {
-                try {
-                    done = await this.report({ key: grant.key, owner: grant.owner, fencingToken: grant.fencingToken, outcome: "executed", result }, rs.signal);
-                }
-                catch (e) {
-                    if (!(e instanceof BadRequestError) || result === undefined)
-                        throw e;
-                    // The ledger will not store this result (too large): record the
-                    // effect without it rather than leave it to turn in_doubt.
-                    encErr = e;
-                    result = undefined;
-                    done = await this.report({ key: grant.key, owner: grant.owner, fencingToken: grant.fencingToken, outcome: "executed" }, rs.signal);
-                }
-            }
-            catch (e) {
-                throw new ReportError(`intentd: effect ${JSON.stringify(effect.key)} ran but recording it failed: ${errorMessage(e)}`, out, e);
-            }
-            out.status = "executed";
-            out.intent = done.intent;
-            out.result = done.intent?.result !== undefined ? done.intent.result : result !== undefined ? JSON.parse(result) : undefined;
-            if (this.autoCommit) {
-                try {
-                    const cr = await this.commit({ key: grant.key, owner: grant.owner }, { signal: rs.signal });
-                    if (cr.intent)
-                        out.intent = cr.intent;
-                }
-                catch {
-                    // best-effort
-                }
-            }
-            if (encErr !== undefined) {
-                throw new ReportError(`intentd: effect ${JSON.stringify(effect.key)} executed and recorded without its result: ${errorMessage(encErr)}`, out, encErr);
-            }
-            return out;
+            return await this.run(record(this.core, grant, ran, out, rs.signal), rs.signal);
         }
         finally {
             rs.dispose();
         }
     }
-}
-/** retryableForDo: err says the cluster could not answer, or asked to slow down (do()'s retryable). */
-function retryableForDo(err) {
-    if (err instanceof ProblemError && (err.status >= 500 || err.status === 429))
-        return true;
-    return err instanceof OutcomeUnknownError || err instanceof UnavailableError || err instanceof RateLimitedError;
 }
 /** raceSignal settles with p, or rejects with signal's reason when it aborts first. */
 function raceSignal(p, signal) {

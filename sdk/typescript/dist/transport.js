@@ -2,7 +2,8 @@
 // node, as a Sender. Two implement it: fetch (here; every runtime) and
 // node:http with a keep-alive agent (node.ts; Node only, loaded on demand),
 // which costs a fraction of fetch's CPU per request on Node. Retries,
-// routing and error semantics stay in client.ts, the same for both.
+// routing and error semantics stay in core.ts and flow.ts (driven by
+// client.ts), the same for both.
 import { linkSignals } from "./util.js";
 const timeouts = new WeakSet();
 /** markTimeout records that err ended an attempt because its timeoutMs passed. */
