@@ -60,6 +60,19 @@ func (e *episodeRecord) eventList() []string {
 	return append([]string(nil), e.events...)
 }
 
+// hasEffect reports whether the provider performed an effect of the
+// delivery.
+func (e *episodeRecord) hasEffect(delivery string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range e.effects {
+		if f.delivery == delivery {
+			return true
+		}
+	}
+	return false
+}
+
 // book holds the records of a run's episodes by label.
 type book struct {
 	mu  sync.Mutex

@@ -367,13 +367,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		defer tp.stop()
 		px.tool = tp.url
-		px.crashLane = func(ctx context.Context) (string, func() string, error) {
+		px.crashLane = func(ctx context.Context) (string, func(bool) string, error) {
 			one, err := start(ctx, cfg.Lease)
 			if err != nil {
 				return "", nil, err
 			}
-			return one.url, func() string {
-				how := one.reap()
+			return one.url, func(dying bool) string {
+				how := ""
+				if dying { // else it answered: it is alive, and stops at once
+					how = one.reap()
+				}
 				one.stop()
 				return how
 			}, nil
@@ -427,7 +430,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if px.tool, err = serve(lane.Handler); err != nil {
 			return nil, err
 		}
-		px.crashLane = func(ctx context.Context) (string, func() string, error) {
+		px.crashLane = func(ctx context.Context) (string, func(bool) string, error) {
 			one, err := startMCPLane(ctx, ledger, tool, cfg.Lease, broken, nil)
 			if err != nil {
 				return "", nil, err
@@ -437,7 +440,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				one.close()
 				return "", nil, err
 			}
-			return url, func() string {
+			return url, func(bool) string {
 				stop()
 				return one.close()
 			}, nil

@@ -348,17 +348,7 @@ func mcpAnswerOutcome(status int, header http.Header, body []byte) (outcome, det
 		Result json.RawMessage `json:"result"`
 		Error  *jsonrpc.Error  `json:"error"`
 	}
-	msg := body
-	if strings.HasPrefix(header.Get("Content-Type"), "text/event-stream") {
-		msg = nil
-		sc := bufio.NewScanner(bytes.NewReader(body))
-		sc.Buffer(nil, maxToolBody)
-		for sc.Scan() {
-			if d, ok := strings.CutPrefix(sc.Text(), "data:"); ok && strings.Contains(d, `"id"`) {
-				msg = []byte(d)
-			}
-		}
-	}
+	msg := mcpAnswerMessage(header, body)
 	switch {
 	case json.Unmarshal(msg, &resp) == nil && resp.Error != nil:
 		return mcpOutcome(nil, resp.Error)
@@ -372,6 +362,40 @@ func mcpAnswerOutcome(status int, header http.Header, body []byte) (outcome, det
 		return "error", "unreadable result: " + err.Error()
 	}
 	return mcpOutcome(&res, nil)
+}
+
+// mcpAnswerMessage is the JSON-RPC response in the gate's HTTP answer to
+// a tools/call: the body, or the data of its last event that carries an
+// id when the answer is server-sent events.
+func mcpAnswerMessage(header http.Header, body []byte) []byte {
+	if !strings.HasPrefix(header.Get("Content-Type"), "text/event-stream") {
+		return body
+	}
+	var msg []byte
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(nil, maxToolBody)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data:"); ok && strings.Contains(d, `"id"`) {
+			msg = []byte(d)
+		}
+	}
+	return msg
+}
+
+// mcpAnswerStatus is the gate's status (structuredContent "status") in
+// its HTTP answer to a tools/call, "" when the answer has none.
+func mcpAnswerStatus(header http.Header, body []byte) mcpgate.Status {
+	var resp struct {
+		Result struct {
+			StructuredContent struct {
+				Status mcpgate.Status `json:"status"`
+			} `json:"structuredContent"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(mcpAnswerMessage(header, body), &resp) != nil {
+		return ""
+	}
+	return resp.Result.StructuredContent.Status
 }
 
 // mcpOutcome maps the gate's answer to a charge onto the canary's

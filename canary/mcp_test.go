@@ -68,7 +68,7 @@ func TestProxyAppliesThePlanThroughMCP(t *testing.T) {
 	}
 	defer stopTool()
 	px := &proxy{book: b, tool: toolURL, hc: newHTTPClient(4), ctx: ctx, via: ViaMCP}
-	px.crashLane = func(context.Context) (string, func() string, error) {
+	px.crashLane = func(context.Context) (string, func(bool) string, error) {
 		var stop func()
 		died := make(chan struct{})
 		url, s, err := serveOne(mcpHandler(NewMCPTool(PlainToolConfig{Provider: prov.URL, Die: func() {
@@ -76,7 +76,7 @@ func TestProxyAppliesThePlanThroughMCP(t *testing.T) {
 			stop()
 		}})))
 		stop = s
-		return url, func() string {
+		return url, func(bool) string {
 			stop()
 			select {
 			case <-died:

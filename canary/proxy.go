@@ -3,6 +3,7 @@ package canary
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/intentledger/intentd/mcpgate"
 	idem "github.com/intentledger/intentd/proxy"
 )
 
@@ -38,10 +40,14 @@ type proxy struct {
 	tool string
 	// crashLane, if set, starts a fresh tool process (or, through the MCP
 	// gate in-process, a fresh gate and tool) for one crash delivery and
-	// returns its URL and a function that waits for it to die, stops it
-	// and says how it died. Unset, crash deliveries go to tool (an
-	// in-process crash point).
-	crashLane func(ctx context.Context) (url string, reap func() string, err error)
+	// returns its URL and a function that stops it and says how its tool
+	// died ("" if it did not); dying says the call got no answer, so a
+	// process is waited for (bounded) to end by itself. Unset, crash
+	// deliveries go to tool (an in-process crash point).
+	crashLane func(ctx context.Context) (url string, reap func(dying bool) string, err error)
+	// injectWait bounds how long a crash delivery is tried on fresh lanes
+	// until its crash is injected (default crashInjectWait).
+	injectWait time.Duration
 	// crashTool, if set (and crashLane is not), is where crash deliveries
 	// go instead of tool: the crash lane's intent-proxy, with a short lease.
 	crashTool string
@@ -173,35 +179,116 @@ type agentCall struct {
 // episode, delivery and crash point travel as headers; through the MCP
 // gate in the tools/call's _meta.
 func (p *proxy) forward(ctx context.Context, rec *episodeRecord, label, delivery, crash string, call agentCall) (int, http.Header, []byte) {
-	target, reap := p.tool, func() string { return "" }
-	if crash != "" && p.crashLane == nil && p.crashTool != "" {
+	if crash != "" && p.crashLane != nil {
+		return p.forwardCrash(ctx, rec, label, delivery, crash, call)
+	}
+	target := p.tool
+	if crash != "" && p.crashTool != "" {
 		target = p.crashTool
 	}
-	if crash != "" && p.crashLane != nil {
-		url, r, err := p.crashLane(ctx)
-		if err != nil {
-			rec.add("%s: cannot start a tool process: %v", delivery, err)
+	d := p.send(ctx, rec, target, label, delivery, crash, call, nil)
+	p.outcome(rec, d.outcome)
+	return d.status, d.header, d.answer
+}
+
+// crashInjectWait bounds how long the proxy keeps trying to inject one
+// planned crash into a fresh lane (forwardCrash).
+const crashInjectWait = 60 * time.Second
+
+// forwardCrash sends a crash delivery to a fresh lane (crashLane) and
+// records its outcome. The plan says the tool dies at the crash point; a
+// lane that never got the call that far did not inject the fault: its
+// tool process could not be started, or its gate (intent-proxy) answered
+// that the tool was not run and a retry is safe (the ledger could not be
+// reached, its answer to the claim was lost, the tool's server was not
+// connected: notRunAnswer). Recording that answer would make the episode
+// depend on the machine's load (the retry that follows runs the effect
+// for the first time instead of finding the key in doubt), so the proxy
+// stops that lane and sends the same delivery to a fresh one, until the
+// crash is injected or crashInjectWait passes; the attempts show in the
+// episode's events, not in its canonical log. Any other answer is
+// recorded as it is, and so is a "not run" answer when the provider saw
+// an effect of the delivery after all: that is the gate's to answer for.
+func (p *proxy) forwardCrash(ctx context.Context, rec *episodeRecord, label, delivery, crash string, call agentCall) (int, http.Header, []byte) {
+	wait := p.injectWait
+	if wait <= 0 {
+		wait = crashInjectWait
+	}
+	deadline := time.Now().Add(wait)
+	for attempt := 0; ; attempt++ {
+		again := time.Now().Before(deadline)
+		d, retry := p.crashOnce(ctx, rec, label, delivery, crash, call, again)
+		if !retry {
+			p.outcome(rec, d.outcome)
+			return d.status, d.header, d.answer
+		}
+		t := time.NewTimer(min(100*time.Millisecond<<attempt, 2*time.Second))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			rec.add("%s: the crash was never injected: %v", delivery, ctx.Err())
 			p.outcome(rec, "error")
 			return 0, nil, nil
 		}
-		var once sync.Once
-		var how string
-		reap = func() string {
-			once.Do(func() { how = r() })
-			return how
-		}
-		defer reap() // a lane whose tool did not die is stopped all the same
-		target = url
-		rec.add("%s: proxy sends it to a fresh tool process", delivery)
 	}
+}
+
+// crashOnce sends a crash delivery to one fresh lane, stops the lane and
+// says whether the crash was not injected and may be tried again (only
+// when again is set).
+func (p *proxy) crashOnce(ctx context.Context, rec *episodeRecord, label, delivery, crash string, call agentCall, again bool) (d delivered, retry bool) {
+	url, r, err := p.crashLane(ctx)
+	if err != nil {
+		if again && ctx.Err() == nil {
+			rec.add("%s: cannot start a tool process (%v); the crash is not injected, the proxy tries a fresh one", delivery, err)
+			return delivered{}, true
+		}
+		rec.add("%s: cannot start a tool process: %v", delivery, err)
+		return delivered{outcome: "error"}, false
+	}
+	var once sync.Once
+	var how string
+	reap := func(dying bool) string {
+		once.Do(func() { how = r(dying) })
+		return how
+	}
+	defer reap(false) // a lane whose tool did not die is stopped all the same
+	rec.add("%s: proxy sends it to a fresh tool process", delivery)
+	d = p.send(ctx, rec, url, label, delivery, crash, call, reap)
+	if d.notRun == "" || !again || ctx.Err() != nil || rec.hasEffect(delivery) {
+		return d, false
+	}
+	reap(false) // the lane's gate finishes its background work (a release) before the next lane claims
+	rec.add("%s: the crash is not injected: the tool was not reached (%s); the proxy sends it to a fresh tool process again", delivery, d.notRun)
+	return d, true
+}
+
+// delivered is what one delivery got from the tool: its status, headers
+// and body (status 0: no answer), the outcome to record and, for an
+// answer that says the tool was not run and a retry is safe, its status
+// or code (notRunAnswer).
+type delivered struct {
+	status  int
+	header  http.Header
+	answer  []byte
+	outcome string
+	notRun  string
+}
+
+// send makes one delivery to target and reads the tool's outcome. reap,
+// for a delivery to a crash lane, stops the lane: dying says its tool is
+// expected to be dying (the call got no answer), so a process lane waits
+// (bounded) for it to end.
+func (p *proxy) send(ctx context.Context, rec *episodeRecord, target, label, delivery, crash string, call agentCall,
+	reap func(dying bool) string) delivered {
 	path, body := "/charge", call.body
 	if call.mcp != nil {
 		path, body = mcpPath, call.mcp.rewrite(delivery, crash)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+path, bytes.NewReader(body))
 	if err != nil {
-		p.outcome(rec, "error")
-		return 0, nil, nil
+		return delivered{outcome: "error"}
 	}
 	for k, v := range call.header {
 		req.Header[k] = append([]string(nil), v...)
@@ -215,22 +302,22 @@ func (p *proxy) forward(ctx context.Context, rec *episodeRecord, label, delivery
 		}
 	}
 	deliverOnce(req)
-	died := func() (int, http.Header, []byte) {
-		if how := reap(); how != "" {
-			rec.add("%s: %s", delivery, how)
+	died := func(dying bool) delivered {
+		if reap != nil {
+			if how := reap(dying); how != "" {
+				rec.add("%s: %s", delivery, how)
+			}
 		}
 		rec.add("%s: the tool died %s the effect", delivery, crash)
-		p.outcome(rec, "crashed")
-		return 0, nil, nil
+		return delivered{outcome: "crashed"}
 	}
 	resp, err := p.hc.Do(req)
 	if err != nil {
 		if crash != "" {
-			return died()
+			return died(true)
 		}
 		rec.add("%s: tool unreachable: %v", delivery, err)
-		p.outcome(rec, "error")
-		return 0, nil, nil
+		return delivered{outcome: "error"}
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxToolBody))
@@ -240,13 +327,13 @@ func (p *proxy) forward(ctx context.Context, rec *episodeRecord, label, delivery
 		// intent-proxy in front of a tool that died in-process: the
 		// proxy saw the connection die and records nothing.
 		rec.add("%s: intent-proxy answers %d: the tool gave no answer", delivery, resp.StatusCode)
-		return died()
+		return died(false)
 	case crash != "" && p.via == ViaMCP && outcome == "in_doubt":
 		// The MCP gate in front of a tool that died in-process: it saw
 		// its call die unanswered, recorded nothing and says in_doubt
 		// (the delivery is the key's first, so nothing else can be).
 		rec.add("%s: the MCP gate answers in_doubt: the tool gave no answer", delivery)
-		return died()
+		return died(false)
 	}
 	if err != nil || outcome == "" || outcome == outcomeNoAnswer {
 		outcome = "error"
@@ -256,8 +343,41 @@ func (p *proxy) forward(ctx context.Context, rec *episodeRecord, label, delivery
 	} else {
 		rec.add("%s: tool answers %s", delivery, outcome)
 	}
-	p.outcome(rec, outcome)
-	return resp.StatusCode, resp.Header, answer
+	d := delivered{status: resp.StatusCode, header: resp.Header, answer: answer, outcome: outcome}
+	if err == nil && outcome == "error" {
+		d.notRun = notRunAnswer(p.via, resp.Header, answer)
+	}
+	return d
+}
+
+// notRunAnswer is the status (MCP gate) or problem code (intent-proxy)
+// of an answer that says the tool was not run and retrying the call is
+// safe: the ledger could not be reached, its answer to the claim was lost
+// (the gate released the claim), or the tool's server was not connected
+// or could not be reached. "" for any other answer.
+func notRunAnswer(via Via, header http.Header, body []byte) string {
+	switch via {
+	case ViaMCP:
+		switch st := mcpAnswerStatus(header, body); st {
+		case mcpgate.StatusLedgerUnavailable, mcpgate.StatusOutcomeUnknown, mcpgate.StatusUpstreamUnavailable:
+			return string(st)
+		}
+	case ViaHTTPProxy:
+		if header.Get("Content-Type") != "application/problem+json" {
+			return ""
+		}
+		var p struct {
+			Code string `json:"code"`
+		}
+		if json.Unmarshal(body, &p) != nil {
+			return ""
+		}
+		switch c := idem.Code(p.Code); c {
+		case idem.CodeLedgerUnavailable, idem.CodeOutcomeUnknown, idem.CodeUpstreamUnreachable:
+			return string(c)
+		}
+	}
+	return ""
 }
 
 // pass relays MCP traffic that is not a charge (discovery,

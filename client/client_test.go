@@ -226,7 +226,7 @@ func TestRefusalsMatchSentinels(t *testing.T) {
 
 	_, err = c.Claim(ctx, claimReq("k", "agent-2"))
 	p := requireOnly(t, err, "ErrInFlight")
-	if p.Status != http.StatusConflict || p.RetryAfter != 30*time.Second || p.Intent == nil || p.Intent.Owner != "agent-1" {
+	if p.Status != http.StatusConflict || p.RetryAfter != time.Second || p.Intent == nil || p.Intent.Owner != "agent-1" {
 		t.Errorf("in_flight problem = %+v", p)
 	}
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -34,7 +33,8 @@ type Effect struct {
 	// Policy names a ledger policy (optional).
 	Policy string
 	// Lease is how long the grant holds without a report; zero takes the
-	// server's default (30 s). Do renews it every Lease/3 while fn runs.
+	// server's default (DefaultLease, unless a policy or the server says
+	// otherwise). Do renews it every Lease/3 while fn runs.
 	Lease time.Duration
 	// ApprovalWait is how long Do waits for an intent that a policy holds
 	// for approval: it long-polls the intent and, once approved, claims it
@@ -120,8 +120,8 @@ const maxErrorResultBytes = 1024
 //     the answer is lost or the cluster cannot answer; it never makes a
 //     new owner per attempt.
 //   - granted: Do runs fn exactly once, with a Grant (owner, fencing token,
-//     execution token). While fn runs Do renews the lease every lease/3 in
-//     the background and stops when fn returns. If a renewal is refused
+//     execution token). While fn runs Do holds the grant (Hold): it renews
+//     the lease every lease/3 in the background and stops when fn returns. If a renewal is refused
 //     (fenced or in_doubt: the lease passed and the right to execute is
 //     gone) Do cancels fn's context; context.Cause(ctx) then matches
 //     ErrFenced or ErrInDoubt. fn should stop before performing the effect
@@ -210,7 +210,7 @@ func (c *Client) Do(ctx context.Context, e Effect, fn func(ctx context.Context, 
 	}
 	switch resp.Status {
 	case StatusGranted:
-		return c.execute(ctx, e, resp, fn)
+		return c.execute(ctx, e, req, resp, fn)
 	case StatusDuplicate:
 		out := &EffectResult{Status: EffectDuplicate, Intent: resp.Intent, Owner: owner}
 		if resp.Intent != nil {
@@ -383,78 +383,41 @@ func retryAfterOf(err error) time.Duration {
 	return 0
 }
 
-// execute runs fn under the grant, renewing its lease, and records the
-// outcome.
-func (c *Client) execute(ctx context.Context, e Effect, resp *ClaimResponse, fn func(context.Context, *Grant) (any, error)) (*EffectResult, error) {
-	g := &Grant{Key: e.Key, Owner: resp.Owner, FencingToken: resp.FencingToken, ExecutionToken: resp.ExecutionToken, Intent: resp.Intent}
-	lease := e.Lease
-	if lease <= 0 && resp.Intent != nil {
-		lease = time.Duration(resp.Intent.LeaseMS) * time.Millisecond
-	}
-	if lease <= 0 {
-		lease = 30 * time.Second
-	}
-
-	fctx, cancel := context.WithCancelCause(ctx)
-	stopRenewing := make(chan struct{})
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		c.KeepAlive(ctx, RenewRequest{Key: g.Key, Owner: g.Owner, FencingToken: g.FencingToken, Lease: lease}, stopRenewing,
-			func(err error) { cancel(err) })
-	}()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			// A renewal under way finishes first, so it cannot land after
-			// the report.
-			close(stopRenewing)
-			<-renewed
-			cancel(nil)
-		})
-	}
-	defer stop() // also when fn panics: stop renewing, record nothing
-	value, ferr := fn(fctx, g)
-	stop()
+// execute runs fn under the grant, held (Hold) while it runs, and records
+// the outcome.
+func (c *Client) execute(ctx context.Context, e Effect, req ClaimRequest, resp *ClaimResponse, fn func(context.Context, *Grant) (any, error)) (*EffectResult, error) {
+	held := Hold(ctx, c, req, resp, HoldOptions{ReportTimeout: c.reportTimeout})
+	g := held.Grant()
+	defer held.Stop() // also when fn panics: stop renewing, record nothing
+	value, ferr := fn(held.Context(), g)
+	held.Stop()
 
 	out := &EffectResult{Ran: true, Value: value, Intent: resp.Intent, Owner: g.Owner, FencingToken: g.FencingToken}
 	if ferr != nil && errors.Is(ferr, ErrEffectUnknown) {
 		return out, fmt.Errorf("client: effect %q: nothing recorded; the intent turns in_doubt when its lease passes: %w", e.Key, ferr)
 	}
-
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.reportTimeout)
-	defer rcancel()
-	creq := CompleteRequest{Key: e.Key, Owner: g.Owner, FencingToken: g.FencingToken}
 	if ferr != nil {
-		creq.Outcome = OutcomeFailed
-		creq.Result = errorResult(ferr)
-		done, err := c.Report(rctx, creq)
+		rec, err := held.Record(ctx, OutcomeFailed, errorResult(ferr), nil)
 		if err != nil {
 			return out, fmt.Errorf("client: effect %q failed (%w) and recording that failed: %w", e.Key, ferr, err)
 		}
-		out.Status, out.Intent, out.Result = EffectFailed, done.Intent, recorded(done.Intent, creq.Result)
+		out.Status, out.Intent, out.Result = EffectFailed, rec.Response.Intent, rec.Result
 		return out, fmt.Errorf("client: effect %q failed: %w", e.Key, ferr)
 	}
 
-	creq.Outcome = OutcomeExecuted
 	result, encErr := encodeJSON(value)
-	if encErr == nil {
-		creq.Result = result
-	}
-	done, err := c.Report(rctx, creq)
-	if err != nil && errors.Is(err, ErrBadRequest) && creq.Result != nil {
-		// The ledger will not store this result (too large): record the
-		// effect without it rather than leave it to turn in_doubt.
-		encErr = err
-		creq.Result = nil
-		done, err = c.Report(rctx, creq)
-	}
+	rec, err := held.Record(ctx, OutcomeExecuted, result, nil)
 	if err != nil {
 		return out, fmt.Errorf("client: effect %q ran but recording it failed: %w", e.Key, err)
 	}
-	out.Status, out.Intent, out.Result = EffectExecuted, done.Intent, recorded(done.Intent, creq.Result)
+	if encErr == nil {
+		// The ledger would not store this result (too large): the effect
+		// is recorded without it rather than left to turn in_doubt.
+		encErr = rec.Refused
+	}
+	out.Status, out.Intent, out.Result = EffectExecuted, rec.Response.Intent, rec.Result
 	if c.autoCommit {
-		if cr, err := c.Commit(rctx, CommitRequest{Key: e.Key, Owner: g.Owner}); err == nil && cr.Intent != nil {
+		if cr, err := held.Commit(ctx); err == nil && cr.Intent != nil {
 			out.Intent = cr.Intent
 		}
 	}
@@ -462,14 +425,6 @@ func (c *Client) execute(ctx context.Context, e Effect, resp *ClaimResponse, fn 
 		return out, fmt.Errorf("client: effect %q executed and recorded without its result: %w", e.Key, encErr)
 	}
 	return out, nil
-}
-
-// recorded is the result the ledger stored, or what was sent.
-func recorded(in *Intent, sent json.RawMessage) json.RawMessage {
-	if in != nil && len(in.Result) > 0 {
-		return in.Result
-	}
-	return sent
 }
 
 // errorResult is the result recorded for a failed effect.

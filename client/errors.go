@@ -91,7 +91,7 @@ var sentinelCodes = map[error][]string{
 	ErrRejected:        {"rejected"},
 	ErrPendingApproval: {"pending_approval"},
 	ErrNotFound:        {"not_found", "policy_not_found", "unknown_peer"},
-	ErrInvalidState:    {"invalid_state", "not_pending_approval", "already_approved", "version_mismatch", "peer_is_leader", "no_live_majority", "not_voter"},
+	ErrInvalidState:    {"invalid_state", "not_pending_approval", "already_approved", "version_mismatch", "peer_is_leader", "no_live_majority", "not_voter", "signing_key_in_use"},
 	ErrBadRequest:      {"bad_request", "too_large", "unprocessable", "unknown_policy", "policy_mismatch"},
 	ErrBlocked:         {"blocked"},
 	ErrTokenUsed:       {"token_used"},

@@ -133,9 +133,11 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 // reconcile adds, as Consul's leader does, the alive gossip members
-// missing from the Raft configuration: as voters or, for members that
-// announce themselves replicas, as nonvoters (a member announcing that it
-// is leaving is not added). With TLS a member is added only once its Raft
+// missing from the Raft configuration: as nonvoters, promoted to voters
+// once they caught up (promoteCaughtUp), or, for members that announce
+// themselves replicas, as nonvoters for good (a member announcing that it
+// is leaving is not added, nor one whose cluster name or KEK differs from
+// the leader's: checkIdentity). With TLS a member is added only once its Raft
 // address proved the node identity it claims (verifyServer; a refusal is
 // remembered in unverified and retried after verifyBackoff).
 //
@@ -172,6 +174,8 @@ func (n *Node) reconcile(ctx context.Context, unverified map[string]time.Time) {
 		}
 		n.addMember(ctx, m, unverified)
 	}
+	n.promoteCaughtUp(ctx, servers)
+	n.warnEvenVoters(voters)
 }
 
 // addMember adds gossip member m to the configuration once its Raft address
@@ -188,6 +192,10 @@ func (n *Node) addMember(ctx context.Context, m member, unverified map[string]ti
 		return
 	}
 	delete(unverified, m.meta.ID)
+	if _, err := n.checkIdentity(ctx, m); err != nil {
+		n.log.Debug("not adding a gossip member", "id", m.meta.ID, "err", err)
+		return
+	}
 	id, addr := raft.ServerID(m.meta.ID), raft.ServerAddress(m.meta.Raft)
 	if m.meta.Replica {
 		n.log.Info("adding replica (nonvoter) from gossip", "id", m.meta.ID, "raft", m.meta.Raft, "region", m.meta.Region)
@@ -196,10 +204,16 @@ func (n *Node) addMember(ctx context.Context, m member, unverified map[string]ti
 		}
 		return
 	}
-	n.log.Info("adding voter from gossip", "id", m.meta.ID, "raft", m.meta.Raft, "region", m.meta.Region)
-	if err := waitFuture(ctx, n.raft.AddVoter(id, addr, 0, n.cfg.ApplyTimeout)); err != nil {
-		n.log.Warn("add voter failed", "id", m.meta.ID, "err", err)
+	// A new voter catches up as a nonvoter first (promoteCaughtUp): added
+	// as a voter at once, a member far behind would count toward the
+	// quorum while it cannot acknowledge a single new entry.
+	n.log.Info("adding a new member from gossip as a nonvoter until it catches up", "id", m.meta.ID, "raft", m.meta.Raft,
+		"region", m.meta.Region)
+	if err := waitFuture(ctx, n.raft.AddNonvoter(id, addr, 0, n.cfg.ApplyTimeout)); err != nil {
+		n.log.Warn("add nonvoter failed", "id", m.meta.ID, "err", err)
+		return
 	}
+	n.joins.startCatchUp(m.meta.ID, time.Now())
 }
 
 // reconcileTrustingGossip is the seeded bug faults.TrustGossipLeave: the

@@ -89,6 +89,10 @@ type memberRequest struct {
 	// Raft and Replica are the node's Raft address and role (opSync).
 	Raft    string `json:"raft,omitempty"`
 	Replica bool   `json:"replica,omitempty"`
+	// Last is the node's last log index (opSync): the leader promotes a
+	// nonvoter only once its log is within ReadyMaxLag of its own. nil:
+	// a node too old to send it.
+	Last *uint64 `json:"last,omitempty"`
 }
 
 // memberAnswer is the answer: OK, or a code and why.
@@ -101,6 +105,14 @@ type memberAnswer struct {
 	ID   string `json:"id,omitempty"`
 	HTTP string `json:"http,omitempty"`
 	Raft string `json:"raft,omitempty"`
+	// Leading, Commit and Last answer opInfo too: whether the node leads,
+	// its commit index and its last log index (progress.go).
+	Leading bool   `json:"leading,omitempty"`
+	Commit  uint64 `json:"commit,omitempty"`
+	Last    uint64 `json:"last,omitempty"`
+	// Identity is the node's cluster name and KEK and API keys digests
+	// (nil from a node too old to tell).
+	Identity *memberIdentity `json:"identity,omitempty"`
 }
 
 // err turns a refusal into an error.
@@ -166,7 +178,9 @@ func (n *Node) serveMember(conn net.Conn) {
 func (n *Node) answerMember(ctx context.Context, req memberRequest, peer string, proven bool) memberAnswer {
 	switch req.Op {
 	case opInfo:
-		return memberAnswer{OK: true, ID: n.cfg.ID, HTTP: n.cfg.HTTPAddr, Raft: n.RaftAddr()}
+		id := n.identity()
+		return memberAnswer{OK: true, ID: n.cfg.ID, HTTP: n.cfg.HTTPAddr, Raft: n.RaftAddr(), Leading: n.raft.State() == raft.Leader,
+			Commit: n.raft.CommitIndex(), Last: n.raft.LastIndex(), Identity: &id}
 	case opLeave, opSync:
 	default:
 		return memberAnswer{Code: codeFailed, Error: fmt.Sprintf("unknown request %q", req.Op)}
@@ -262,6 +276,12 @@ func (n *Node) changeMembership(ctx context.Context, req memberRequest) error {
 				return fmt.Errorf("cluster: demoting %s: %w", req.ID, err)
 			}
 		case !req.Replica && s.Suffrage != raft.Voter:
+			if req.Last != nil {
+				if lag, ok := n.behind(*req.Last); !ok {
+					return fmt.Errorf("cluster: %s is %d entries behind the leader's log, more than %d: it stays a nonvoter until it catches up",
+						req.ID, lag, n.cfg.ReadyMaxLag)
+				}
+			}
 			n.log.Info("promoting a replica to a voter at its own request", "id", req.ID)
 			if err := wait(n.raft.AddVoter(id, addr, 0, n.cfg.ApplyTimeout)); err != nil {
 				return fmt.Errorf("cluster: promoting %s: %w", req.ID, err)
@@ -410,6 +430,11 @@ func (n *Node) requestRemoval(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*leaveBudget)
 	defer cancel()
 	req := memberRequest{Op: opLeave, ID: n.cfg.ID}
+	// A leader elected a moment ago (this node may just have handed
+	// leadership over) has heard from no follower yet and refuses the
+	// removal for want of a live majority: that refusal is final only
+	// once it has had two heartbeat timeouts to hear from them.
+	var silentSince time.Time
 	for {
 		var err error
 		if n.raft.State() == raft.Leader {
@@ -417,7 +442,14 @@ func (n *Node) requestRemoval(ctx context.Context) error {
 		} else {
 			err = n.askLeader(ctx, req, memberChangeTimeout)
 		}
-		if err == nil || errors.Is(err, ErrNoLiveMajority) || errors.Is(err, ErrNotYourself) {
+		if errors.Is(err, ErrNoLiveMajority) {
+			if silentSince.IsZero() {
+				silentSince = time.Now()
+			}
+			if time.Since(silentSince) > 2*n.cfg.Raft.HeartbeatTimeout {
+				return err
+			}
+		} else if err == nil || errors.Is(err, ErrNotYourself) {
 			return err
 		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {
@@ -444,12 +476,13 @@ type provenAddr struct {
 // provenHTTP returns the HTTP address node id told this node over Raft
 // address raftAddr ("" when it has not), waiting up to wait for a proof it
 // starts if there is none. The node's own is its configuration's. (With
-// the seeded bug faults.TrustGossipLeave it is gossip's, as before.)
+// the seeded bugs faults.TrustGossipLeave and TrustGossipIDs it is
+// gossip's, as before.)
 func (n *Node) provenHTTP(id, raftAddr string, wait time.Duration) string {
 	if id == n.cfg.ID {
 		return n.cfg.HTTPAddr
 	}
-	if n.cfg.Faults.Has(faults.TrustGossipLeave) {
+	if n.trustsGossipAddrs() {
 		if m, ok := n.gossip.lookup(id); ok {
 			return m.meta.HTTP
 		}
@@ -518,6 +551,9 @@ func (n *Node) prove(id, raftAddr string, again bool) (http string, running <-ch
 			n.log.Info("a server's HTTP address changed (it said so itself)", "id", id, "from", p.http, "to", ans.HTTP)
 		}
 		p.http, p.at = ans.HTTP, time.Now()
+		if ans.Leading {
+			n.watch.noteCommit(id, ans.Commit)
+		}
 	}()
 	return http, done
 }
@@ -565,7 +601,11 @@ func (n *Node) keepMembership() {
 			backoff = n.cfg.ReconcileInterval
 			continue
 		}
-		req := memberRequest{Op: opSync, ID: n.cfg.ID, Raft: n.RaftAddr(), Replica: n.cfg.Replica}
+		if string(self.Address) == n.RaftAddr() && wantVoter && n.behindLeader() {
+			continue // the leader promotes it once it caught up (progress.go)
+		}
+		last := n.raft.LastIndex()
+		req := memberRequest{Op: opSync, ID: n.cfg.ID, Raft: n.RaftAddr(), Replica: n.cfg.Replica, Last: &last}
 		ctx, cancel := context.WithTimeout(n.ctx, memberChangeTimeout)
 		err := n.askLeader(ctx, req, memberChangeTimeout)
 		cancel()
@@ -578,4 +618,12 @@ func (n *Node) keepMembership() {
 		}
 		n.log.Info("the leader matched this node's address and role", "raft", req.Raft, "replica", req.Replica)
 	}
+}
+
+// trustsGossipAddrs reports whether a seeded bug makes this node take HTTP
+// addresses from gossip, as the cluster did before they were proven:
+// faults.TrustGossipLeave, and faults.TrustGossipIDs (whose rogue member,
+// recorded under the leader's ID, is found through the forwards it gets).
+func (n *Node) trustsGossipAddrs() bool {
+	return n.cfg.Faults.Has(faults.TrustGossipLeave) || n.cfg.Faults.Has(faults.TrustGossipIDs)
 }

@@ -120,6 +120,16 @@ type Config struct {
 	// NetworkWAN (members 30-300 ms apart). Timings set explicitly (Raft,
 	// Gossip) win over the profile's.
 	Network string
+	// ReadyMaxLag is how many entries this node's applied index may be
+	// behind the commit index its leader last reported and still count
+	// ready, and how close to the leader's log a new member's must be
+	// before the leader promotes it from nonvoter to voter (default
+	// DefaultReadyMaxLag; progress.go).
+	ReadyMaxLag uint64
+	// Identity is what every node of the cluster shares (cluster name,
+	// KEK and API keys digests): the leader adds no member whose cluster
+	// name or KEK differs (progress.go).
+	Identity Identity
 }
 
 // The network profiles of Config.Network.
@@ -171,6 +181,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Network == "" {
 		c.Network = NetworkLAN
+	}
+	if c.ReadyMaxLag == 0 {
+		c.ReadyMaxLag = DefaultReadyMaxLag
 	}
 	profile, ok := networkProfiles[c.Network]
 	if !ok {
@@ -253,6 +266,12 @@ type Node struct {
 	memberMu sync.Mutex
 	// removed holds the servers an operator removed (peers.go).
 	removed removedPeers
+	// watch is what the leader last reported to this node; joins the
+	// leader's refusals and members catching up; drops a test hook
+	// (progress.go).
+	watch leaderWatch
+	joins joinCheck
+	drops appendDrops
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -303,7 +322,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.trans = trans
-	n.raftTrans = serialTransport{NetworkTransport: trans, contact: &n.contact}
+	n.raftTrans = serialTransport{NetworkTransport: trans, contact: &n.contact, drops: &n.drops}
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -338,12 +357,13 @@ func New(cfg Config) (*Node, error) {
 	if err := n.startGossip(hasState); err != nil {
 		return nil, err
 	}
-	n.wg.Add(5)
+	n.wg.Add(6)
 	go n.observeLeadership()
 	go n.followLeader()
 	go n.joinAndBootstrap(hasState)
 	go n.watchPeers()
 	go n.keepMembership()
+	go n.watchLeader()
 	ok = true
 	n.log.Info("node started", "log_store", cfg.LogStore, "raft", n.RaftAddr(), "gossip", n.GossipAddr(), "http", cfg.HTTPAddr,
 		"existing_state", hasState, "bootstrap_expect", cfg.BootstrapExpect, "region", cfg.Region, "replica", cfg.Replica,

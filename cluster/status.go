@@ -5,8 +5,6 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
-
-	"github.com/intentledger/intentd/internal/faults"
 )
 
 // caughtUpSlack is how many committed entries a node may still have to
@@ -47,6 +45,10 @@ func (n *Node) Status() Status {
 		st.AppliedIndex = st.CommitIndex
 	}
 	st.LeaderID, st.LeaderHTTP = n.Leader()
+	st.LeaderCommitIndex = n.watch.leaderCommit(st.LeaderID)
+	if st.State == "leader" {
+		st.LeaderCommitIndex = st.CommitIndex
+	}
 	st.Region, st.Role, st.Network = n.cfg.Region, roleName(n.cfg.Replica), n.cfg.Network
 	st.PreferLeaderRegion = n.cfg.PreferLeaderRegion
 	if st.State == "leader" {
@@ -57,11 +59,14 @@ func (n *Node) Status() Status {
 	// A server's HTTP address is the one it told this node itself over its
 	// Raft address; a member known from gossip alone shows none.
 	nodes := map[string]*MemberStatus{}
+	voterCount := 0
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			suffrage := "voter"
 			if s.Suffrage != raft.Voter {
 				suffrage = "nonvoter"
+			} else {
+				voterCount++
 			}
 			nodes[string(s.ID)] = &MemberStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage, Gossip: "unknown",
 				HTTPAddr: n.provenHTTP(string(s.ID), string(s.Address), 0)}
@@ -73,7 +78,7 @@ func (n *Node) Status() Status {
 			ns = &MemberStatus{ID: m.meta.ID, RaftAddr: m.meta.Raft}
 			nodes[m.meta.ID] = ns
 		}
-		if m.meta.ID == n.cfg.ID || n.cfg.Faults.Has(faults.TrustGossipLeave) {
+		if m.meta.ID == n.cfg.ID || n.trustsGossipAddrs() {
 			ns.HTTPAddr = n.provenHTTP(m.meta.ID, m.meta.Raft, 0)
 		}
 		ns.Gossip = gossipState(m.state)
@@ -88,6 +93,12 @@ func (n *Node) Status() Status {
 		st.Nodes = append(st.Nodes, *ns)
 	}
 	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].ID < st.Nodes[j].ID })
+	if w := voterWarning(voterCount); w != "" {
+		st.Warnings = append(st.Warnings, w)
+	}
+	if _, keys := n.watch.verdict(); keys != "" && st.State != "leader" {
+		st.Warnings = append(st.Warnings, keys)
+	}
 	return st
 }
 

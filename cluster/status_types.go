@@ -11,7 +11,11 @@ type Status struct {
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
 	LastIndex    uint64 `json:"last_index"`
-	Ready        bool   `json:"ready"`
+	// LeaderCommitIndex is the commit index the leader last reported to
+	// this node (on the leader, its own; 0 while none is known):
+	// readiness compares the applied index with it (Config.ReadyMaxLag).
+	LeaderCommitIndex uint64 `json:"leader_commit_index,omitempty"`
+	Ready             bool   `json:"ready"`
 	// NotReady says why the node is not ready ("" when it is).
 	NotReady string `json:"not_ready,omitempty"`
 	// Region and Role ("voter" or "replica") are this node's, as
@@ -25,6 +29,10 @@ type Status struct {
 	// what the leader does about it (on the leader only).
 	PreferLeaderRegion string           `json:"prefer_leader_region,omitempty"`
 	Placement          *LeaderPlacement `json:"leader_placement,omitempty"`
+	// Warnings are conditions an operator should know of that do not
+	// make the node unready: an even voter count, API keys that differ
+	// from the leader's.
+	Warnings []string `json:"warnings,omitempty"`
 	// Nodes are the members this node knows of, sorted by ID.
 	Nodes []MemberStatus `json:"nodes"`
 }

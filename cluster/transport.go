@@ -354,6 +354,8 @@ func (s *streamLayer) dialNode(address, id string, timeout time.Duration) (net.C
 type serialTransport struct {
 	*raft.NetworkTransport
 	contact *contacts // nil: not noted
+	// drops is a test hook (progress.go); nil: none.
+	drops *appendDrops
 }
 
 // SetHeartbeatHandler keeps raft's fast path unset: heartbeats reach the
@@ -363,6 +365,9 @@ func (serialTransport) SetHeartbeatHandler(func(raft.RPC)) {}
 // AppendEntries sends the RPC and notes an answer as contact with id.
 func (t serialTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest,
 	resp *raft.AppendEntriesResponse) error {
+	if t.drops.drops(string(id), args) {
+		return errAppendDropped
+	}
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 	if t.contact != nil {
 		t.contact.note(string(id), time.Now(), err == nil)

@@ -231,6 +231,8 @@ func newCommand(t CommandType) Command {
 		return &SetSettings{}
 	case TypeNoteDuplicates:
 		return &NoteDuplicates{}
+	case TypeNoteRefusals:
+		return &NoteRefusals{}
 	}
 	return nil
 }

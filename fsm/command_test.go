@@ -45,6 +45,11 @@ func everyCommand() []fsm.Command {
 				Note: "n2/1740000000123456789", AnsweredAt: 1_740_000_000_123_456_789},
 			{Namespace: "other", Key: "k", Owner: "o", Fingerprint: "not-hex", Note: "n2/1740000000123456790", AnsweredAt: -1},
 		}},
+		&fsm.NoteRefusals{Node: "n1", Notes: []fsm.RefusalNote{
+			{Namespace: ns, Key: "refund:ord_98231", Status: fsm.StatusInFlight, FencingToken: 42, Count: 377,
+				Owners: []string{"agent-9 <retry>", "agent-10"}, MoreOwners: 3, First: 1_740_000_000_123_456_789, Last: 1_740_000_001_000_000_000},
+			{Namespace: "other", Key: "k", Status: fsm.StatusInDoubt, FencingToken: 7, Count: 1, Owners: []string{"o"}, First: -1, Last: -1},
+		}},
 	}
 }
 
@@ -83,7 +88,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			seen[cmd.Type()] = true
 		})
 	}
-	for typ := fsm.TypeClaim; typ <= fsm.TypeNoteDuplicates; typ++ {
+	for typ := fsm.TypeClaim; typ <= fsm.TypeNoteRefusals; typ++ {
 		if !seen[typ] {
 			t.Errorf("command type %d not covered", typ)
 		}

@@ -65,7 +65,7 @@ func rawJSONOf(cmd Command) []byte {
 func hasBinary(t CommandType) bool {
 	switch t {
 	case TypeClaim, TypeComplete, TypeRenew, TypeCommit, TypeResolve, TypeApprove, TypeReject,
-		TypeExpire, TypePurge, TypeUseToken, TypeNoteDuplicates:
+		TypeExpire, TypePurge, TypeUseToken, TypeNoteDuplicates, TypeNoteRefusals:
 		return true
 	}
 	return false
@@ -226,6 +226,23 @@ func appendBinary(b []byte, cmd Command) []byte {
 			b = appendString(b, n.Note)
 			b = appendVarint(b, n.AnsweredAt)
 		}
+	case *NoteRefusals:
+		b = appendString(b, c.Node)
+		b = appendUvarint(b, uint64(len(c.Notes)))
+		for _, n := range c.Notes {
+			b = appendString(b, n.Namespace)
+			b = appendString(b, n.Key)
+			b = appendString(b, string(n.Status))
+			b = appendUvarint(b, n.FencingToken)
+			b = appendUvarint(b, n.Count)
+			b = appendUvarint(b, uint64(len(n.Owners)))
+			for _, o := range n.Owners {
+				b = appendString(b, o)
+			}
+			b = appendUvarint(b, n.MoreOwners)
+			b = appendVarint(b, n.First)
+			b = appendVarint(b, n.Last)
+		}
 	default:
 		panic(fmt.Sprintf("fsm: no binary encoding for %T", cmd)) // hasBinary said there is
 	}
@@ -318,6 +335,23 @@ func decodeBinary(body []byte, cmd Command) error {
 			for range n {
 				c.Notes = append(c.Notes, DuplicateNote{Namespace: d.text(), Key: d.text(), Owner: d.text(),
 					Fingerprint: d.fingerprint(), FencingToken: d.uvarint(), Note: d.text(), AnsweredAt: d.varint()})
+			}
+		}
+	case *NoteRefusals:
+		c.Node = d.text()
+		if n := d.count(9); n > 0 {
+			c.Notes = make([]RefusalNote, 0, min(n, maxPrealloc))
+			for range n {
+				note := RefusalNote{Namespace: d.text(), Key: d.text(), Status: Status(d.text()),
+					FencingToken: d.uvarint(), Count: d.uvarint()}
+				if k := d.count(1); k > 0 {
+					note.Owners = make([]string, 0, min(k, maxPrealloc))
+					for range k {
+						note.Owners = append(note.Owners, d.text())
+					}
+				}
+				note.MoreOwners, note.First, note.Last = d.uvarint(), d.varint(), d.varint()
+				c.Notes = append(c.Notes, note)
 			}
 		}
 	default:

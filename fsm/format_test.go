@@ -30,8 +30,11 @@ const goldenDir = "testdata/v1"
 // plaintext signing key and a policy.
 func goldenLedger(t *testing.T) *fsm.Ledger {
 	l, last := fuzzLedger(t)
-	// The snapshot's content was pinned before NoteDuplicates existed.
-	cmds := slices.DeleteFunc(everyCommand(), func(c fsm.Command) bool { return c.Type() == fsm.TypeNoteDuplicates })
+	// The snapshot's content was pinned before NoteDuplicates and
+	// NoteRefusals existed.
+	cmds := slices.DeleteFunc(everyCommand(), func(c fsm.Command) bool {
+		return c.Type() == fsm.TypeNoteDuplicates || c.Type() == fsm.TypeNoteRefusals
+	})
 	cmds = append(cmds,
 		&fsm.AddSigningKey{Key: fsm.SigningKey{ID: "k-plain", Seed: bytes.Repeat([]byte{7}, 32)}},
 		&fsm.PutPolicy{Policy: fsm.Policy{Name: "gated", Tools: []string{"refund.*"}, RequireApproval: true,

@@ -265,6 +265,8 @@ func (l *Ledger) ApplyCommand(index uint64, cmd Command) *Result {
 		r = a.setSettings(c)
 	case *NoteDuplicates:
 		r = a.noteDuplicates(c)
+	case *NoteRefusals:
+		r = a.noteRefusals(c)
 	case *Expire:
 		r = a.expire(c)
 	case *Purge:

@@ -125,8 +125,14 @@ type Result struct {
 	// Policy is the policy a policy command stored or removed.
 	Policy *Policy
 	// Local is true for a duplicate a node answered from its own copy of
-	// the ledger (Ledger.LocalDuplicate) without proposing anything.
+	// the ledger (Ledger.LocalDuplicate), or a refusal the leader answered
+	// from its state (Ledger.LocalRefusal), without proposing anything.
 	Local bool
+	// Attempt is, for an in_flight refusal the leader answered from its
+	// state, how many times the claim's owner has been refused on that
+	// grant lately (1 for the first); 0 when the log answered. The HTTP
+	// API grows its Retry-After hint with it.
+	Attempt uint64
 }
 
 // Err returns nil for a success status and a *RefusalError wrapping the

@@ -254,7 +254,7 @@ func (a *applier) claim(c *Claim) *Result {
 			a.save(orig, w)
 			return &Result{Status: StatusGranted, Intent: w}
 		}
-		return a.refuse(orig, w, StatusInFlight, attempt, "owner %q holds the lease", w.Owner)
+		return a.refuse(orig, w, StatusInFlight, attempt, "%s", inFlightDetail(w))
 	case StateExecuted, StateCommitted:
 		w.Duplicates++
 		attempt.Status = StatusDuplicate
@@ -274,8 +274,7 @@ func (a *applier) claim(c *Claim) *Result {
 		a.save(orig, w)
 		return &Result{Status: StatusGranted, Intent: w, Created: true}
 	case StateInDoubt:
-		return a.refuse(orig, w, StatusInDoubt, attempt,
-			"the lease of owner %q passed without a report; resolve the intent after checking the tool", w.Owner)
+		return a.refuse(orig, w, StatusInDoubt, attempt, "%s", inDoubtDetail(w))
 	case StatePendingApproval:
 		attempt.Status = StatusPendingApproval
 		a.event(w, attempt)

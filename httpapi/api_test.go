@@ -84,12 +84,14 @@ func TestClaimInFlightHasRetryAfter(t *testing.T) {
 	e.mem.Advance(10 * time.Second)
 	r := e.do(t, http.MethodPost, "/v1/intents", newClaim("k", "agent-2"))
 	p := problemOf(t, r, http.StatusConflict, "in_flight")
-	// The lease has 20 s left on the server's clock.
-	if got := r.header.Get("Retry-After"); got != "20" {
-		t.Errorf("Retry-After = %q, want 20", got)
+	// The lease has 20 s left on the server's clock; the owner's first
+	// refusal is told 1 s (the hint grows with its attempts, up to the
+	// lease's end: TestInFlightRetryAfter).
+	if got := r.header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After = %q, want 1", got)
 	}
-	if p.RetryAfterMS != 20000 {
-		t.Errorf("retry_after_ms = %d, want 20000", p.RetryAfterMS)
+	if p.RetryAfterMS != 1000 {
+		t.Errorf("retry_after_ms = %d, want 1000", p.RetryAfterMS)
 	}
 	if p.Intent == nil || p.Intent.Owner != "agent-1" {
 		t.Errorf("problem intent = %+v, want the holder's", p.Intent)

@@ -85,8 +85,8 @@ func TestFollowerForwardsWritesAndLinearizableReads(t *testing.T) {
 	// Refusals come back verbatim, headers included.
 	r := follower.do(t, http.MethodPost, "/v1/intents", newClaim("a/b", "agent-2"))
 	problemOf(t, r, http.StatusConflict, "in_flight")
-	if r.header.Get("Retry-After") != "30" {
-		t.Errorf("forwarded Retry-After = %q, want 30", r.header.Get("Retry-After"))
+	if r.header.Get("Retry-After") != "1" {
+		t.Errorf("forwarded Retry-After = %q, want 1", r.header.Get("Retry-After"))
 	}
 
 	c := answer(t, follower.do(t, http.MethodPost, keyPath("a/b", "complete"), map[string]any{

@@ -38,7 +38,13 @@ func (s *Server) claim(c echo.Context) error {
 	if p := s.reservedKey(c, req.Key); p != nil {
 		return s.writeProblem(c, p)
 	}
-	r, err := s.svc.Claim(c.Request().Context(), ledger.ClaimRequest{
+	ctx := c.Request().Context()
+	if !claimsForwarded(c.Request()) {
+		// A follower may send a claim the leader would refuse (in_flight,
+		// in_doubt) to the leader, which answers it without a log entry.
+		ctx = ledger.WithForwardableClaim(ctx)
+	}
+	r, err := s.svc.Claim(ctx, ledger.ClaimRequest{
 		Namespace: s.namespaceOf(c), Key: req.Key, Tool: req.Tool, Owner: req.Owner, Policy: req.Policy,
 		Payload: req.Payload, Lease: leaseOf(req.LeaseMS), Principal: s.callerOf(c).Principal,
 	})

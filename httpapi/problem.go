@@ -102,6 +102,7 @@ var codes = map[string]codeSpec{
 	CodeTokenInvalid:                  {status: http.StatusUnprocessableEntity, title: "The execution token is forged, malformed or signed by an unknown key"},
 	CodeTokenWrongTool:                {status: http.StatusUnprocessableEntity, title: "The execution token is for another tool; it was not spent"},
 	CodeTokenToolForbidden:            {status: http.StatusForbidden, title: "The API key may not verify execution tokens of this tool; the token was not spent"},
+	CodeSigningKeyInUse:               {status: http.StatusConflict, title: "The rotation would drop a signing key whose execution tokens may still be live; nothing changed"},
 	CodePolicyNotFound:                {status: http.StatusNotFound, title: "No such policy"},
 	CodeUnauthenticated:               {status: http.StatusUnauthorized, title: "Authentication required: a valid API key is needed"},
 	CodeForbidden:                     {status: http.StatusForbidden, title: "The API key lacks the role this call needs"},
@@ -244,13 +245,7 @@ func refusalProblem(r *fsm.Result, now time.Time) *problem {
 	}
 	switch r.Status {
 	case fsm.StatusInFlight:
-		wait := time.Second
-		if r.Intent != nil {
-			if d := time.Unix(0, r.Intent.LeaseDeadline).Sub(now); d > wait {
-				wait = d
-			}
-		}
-		p.setRetryAfter(wait)
+		p.setRetryAfter(inFlightRetryAfter(r, now))
 	case fsm.StatusDivergent:
 		if r.Intent != nil {
 			p.Fingerprint = r.Intent.Fingerprint
@@ -258,6 +253,19 @@ func refusalProblem(r *fsm.Result, now time.Time) *problem {
 		p.RequestFingerprint = r.Fingerprint
 	}
 	return p
+}
+
+// inFlightRetryAfter is the Retry-After of an in_flight refusal: 1 s for
+// the owner's first refused attempt on the grant, doubling with each later
+// one (r.Attempt, counted by the leader) up to 32 s, and never past the
+// lease's end (at least 100 ms). A client that wants the outcome at once
+// long-polls the intent (GET ?wait=&after_version=) instead.
+func inFlightRetryAfter(r *fsm.Result, now time.Time) time.Duration {
+	wait := time.Second << min(max(r.Attempt, 1)-1, 5)
+	if r.Intent != nil {
+		wait = min(wait, time.Unix(0, r.Intent.LeaseDeadline).Sub(now))
+	}
+	return max(wait, 100*time.Millisecond)
 }
 
 // errorProblem turns an error from the ledger service into a problem.
@@ -299,6 +307,8 @@ func errorProblem(err error, write bool, now time.Time) (p *problem, internal bo
 		return newProblem(CodeShuttingDown, err.Error()), false
 	case errors.Is(err, ledger.ErrTooManyWaiters):
 		return newProblem(CodeTooManyWaiters, err.Error()), false
+	case errors.Is(err, ledger.ErrSigningKeyInUse):
+		return newProblem(CodeSigningKeyInUse, err.Error()), false
 	case errors.Is(err, ledger.ErrSigningKeySealed):
 		// This node lacks the KEK (or has another): its detail says so.
 		return newProblem(CodeUnavailable, err.Error()), false

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -22,7 +23,17 @@ const (
 	// CodeTokenToolForbidden (403): the verifying API key is bound to
 	// tools (its tools) that do not include the token's.
 	CodeTokenToolForbidden = "token_tool_forbidden"
+	// CodeSigningKeyInUse (409): a key rotation would drop the oldest
+	// signing key while tokens it signed may still be live.
+	CodeSigningKeyInUse = "signing_key_in_use"
 )
+
+// rotateBody is the body of POST /v1/keys/rotate (optional: no body is
+// {}).
+type rotateBody struct {
+	// Force drops the oldest key even when its tokens may still be live.
+	Force bool `json:"force"`
+}
 
 // verifyBody is the body of POST /v1/tokens/verify.
 type verifyBody struct {
@@ -52,11 +63,24 @@ func (s *Server) jwks(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/jwk-set+json", data)
 }
 
-// rotateKey serves POST /v1/keys/rotate.
+// rotateKey serves POST /v1/keys/rotate: 409 signing_key_in_use when the
+// new key would drop one whose tokens may still be live, unless the body
+// says {"force": true}. A follower forwards it (with its body) to the
+// leader, which checks the keys it holds.
 func (s *Server) rotateKey(c echo.Context) error {
-	id, err := s.svc.RotateKey(c.Request().Context())
+	body, p := s.readBody(c)
+	if p != nil {
+		return s.writeProblem(c, p)
+	}
+	var req rotateBody
+	if len(bytes.TrimSpace(body)) > 0 {
+		if p := decodeBody(body, &req); p != nil {
+			return s.writeProblem(c, p)
+		}
+	}
+	id, err := s.svc.RotateKeyWith(c.Request().Context(), ledger.RotateOptions{Force: req.Force})
 	if err != nil {
-		return s.fail(c, err, nil)
+		return s.fail(c, err, body)
 	}
 	return writeJSON(c, http.StatusOK, map[string]string{"status": "ok", "kid": id})
 }

@@ -31,6 +31,9 @@ type Service struct {
 	// local answers duplicates from this node's copy
 	// (AnswerDuplicatesLocally); nil when off.
 	local *localDuplicates
+	// refusals answers in_flight and in_doubt refusals from the leader's
+	// state and notes them in batches (refusals.go); never nil.
+	refusals *refusals
 
 	// waiters are the long-polls (Wait) by key; the replicator feeds them
 	// its changes until unsubscribe is called.
@@ -48,7 +51,7 @@ func (s *Service) SetFaults(f faults.Set) { s.faults = f }
 // The Service follows r's changes (Replicator.SubscribeChanges) until
 // Close.
 func New(r Replicator, limits Limits) *Service {
-	s := &Service{r: r, limits: limits.withDefaults(), keys: &keyring{log: slog.Default()}}
+	s := &Service{r: r, limits: limits.withDefaults(), keys: &keyring{log: slog.Default()}, refusals: newRefusals(DefaultRefusalNotes, clockOf(r))}
 	s.waiters = newWaiters(s.limits.MaxWaiters, s.limits.MaxWaitersPerKey, s.limits.MaxWaitersPerCaller)
 	s.unsubscribe = r.SubscribeChanges(s.waiters)
 	return s
@@ -148,7 +151,15 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 	if r := s.answerLocally(ctx, claim); r != nil {
 		return r, nil
 	}
+	if !sawAbsent {
+		if r, err := s.refuseLocally(ctx, claim); r != nil || err != nil {
+			return r, err
+		}
+	}
 	r, err := s.propose(ctx, claim)
+	if err == nil {
+		s.noteRefused(r, claim.Owner)
+	}
 	if err == nil && sawAbsent && r.Status == fsm.StatusInFlight {
 		// Seeded bug: trust the earlier check over the state machine, so
 		// two racing claims that both saw the key absent are both told

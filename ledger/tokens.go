@@ -147,10 +147,25 @@ func (s *Service) waitApplied(ctx context.Context, index uint64) error {
 	return nil
 }
 
+// ErrSigningKeyInUse refuses a rotation that would drop the oldest
+// signing key (the ledger keeps fsm.MaxSigningKeys) while execution tokens
+// it signed may still be live: tools would refuse them at once. Nothing
+// was written. Its detail names the key and the time after which its
+// tokens have all expired; RotateOptions.Force drops it anyway.
+var ErrSigningKeyInUse = errors.New("rotating would drop a signing key whose execution tokens may still be live")
+
+// RotateOptions are the options of RotateKeyWith.
+type RotateOptions struct {
+	// Force adds the key even when that drops a signing key whose tokens
+	// may still be live (they stop verifying at once): for a leaked key.
+	Force bool
+}
+
 // RotateKey generates a new signing key and proposes it; new tokens are
 // signed with it, and tokens signed by the previous keys keep verifying
 // until fsm.MaxSigningKeys newer keys have been added. It returns the new
-// key's id.
+// key's id. It is RotateKeyWith without Force: it refuses, with
+// ErrSigningKeyInUse, to drop a key whose tokens may still be live.
 //
 // With a KEK (SetKEK) the command carries the seed sealed under the key's
 // id, never the seed itself. A node that cannot open every sealed key the
@@ -158,8 +173,80 @@ func (s *Service) waitApplied(ctx context.Context, index uint64) error {
 // a KEK it would add a plaintext seed to a cluster that seals them, and
 // with a wrong KEK it would seal a key no other node can open.
 func (s *Service) RotateKey(ctx context.Context) (string, error) {
+	return s.RotateKeyWith(ctx, RotateOptions{})
+}
+
+// RotateKeyWith is RotateKey with options. When the ledger already holds
+// fsm.MaxSigningKeys keys, adding one drops the oldest. Tokens the oldest
+// key signed were granted before the key after it was added (a grant
+// names the newest key when it is applied, and command times never go
+// back), so they may be live until that time plus the longest token TTL
+// a grant can get (longestTokenTTL). Until then the rotation is refused
+// with ErrSigningKeyInUse unless opt.Force. The check reads the keys
+// linearizably (on a follower it fails with a NotLeaderError, and the API
+// forwards the request to the leader); "now" is the later of the ledger's
+// time (its last command's) and this node's clock. Rotations through this
+// node are serialized; two admins rotating at once through two nodes can
+// each pass the check, as two forced rotations would.
+func (s *Service) RotateKeyWith(ctx context.Context, opt RotateOptions) (string, error) {
+	s.keyMu.Lock()
+	defer s.keyMu.Unlock()
+	if !opt.Force {
+		var err error
+		if rerr := s.r.Read(ctx, Linearizable, func(l *fsm.Ledger) {
+			err = checkKeyDrop(l, time.Now().UnixNano())
+		}); rerr != nil {
+			return "", rerr
+		}
+		if err != nil {
+			return "", err
+		}
+	}
 	id, _, err := s.rotateKey(ctx)
 	return id, err
+}
+
+// checkKeyDrop refuses (ErrSigningKeyInUse) to add a key to l at wall
+// time now when that drops a key whose tokens may still be live.
+func checkKeyDrop(l *fsm.Ledger, now int64) error {
+	keys := l.SigningKeys()
+	if len(keys) < fsm.MaxSigningKeys {
+		return nil
+	}
+	now = max(now, l.Now())
+	oldest, next := keys[0], keys[1]
+	ttl, from := longestTokenTTL(l)
+	until := next.CreatedAt + ttl*int64(time.Millisecond)
+	if now >= until {
+		return nil
+	}
+	ts := func(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339) }
+	return fmt.Errorf("%w: the ledger keeps %d signing keys, so a new one drops the oldest, %s "+
+		"(added %s, %s ago; it stopped signing new grants at %s, when %s was added); "+
+		"execution tokens it signed may be live until %s (%s from now: the longest token TTL is %s, %s), "+
+		"and tools would refuse them at once. Rotate after %s, or force it (intentctl keys rotate --force, "+
+		`body {"force": true}) when that key must go now, e.g. it leaked`,
+		ErrSigningKeyInUse, fsm.MaxSigningKeys, oldest.ID, ts(oldest.CreatedAt), age(now-oldest.CreatedAt),
+		ts(next.CreatedAt), next.ID, ts(until), age(until-now), time.Duration(ttl)*time.Millisecond, from, ts(until))
+}
+
+// age renders a span of nanoseconds to the second.
+func age(ns int64) time.Duration { return time.Duration(ns).Round(time.Second) }
+
+// longestTokenTTL returns the longest lifetime, in milliseconds, an
+// execution token may have been given, and where it comes from: the
+// longest token_ttl_ms of any policy, and never less than the built-in
+// fsm.DefaultTokenTTLMS. The state keeps no history of policies: a TTL
+// lowered after it granted tokens counts at its new value (the floor at the
+// default covers the usual case, a default policy set below 15 minutes).
+func longestTokenTTL(l *fsm.Ledger) (int64, string) {
+	ttl, from := int64(fsm.DefaultTokenTTLMS), "the built-in default"
+	for _, p := range l.Policies() {
+		if p != nil && p.TokenTTLMS > ttl {
+			ttl, from = p.TokenTTLMS, fmt.Sprintf("policy %q's token_ttl_ms", p.Name)
+		}
+	}
+	return ttl, from
 }
 
 // rotateKey is RotateKey; it also returns the log index of the new key.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/intentledger/intentd/client"
@@ -17,8 +16,6 @@ import (
 
 // Bounds of the calls' ledger work.
 const (
-	// commitTimeout bounds the best-effort commit after a result.
-	commitTimeout = 5 * time.Second
 	// maxLongPoll bounds one long-poll while waiting for a call in flight,
 	// below the SDK's 30 s HTTP timeout; progressEvery is the long-poll
 	// (and so the progress notification period) when the caller asked for
@@ -226,7 +223,11 @@ func (c *call) refused(err error, waited time.Duration) (*mcp.CallToolResult, er
 	key := c.key.Ledger
 	if u := (*client.UnsettledError)(nil); errors.As(err, &u) {
 		if u.MaybeGranted {
-			c.g.releaseLater(c.claim)
+			// Granted after all? Nothing ran under it: report it failed in
+			// the background, so the next call with the key runs.
+			c.g.bg.Release(c.g.cfg.Ledger, c.claim, c.g.cfg.ReportTimeout, func(err error) {
+				c.g.cfg.Logger.Warn("releasing an unused grant failed; it turns in_doubt when its lease passes", "key", c.claim.Key, "err", err)
+			})
 			c.result = ResultOutcomeUnknown
 			return outcomeUnknownAnswer(key, u.Last), nil
 		}
@@ -330,45 +331,31 @@ func neverRan(code int64) bool {
 	return false
 }
 
-// execute runs a granted call on the upstream, renewing the lease while
-// it runs, and records the result.
+// execute runs a granted call on the upstream, holding the grant while it
+// runs (client.Hold), and records the result. A refused renewal (the lease
+// passed: the key is in doubt, or was resolved and granted again) ends
+// the right to run: the upstream call is cut, as client.Do cancels its
+// function.
 func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error) {
 	cfg := &c.g.cfg
 	token := grant.FencingToken
 	c.log = c.log.With("fencing_token", token)
+	held := client.Hold(c.ctx, cfg.Ledger, c.claim, grant, client.HoldOptions{
+		ReportTimeout: cfg.ReportTimeout,
+		OnLost: func(err error) {
+			c.log.Warn("lease renewal refused while the upstream works: the right to run is gone, the call is cut", "err", err)
+			cfg.Metrics.lostLease()
+		}})
+	defer held.Stop()
 	cs := c.p.up.session()
 	if cs == nil {
+		held.Stop()
 		c.result = ResultUpstreamUnavailable
-		c.report(client.OutcomeFailed, token, json.RawMessage(`{"error":"the upstream was not connected; nothing was sent"}`))
+		c.report(held, client.OutcomeFailed, json.RawMessage(`{"error":"the upstream was not connected; nothing was sent"}`))
 		return upstreamUnavailableAnswer(c.key.Ledger, c.p.up.spec.Name), nil
 	}
-	lease := c.p.lease
-	if grant.Intent != nil && grant.Intent.LeaseMS > 0 {
-		lease = time.Duration(grant.Intent.LeaseMS) * time.Millisecond
-	}
-	if lease <= 0 {
-		lease = DefaultLease
-	}
-	// A refused renewal (the lease passed: the key is in doubt, or was
-	// resolved and granted again) ends the right to run: the upstream call
-	// is cut, as client.Do cancels its function.
-	uctx, cancel := context.WithTimeout(c.ctx, c.p.timeout)
+	uctx, cancel := context.WithTimeout(held.Context(), c.p.timeout)
 	defer cancel()
-	lctx, lost := context.WithCancelCause(uctx)
-	defer lost(nil)
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		cfg.Ledger.KeepAlive(c.ctx, client.RenewRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token, Lease: lease}, stop,
-			func(err error) {
-				c.log.Warn("lease renewal refused while the upstream works: the right to run is gone, the call is cut", "err", err)
-				cfg.Metrics.lostLease()
-				lost(err)
-			})
-	}()
-	var once sync.Once
-	stopRenewing := func() { once.Do(func() { close(stop); <-stopped }) }
-	defer stopRenewing()
 
 	params := &mcp.CallToolParams{Name: c.p.tool.Name, Arguments: argumentsOf(c.req.Params.Arguments),
 		Meta: withMeta(forwardMeta(c.req.Params.Meta), MetaIdempotencyKey, c.key.Ledger, MetaFencingToken, token,
@@ -379,9 +366,9 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 		params.SetProgressToken(up)
 	}
 	started := time.Now()
-	res, err := cs.CallTool(lctx, params)
+	res, err := cs.CallTool(uctx, params)
 	cfg.Metrics.upstreamCall(c.p.up.spec.Name, time.Since(started))
-	stopRenewing()
+	held.Stop()
 	c.log.Debug("upstream answered", "elapsed", time.Since(started), "err", err)
 	var werr *jsonrpc.Error
 	switch {
@@ -390,7 +377,7 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 		// reached it, so the attempt failed and a retry may run it.
 		c.log.Warn("the upstream could not be reached; nothing was sent", "err", err)
 		c.result = ResultUpstreamUnavailable
-		c.report(client.OutcomeFailed, token, EncodeErrorRecord(&jsonrpc.Error{Code: codeRejectedByTransport,
+		c.report(held, client.OutcomeFailed, EncodeErrorRecord(&jsonrpc.Error{Code: codeRejectedByTransport,
 			Message: "the upstream could not be reached; nothing was sent: " + err.Error()}))
 		return upstreamUnavailableAnswer(c.key.Ledger, c.p.up.spec.Name), nil
 	case rejectedByTransport(err):
@@ -404,10 +391,10 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 	case errors.As(err, &werr):
 		if neverRan(werr.Code) {
 			c.result = ResultFailed
-			c.report(client.OutcomeFailed, token, EncodeErrorRecord(werr))
+			c.report(held, client.OutcomeFailed, EncodeErrorRecord(werr))
 		} else {
 			c.result = ResultExecuted
-			if !c.record(token, EncodeErrorRecord(werr), false) {
+			if !c.record(held, EncodeErrorRecord(werr), false) {
 				c.result = ResultUnrecorded
 			}
 		}
@@ -421,7 +408,7 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 		return inDoubtAnswer(c.g.links, c.key.Ledger, "The server behind this tool did not answer ("+err.Error()+")."), nil
 	case res.NeedsInput():
 		c.result = ResultNeedsInput
-		c.report(client.OutcomeFailed, token, json.RawMessage(`{"error":"the tool asked for input, which the gate does not relay"}`))
+		c.report(held, client.OutcomeFailed, json.RawMessage(`{"error":"the tool asked for input, which the gate does not relay"}`))
 		return needsInputAnswer(c.key.Ledger), nil
 	}
 	clean := CleanResult(res)
@@ -429,7 +416,7 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 	if err != nil {
 		c.log.Error("the result cannot be recorded", "err", err)
 	}
-	recorded := c.record(token, rec, clean.IsError)
+	recorded := c.record(held, rec, clean.IsError)
 	c.result = ResultExecuted
 	if !recorded {
 		c.result = ResultUnrecorded
@@ -453,40 +440,26 @@ func argumentsOf(raw json.RawMessage) any {
 
 // record reports an answer executed and commits it in the background. A
 // result the ledger refuses as too large is recorded as omitted, then
-// without a result, rather than left to turn in_doubt. It reports whether
-// the ledger recorded it.
-func (c *call) record(token uint64, result json.RawMessage, isError bool) bool {
+// without a result (Held.Record), rather than left to turn in_doubt. It
+// reports whether the ledger recorded it.
+func (c *call) record(held *client.Held, result json.RawMessage, isError bool) bool {
 	cfg := &c.g.cfg
-	ctx, cancel := context.WithTimeout(c.ctx, cfg.ReportTimeout)
-	defer cancel()
 	defer func(start time.Time) { cfg.Metrics.ledgerStep("record", time.Since(start)) }(time.Now())
-	req := client.CompleteRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token, Outcome: client.OutcomeExecuted, Result: result}
-	_, err := cfg.Ledger.Report(ctx, req)
-	if err != nil && errors.Is(err, client.ErrBadRequest) {
-		req.Result = omittedRecord(isError, result)
-		if _, err = cfg.Ledger.Report(ctx, req); err != nil && errors.Is(err, client.ErrBadRequest) {
-			req.Result = nil
-			_, err = cfg.Ledger.Report(ctx, req)
-		}
-	}
+	_, err := held.Record(c.ctx, client.OutcomeExecuted, result, func() json.RawMessage { return omittedRecord(isError, result) })
 	if err != nil {
 		c.log.Error("the upstream answered but recording its result failed; the caller gets the result, "+
 			"the key turns in_doubt when its lease passes (unless a late report lands)", "err", err)
 		return false
 	}
 	if cfg.Commit {
-		c.g.commitLater(c.key.Ledger, c.claim.Owner, c.log)
+		held.CommitLater(&c.g.bg, func(err error) { c.log.Debug("commit (best effort) failed", "err", err) })
 	}
 	return true
 }
 
-// report sends a complete (failed, or executed without the record
-// fallbacks).
-func (c *call) report(outcome client.Outcome, token uint64, result json.RawMessage) {
-	ctx, cancel := context.WithTimeout(c.ctx, c.g.cfg.ReportTimeout)
-	defer cancel()
-	if _, err := c.g.cfg.Ledger.Report(ctx, client.CompleteRequest{Key: c.key.Ledger, Owner: c.claim.Owner, FencingToken: token,
-		Outcome: outcome, Result: result}); err != nil {
+// report records a failed attempt (Held.Record).
+func (c *call) report(held *client.Held, outcome client.Outcome, result json.RawMessage) {
+	if _, err := held.Record(c.ctx, outcome, result, nil); err != nil {
 		c.log.Error("reporting the outcome failed; the key turns in_doubt when its lease passes", "outcome", outcome, "err", err)
 	}
 }
@@ -529,34 +502,4 @@ func (g *Gate) passThrough(ctx context.Context, p *toolPlan, req *mcp.CallToolRe
 			Text: "The server behind this tool failed the call: " + err.Error()}}}, nil
 	}
 	return CleanResult(res), nil
-}
-
-// commitLater acknowledges an executed intent (executed → committed) in
-// the background, best effort.
-func (g *Gate) commitLater(key, owner string, log *slog.Logger) {
-	g.bg.Add(1)
-	go func() {
-		defer g.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
-		defer cancel()
-		if _, err := g.cfg.Ledger.Commit(ctx, client.CommitRequest{Key: key, Owner: owner}); err != nil {
-			log.Debug("commit (best effort) failed", "err", err)
-		}
-	}()
-}
-
-// releaseLater settles, in the background, a claim the gate gave up on
-// while its outcome was unknown: if it was granted after all, nothing ran
-// under it, so it is reported failed and the next call with the key runs
-// (client.Abandon).
-func (g *Gate) releaseLater(req client.ClaimRequest) {
-	g.bg.Add(1)
-	go func() {
-		defer g.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ReportTimeout)
-		defer cancel()
-		if err := g.cfg.Ledger.Abandon(ctx, req); err != nil {
-			g.cfg.Logger.Warn("releasing an unused grant failed; it turns in_doubt when its lease passes", "key", req.Key, "err", err)
-		}
-	}()
 }

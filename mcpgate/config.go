@@ -19,7 +19,6 @@ import (
 const (
 	DefaultScope         = "default"
 	DefaultWindow        = 10 * time.Minute
-	DefaultLease         = 30 * time.Second
 	DefaultCallTimeout   = 5 * time.Minute
 	DefaultMaxWait       = 30 * time.Second
 	DefaultLedgerTimeout = 10 * time.Second

@@ -82,8 +82,8 @@ type Gate struct {
 	mu     sync.RWMutex
 	plans  map[string]*toolPlan // by downstream name
 
-	bg     sync.WaitGroup
-	calls  sync.WaitGroup // gated calls under way: Close lets them record
+	bg     client.Background // commits, and releases of claims whose answers were lost
+	calls  sync.WaitGroup    // gated calls under way: Close lets them record
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
@@ -206,7 +206,7 @@ func (g *Gate) Close(ctx context.Context) error {
 		g.cancel()
 	}
 	g.done.Wait()
-	if err := waitGroup(ctx, &g.bg); err != nil {
+	if err := g.bg.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("mcpgate: background reports: %w", err))
 	}
 	return errors.Join(errs...)

@@ -11,16 +11,14 @@ import (
 // SDK finds the leader, re-sends a claim with the same owner while its
 // outcome is unknown, records a report until the ledger answers, renews a
 // lease while the upstream works, and waits out 429s: Do's steps, one by
-// one (client/steps.go).
+// one (client/steps.go); a grant is held, recorded and committed by
+// client.Hold, as Do does.
 type Ledger interface {
+	client.Steps
 	Get(ctx context.Context, key string, opts client.GetOptions) (*client.Intent, error)
 	Settle(ctx context.Context, req client.ClaimRequest) (*client.ClaimResponse, error)
 	SettleAfterHolder(ctx context.Context, req client.ClaimRequest, inFlight error, poll time.Duration, each func(n int, holder *client.Intent)) (*client.ClaimResponse, error)
-	Abandon(ctx context.Context, req client.ClaimRequest) error
-	Report(ctx context.Context, req client.CompleteRequest) (*client.IntentResponse, error)
-	KeepAlive(ctx context.Context, req client.RenewRequest, stop <-chan struct{}, lost func(error))
 	Renew(ctx context.Context, req client.RenewRequest) (*client.IntentResponse, error)
-	Commit(ctx context.Context, req client.CommitRequest) (*client.IntentResponse, error)
 }
 
 var _ Ledger = (*client.Client)(nil)

@@ -106,7 +106,7 @@ type Route struct {
 	// the ledger pick without the check.
 	Policy string `json:"policy,omitempty"`
 	// Lease is the claim's lease, renewed every Lease/3 while the upstream
-	// works; zero takes the ledger's default (30 s).
+	// works; zero takes the ledger's default (client.DefaultLease).
 	Lease Duration `json:"lease,omitempty"`
 	// FingerprintHeaders are request headers included in the fingerprint
 	// beside method, path, query and body.

@@ -42,7 +42,7 @@ func Decide(status int, on On5xx) Recording {
 }
 
 // maxInFlightRetryAfter caps the Retry-After of in-flight answers: the
-// ledger's is the rest of the holder's lease (up to 30 s by default), but
+// ledger's is the rest of the holder's lease (up to client.DefaultLease by default), but
 // most requests answer long before their lease would pass.
 const maxInFlightRetryAfter = 5 * time.Second
 

@@ -50,7 +50,12 @@ func (ex *exchange) run() {
 	ex.h.cfg.Metrics.ledgerStep(ex.route.Name, "claim", time.Since(start))
 	if err != nil {
 		if errors.Is(err, client.ErrOutcomeUnknown) {
-			ex.h.releaseLater(ex.claim)
+			// Granted after all? Nothing ran under it: report it failed in
+			// the background, so the next request with the key runs
+			// rather than finding it in doubt when its lease passes.
+			ex.h.bg.Release(ex.h.cfg.Ledger, ex.claim, ex.h.cfg.ReportTimeout, func(err error) {
+				ex.h.cfg.Logger.Warn("releasing an unused grant failed; it turns in_doubt when its lease passes", "key", ex.claim.Key, "err", err)
+			})
 		}
 		p, res := ClaimProblem(err, ex.key)
 		if KeyReserved(err) {
@@ -139,31 +144,21 @@ func (ex *exchange) pending(in *client.Intent) {
 	_, _ = ex.w.Write(append(body, '\n'))
 }
 
-// execute forwards a granted request to the upstream, renewing the lease
-// while it works, streams the answer to the client and records it.
+// execute forwards a granted request to the upstream, holding the grant
+// while it works (client.Hold: a lost lease is counted and logged, and the
+// upstream request runs on), streams the answer to the client and records
+// it.
 func (ex *exchange) execute(grant *client.ClaimResponse) {
 	cfg := &ex.h.cfg
-	lease := time.Duration(ex.route.Lease)
-	if lease <= 0 && grant.Intent != nil {
-		lease = time.Duration(grant.Intent.LeaseMS) * time.Millisecond
-	}
-	if lease <= 0 {
-		lease = 30 * time.Second
-	}
 	token := grant.FencingToken
 	ex.log = ex.log.With("fencing_token", token)
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		cfg.Ledger.KeepAlive(ex.detached(), client.RenewRequest{Key: ex.key, Owner: ex.claim.Owner, FencingToken: token, Lease: lease}, stop,
-			func(err error) {
-				cfg.Metrics.lostLease(ex.route.Name)
-				ex.log.Warn("lease renewal refused while the upstream works; the upstream request runs on", "err", err)
-			})
-	}()
-	var once sync.Once
-	stopRenewing := func() { once.Do(func() { close(stop); <-stopped }) }
-	defer stopRenewing()
+	held := client.Hold(ex.detached(), cfg.Ledger, ex.claim, grant, client.HoldOptions{
+		ReportTimeout: cfg.ReportTimeout,
+		OnLost: func(err error) {
+			cfg.Metrics.lostLease(ex.route.Name)
+			ex.log.Warn("lease renewal refused while the upstream works; the upstream request runs on", "err", err)
+		}})
+	defer held.Stop()
 
 	uctx, ucancel := context.WithTimeout(ex.detached(), ex.route.upstreamTimeout(cfg.UpstreamTimeout))
 	defer ucancel()
@@ -171,9 +166,9 @@ func (ex *exchange) execute(grant *client.ClaimResponse) {
 	start := time.Now()
 	resp, outcome, err := send(cfg.Transport, out)
 	if err != nil {
-		stopRenewing()
+		held.Stop()
 		cfg.Metrics.upstreamDone(ex.route.Name, 0, time.Since(start))
-		ex.upstreamFailed(outcome, err, token)
+		ex.upstreamFailed(held, outcome, err)
 		return
 	}
 	defer resp.Body.Close()
@@ -185,7 +180,7 @@ func (ex *exchange) execute(grant *client.ClaimResponse) {
 	ex.w.WriteHeader(resp.StatusCode)
 	t := newTee(ex.w, cfg.MaxResult, h.Get("Content-Length") != "", resp.ContentLength)
 	n, rerr := t.copyFrom(resp.Body)
-	stopRenewing()
+	held.Stop()
 	cfg.Metrics.upstreamDone(ex.route.Name, resp.StatusCode, time.Since(start))
 	if rerr != nil {
 		// The upstream answered and then broke off: its answer is not known
@@ -202,7 +197,7 @@ func (ex *exchange) execute(grant *client.ClaimResponse) {
 		if err != nil {
 			ex.log.Error("the answer cannot be recorded", "err", err)
 		}
-		ex.record(rec, token, resp.StatusCode, resp.Header, n, result)
+		ex.record(held, rec, resp.StatusCode, resp.Header, n, result)
 	}
 	// The client gets the answer's last byte only now, after the record:
 	// whoever saw the whole answer finds it replayable.
@@ -211,7 +206,7 @@ func (ex *exchange) execute(grant *client.ClaimResponse) {
 	case RecordExecuted:
 		ex.done(ResultExecuted)
 		if cfg.Commit {
-			ex.h.commitLater(ex.key, ex.claim.Owner, ex.log)
+			held.CommitLater(&ex.h.bg, func(err error) { ex.log.Debug("commit (best effort) failed", "err", err) })
 		}
 	case RecordFailed:
 		ex.done(ResultFailed)
@@ -223,44 +218,33 @@ func (ex *exchange) execute(grant *client.ClaimResponse) {
 
 // record reports the answer: executed (or failed) with result. A result
 // the ledger refuses (its caps are smaller than the proxy was told) is
-// recorded without the body, then without any result, rather than left to
-// turn in_doubt.
-func (ex *exchange) record(rec Recording, token uint64, status int, header http.Header, n int64, result json.RawMessage) {
+// recorded without the body, then without any result (Held.Record),
+// rather than left to turn in_doubt.
+func (ex *exchange) record(held *client.Held, rec Recording, status int, header http.Header, n int64, result json.RawMessage) {
 	cfg := &ex.h.cfg
-	ctx, cancel := context.WithTimeout(ex.detached(), cfg.ReportTimeout)
-	defer cancel()
 	defer func(start time.Time) { cfg.Metrics.ledgerStep(ex.route.Name, "record", time.Since(start)) }(time.Now())
-	req := client.CompleteRequest{Key: ex.key, Owner: ex.claim.Owner, FencingToken: token, Outcome: client.OutcomeExecuted, Result: result}
+	outcome := client.OutcomeExecuted
 	if rec == RecordFailed {
-		req.Outcome = client.OutcomeFailed
+		outcome = client.OutcomeFailed
 	}
-	_, err := cfg.Ledger.Report(ctx, req)
-	if err != nil && errors.Is(err, client.ErrBadRequest) {
-		if req.Result, _ = EncodeRecord(status, header, nil, n, cfg.MaxResult); req.Result != nil {
-			_, err = cfg.Ledger.Report(ctx, req)
-		}
-		if err != nil && errors.Is(err, client.ErrBadRequest) {
-			req.Result = nil
-			_, err = cfg.Ledger.Report(ctx, req)
-		}
-	}
+	_, err := held.Record(ex.detached(), outcome, result, func() json.RawMessage {
+		bodyless, _ := EncodeRecord(status, header, nil, n, cfg.MaxResult)
+		return bodyless
+	})
 	if err != nil {
 		cfg.Metrics.recordError(ex.route.Name)
 		ex.log.Error("the upstream answered but recording its answer failed; the client gets the answer, "+
-			"the key turns in_doubt when its lease passes (unless a late report lands)", "outcome", req.Outcome, "err", err)
+			"the key turns in_doubt when its lease passes (unless a late report lands)", "outcome", outcome, "err", err)
 	}
 }
 
 // upstreamFailed answers a request whose upstream exchange failed before
 // any answer: never sent (recorded failed, so a retry runs again) or sent
 // without an answer (nothing recorded: the key turns in_doubt).
-func (ex *exchange) upstreamFailed(outcome sendOutcome, err error, token uint64) {
+func (ex *exchange) upstreamFailed(held *client.Held, outcome sendOutcome, err error) {
 	if outcome == notSent {
-		ctx, cancel := context.WithTimeout(ex.detached(), ex.h.cfg.ReportTimeout)
 		result, _ := json.Marshal(map[string]string{"error": "the upstream could not be reached; nothing was sent: " + err.Error()})
-		_, rerr := ex.h.cfg.Ledger.Report(ctx, client.CompleteRequest{Key: ex.key, Owner: ex.claim.Owner, FencingToken: token,
-			Outcome: client.OutcomeFailed, Result: result})
-		cancel()
+		_, rerr := held.Record(ex.detached(), client.OutcomeFailed, result, nil)
 		detail := "the upstream could not be reached and nothing was sent to it; the attempt is recorded failed, so a retry " +
 			"with the same Idempotency-Key runs it again (" + err.Error() + ")"
 		if rerr != nil {
@@ -285,38 +269,6 @@ func (ex *exchange) upstreamFailed(outcome sendOutcome, err error, token uint64)
 		p.WithStatus(http.StatusGatewayTimeout)
 	}
 	p.Write(ex.w)
-}
-
-// commitLater acknowledges an executed intent (executed → committed) in
-// the background, best effort, as client.Do does: the handler returns at
-// once, which is when a chunked answer ends.
-func (h *Handler) commitLater(key, owner string, log *slog.Logger) {
-	h.bg.Add(1)
-	go func() {
-		defer h.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
-		defer cancel()
-		if _, err := h.cfg.Ledger.Commit(ctx, client.CommitRequest{Key: key, Owner: owner}); err != nil {
-			log.Debug("commit (best effort) failed", "err", err)
-		}
-	}()
-}
-
-// releaseLater settles, in the background, a claim the proxy gave up on
-// while its outcome was unknown: if it was granted after all, nothing ran
-// under it, so it is reported failed and the next request with the key
-// runs (client.Abandon). Without this the grant would sit until its lease
-// passed and then turn in_doubt.
-func (h *Handler) releaseLater(req client.ClaimRequest) {
-	h.bg.Add(1)
-	go func() {
-		defer h.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.ReportTimeout)
-		defer cancel()
-		if err := h.cfg.Ledger.Abandon(ctx, req); err != nil {
-			h.cfg.Logger.Warn("releasing an unused grant failed; it turns in_doubt when its lease passes", "key", req.Key, "err", err)
-		}
-	}()
 }
 
 // tee streams an upstream body to the client while keeping up to max

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/intentledger/intentd/client"
@@ -24,8 +23,6 @@ const (
 	DefaultLedgerTimeout   = 10 * time.Second
 	DefaultReportTimeout   = 30 * time.Second
 	DefaultMaxWait         = 30 * time.Second
-	// commitTimeout bounds the best-effort commit after an answer.
-	commitTimeout = 5 * time.Second
 	// maxLongPoll bounds one long-poll of a wait_in_flight request, below
 	// the SDK's 30 s HTTP timeout.
 	maxLongPoll = 20 * time.Second
@@ -96,7 +93,7 @@ func NewTransport() *http.Transport {
 type Handler struct {
 	cfg  Config
 	pass *httputil.ReverseProxy
-	bg   sync.WaitGroup
+	bg   client.Background // commits, and releases of claims whose answers were lost
 }
 
 // New returns a Handler; zero fields of cfg take the defaults.
@@ -161,14 +158,7 @@ func New(cfg Config) (*Handler, error) {
 // Wait blocks until the background work of earlier requests (commits, and
 // releases of claims whose answers were lost) is done, or ctx ends.
 func (h *Handler) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { h.bg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return h.bg.Wait(ctx)
 }
 
 // ServeHTTP answers one request: it passes it through or claims it, as its

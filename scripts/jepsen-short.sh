@@ -33,8 +33,11 @@ run() { # name, args...
   esac
 }
 
+# kill-stop-restart repeats issue 28's wedge (a follower killed, another
+# stopped, the second restarted): the cluster must have a leader again once
+# the second is back, or the run fails.
 run faults --nodes 3 --seed "$SEED" --duration 120s --interval 5s --hold 2500ms \
-  --nemesis kill-leader,isolate-leader,partition-halves,pause-leader,deafen-leader,kill-random,loss,clock-skew,snapshot-install,membership,restart-read
+  --nemesis kill-leader,isolate-leader,partition-halves,pause-leader,deafen-leader,kill-random,loss,clock-skew,snapshot-install,membership,restart-read,kill-stop-restart
 # Over a WAN of three regions (round trips of 80 and 150 ms through the
 # link-delay layer, 10% jitter) with a non-voting replica in eu, and
 # followers and the replica answering duplicates from their own copy: the

@@ -14,6 +14,10 @@
 //
 //	intent-bench --serve-upstream 127.0.0.1:8490
 //	intent-bench --via idem --url http://127.0.0.1:8480/v1/charges --clients 1,64 --duration 10s
+//
+// With --storm 50,200,1000 it measures a retry storm on one held key
+// beside a steady workload of unrelated claims (storm.go; make
+// bench-storm).
 package main
 
 import (
@@ -62,6 +66,9 @@ type config struct {
 	url          string // the endpoint of --via idem
 	apiKey       string
 	serve        string // --serve-upstream: serve the trivial upstream here instead of driving load
+	storm        []int  // --storm: retrier levels of the storm mode (storm.go)
+	stormHold    time.Duration
+	steadyRate   int
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
@@ -82,8 +89,23 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.url, "url", "", "--via idem: the URL every op POSTs to, e.g. http://127.0.0.1:8480/v1/charges")
 	fs.StringVar(&c.apiKey, "api-key", os.Getenv("INTENTD_API_KEY"), "API key for a cluster with auth on (also INTENTD_API_KEY)")
 	fs.StringVar(&c.serve, "serve-upstream", "", "serve a trivial upstream API on this address (201 and a small JSON body to every request) until stopped, instead of driving load")
+	storm := fs.String("storm", "", "storm mode: comma-separated retrier counts (e.g. 50,200,1000) hammering one held key, naive and polite, beside --steady-rate unrelated claims/s (storm.go)")
+	fs.DurationVar(&c.stormHold, "storm-hold", 10*time.Second, "storm mode: how long each level holds its key")
+	fs.IntVar(&c.steadyRate, "steady-rate", 200, "storm mode: unrelated claims per second")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if *storm != "" {
+		for _, s := range strings.Split(*storm, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 {
+				return c, fmt.Errorf("--storm: bad level %q", s)
+			}
+			c.storm = append(c.storm, n)
+		}
+		if c.stormHold <= 0 || c.steadyRate < 1 {
+			return c, errors.New("bad flags: --storm needs a positive --storm-hold and --steady-rate")
+		}
 	}
 	if c.serve != "" {
 		return c, nil
@@ -147,6 +169,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		targets = []string{leader}
+	}
+	if len(cfg.storm) > 0 {
+		if err := runStorm(ctx, cfg, hc, targets[0], stdout); err != nil {
+			fmt.Fprintln(stderr, "intent-bench:", err)
+			return 1
+		}
+		return 0
 	}
 	do := func(ctx context.Context, target, key, owner, payload string) error {
 		return op(ctx, hc, cfg.apiKey, target, key, owner, payload, cfg.complete)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/auth"
+	"github.com/intentledger/intentd/client"
 	"github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/mcpgate"
 )
@@ -92,7 +93,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&window, "window", mcpgate.DefaultWindow, "derivation window: identical calls without a key inside it are one call")
 	fs.StringVar(&hostIDs, "host-id-keys", strings.Join(mcpgate.DefaultHostIDKeys, ","), "comma-separated _meta keys read as a host's call id, in order; \"none\" for none")
 	fs.StringVar(&mode, "default-mode", string(mcpgate.ModeAuto), "mode of tools no rule names: auto (from annotations), gate or pass")
-	fs.DurationVar(&c.lease, "lease", 0, "lease of claims, renewed every lease/3 while the upstream works; a crashed gate's calls turn in_doubt this long after; 0 leaves it to the ledger policy of the tool (or the ledger's default, 30s)")
+	fs.DurationVar(&c.lease, "lease", 0, "lease of claims, renewed every lease/3 while the upstream works; a crashed gate's calls turn in_doubt this long after; 0 leaves it to the ledger policy of the tool (or the ledger's default, "+client.DefaultLease.String()+")")
 	fs.DurationVar(&c.callTimeout, "call-timeout", mcpgate.DefaultCallTimeout, "bound on one upstream call; past it the call is in doubt")
 	fs.DurationVar(&c.maxWait, "max-wait", mcpgate.DefaultMaxWait, "how long a call whose key is in flight waits for the first call's result")
 	fs.DurationVar(&c.ledgerTimeout, "ledger-timeout", mcpgate.DefaultLedgerTimeout, "how long a claim may stay without a definite answer from the ledger")

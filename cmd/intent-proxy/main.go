@@ -256,7 +256,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.defaultRoute.Tool, "tool", proxy.DefaultTool, "tool of the default route (and of routes that name none): what ledger policies select by")
 	fs.StringVar(&key, "key", string(proxy.KeyRequired), "Idempotency-Key on the default route (and routes that say nothing): required, optional or pass")
 	fs.StringVar(&c.defaultRoute.Policy, "policy", "", "ledger policy of the default route's claims")
-	fs.DurationVar(&lease, "lease", 0, "lease of claims (default route and routes that name none), renewed while the upstream works; 0 takes the ledger's default (30s)")
+	fs.DurationVar(&lease, "lease", 0, "lease of claims (default route and routes that name none), renewed while the upstream works; 0 takes the ledger's default ("+client.DefaultLease.String()+")")
 	fs.StringVar(&on5xx, "on-5xx", string(proxy.On5xxRecord), "what an upstream 5xx records (default route and routes that say nothing): record, retry or in_doubt")
 	fs.BoolVar(&c.defaultRoute.WaitInFlight, "wait-in-flight", false, "default route: wait for a request in flight with the same key and replay its answer, instead of 409")
 	fs.StringVar(&fpHeaders, "fingerprint-headers", "", "default route: comma-separated request headers included in the fingerprint")

@@ -5,13 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/intentledger/intentd/client"
 )
 
-// cmdKeys is "keys" (the JWKS) and "keys rotate".
+// cmdKeys is "keys" (the JWKS) and "keys rotate [--force]".
 func cmdKeys(ctx context.Context, c *cli, args []string) error {
 	sub, rest, fs := c.subcommandFlags("keys", args, "rotate")
+	force := fs.Bool("force", false, "keys rotate: drop the oldest key even if tokens it signed may still be live")
 	if _, err := c.parse(fs, rest); err != nil {
 		return err
+	}
+	if *force && sub != "rotate" {
+		return usagef("keys: --force goes with keys rotate")
 	}
 	cl, ctx, cancel, err := c.connect(ctx)
 	if err != nil {
@@ -19,7 +25,7 @@ func cmdKeys(ctx context.Context, c *cli, args []string) error {
 	}
 	defer cancel()
 	if sub == "rotate" {
-		kid, err := cl.RotateKey(ctx)
+		kid, err := cl.RotateKeyWith(ctx, client.RotateKeyOptions{Force: *force})
 		if err != nil {
 			return err
 		}

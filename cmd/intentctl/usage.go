@@ -63,8 +63,11 @@ Commands:
         valid token is spent: a second verify fails (exit 11)
   keys
         the execution-token signing keys (JWKS; --output json prints it raw)
-  keys rotate
-        sign new execution tokens with a new key (admin)
+  keys rotate [--force]
+        sign new execution tokens with a new key (admin). The cluster keeps
+        4 keys: a rotation that would drop the oldest while tokens it signed
+        may still be live is refused (exit 9, saying until when); --force
+        drops it anyway (its tokens stop verifying at once)
   audit-log [--since N] [--limit N] [--namespace NS]
         a page of the namespace's hash-chained audit log (--output json is
         compact: each event's bytes are the ones its hash covers)

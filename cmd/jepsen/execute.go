@@ -39,10 +39,11 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	if len(o.nemeses) == 1 && o.nemeses[0] == "all" {
 		o.nemeses = nil
 		for _, n := range nemesis.Names() {
-			// gossip-forgery came after seeds were published: "all" leaves it
-			// out so their schedules stay the same (the trust run names it).
+			// gossip-forgery and kill-stop-restart came after seeds were
+			// published: "all" leaves them out so their schedules stay the
+			// same (the trust run and the short profile name them).
 			if o.nodes < 5 && (n == "ring" || n == "bridge") || !o.tls && n == "raft-poke" || n == "gossip-forgery" ||
-				nemesis.IsRegionNemesis(n) {
+				n == "kill-stop-restart" || nemesis.IsRegionNemesis(n) {
 				continue
 			}
 			o.nemeses = append(o.nemeses, n)

@@ -96,6 +96,9 @@ type Config struct {
 	// LocalDuplicateMargin as the clock skew margin (0: its default).
 	LocalDuplicates      bool
 	LocalDuplicateMargin time.Duration
+	// ReadyMaxLag is cluster.Config's: how many entries the node may be
+	// behind its leader's commit index and count ready (0: its default).
+	ReadyMaxLag uint64
 }
 
 // DefaultConfig is a single-node ledger on loopback.
@@ -111,6 +114,7 @@ func DefaultConfig() Config {
 		RaftAddr:         "127.0.0.1:8200",
 		GossipAddr:       "127.0.0.1:8300",
 		LeaveOnTerminate: false, // a routine stop never shrinks the voter set
+		ReadyMaxLag:      cluster.DefaultReadyMaxLag,
 		LogStore:         cluster.LogStoreWAL,
 		Limits:           ledger.DefaultLimits,
 		LogLevel:         "info",
@@ -224,7 +228,9 @@ func (n *Node) Start(ctx context.Context) error {
 		RaftTLS: sec.peer, PeerIdentity: sec.identity, GossipKey: sec.gossipKey,
 		Clock:  func() time.Time { return time.Now().Add(time.Duration(n.clockOffset.Load())) },
 		Faults: bugs, Region: n.cfg.Region, Replica: n.cfg.Replica, PreferLeaderRegion: n.cfg.PreferLeaderRegion,
-		Network: n.cfg.Network,
+		Network: n.cfg.Network, ReadyMaxLag: n.cfg.ReadyMaxLag,
+		// Digests only: nodes compare them at join (cluster/progress.go).
+		Identity: cluster.Identity{Cluster: clusterName(n.cfg.Security), KEK: kek.ID(), APIKeys: keys.Digest},
 	}
 	n.cfg.Timings.Apply(&cc)
 	cn, err := cluster.New(cc)
@@ -238,6 +244,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.registry.MustRegister(newClusterCollector(cn))
 	svc := ledger.New(n.instrument(cn), n.cfg.Limits)
 	svc.SetKEK(kek, n.log)
+	svc.SetRefusalNotes(n.cfg.ID, ledger.RefusalNotes{Interval: ledger.DefaultRefusalNotes.Interval, Now: cc.Clock, Log: n.log})
 	n.svc = svc
 	n.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "intentd_long_polls_waiting",

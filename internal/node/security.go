@@ -153,3 +153,11 @@ func (s SecurityConfig) load(id string) (*security, error) {
 	}
 	return out, nil
 }
+
+// clusterName is the cluster's name as the node runs with it.
+func clusterName(s SecurityConfig) string {
+	if s.ClusterName == "" {
+		return tlsutil.DefaultCluster
+	}
+	return s.ClusterName
+}

@@ -198,6 +198,7 @@ var registry = []named{
 	{"snapshot-install", snapshotInstall},
 	{"membership", membership},
 	{"restart-read", restartRead},
+	{"kill-stop-restart", killStopRestart},
 	{"rogue-member", rogueMember},
 	{"raft-poke", raftPoke},
 	{"gossip-forgery", gossipForgery},

@@ -1,0 +1,435 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/intentledger/intentd/fsm"
+)
+
+// RefusalNotes configures how the leader answers a claim the state machine
+// would refuse as in_flight or in_doubt without changing anything
+// (fsm.Ledger.LocalRefusal): from its own state after a linearizable read,
+// without a log entry per attempt. A retry storm on a held key then costs
+// one log entry per key per Interval (fsm.NoteRefusals), whatever the
+// number of retriers, and its audit event says how many claims of which
+// owners were refused between when and when.
+type RefusalNotes struct {
+	// Interval is how often the counted refusals are proposed (default
+	// 1 s).
+	Interval time.Duration
+	// MaxKeys bounds the keys counted between two proposals (default
+	// 10,000); past it refusals go through the log as before.
+	MaxKeys int
+	// Now is the node's clock, the one the leader stamps proposals with
+	// (default: the replicator's Now method if it has one, as
+	// ledgertest.Memory does, else time.Now).
+	Now func() time.Time
+	// Log gets a warning for each batch of notes not recorded (default
+	// slog.Default()).
+	Log *slog.Logger
+}
+
+// DefaultRefusalNotes is what a Service uses unless
+// SetRefusalNotes says otherwise.
+var DefaultRefusalNotes = RefusalNotes{Interval: time.Second, MaxKeys: 10_000}
+
+// RefusalStats counts refusals answered from the leader's state.
+type RefusalStats struct {
+	// Answered is the refusals answered without a log entry; Noted those
+	// the notes proposed since recorded, Lost those whose note was not
+	// recorded; Entries the NoteRefusals entries proposed.
+	Answered, Noted, Lost, Entries uint64
+}
+
+// maxOwnerAttempts bounds the owners whose attempts one key's counter
+// remembers for the Retry-After hint.
+const maxOwnerAttempts = 1024
+
+// refusalKey is what refusals are counted by: one key, one grant, one
+// status.
+type refusalKey struct {
+	ns, key string
+	fence   uint64
+	status  fsm.Status
+}
+
+// refusalCount is the refusals of one refusalKey.
+type refusalCount struct {
+	// pending is counted since the last proposal.
+	pending     uint64
+	owners      []string
+	seen        map[string]bool
+	moreOwners  uint64
+	first, last int64
+	// attempts counts each owner's refusals on this grant (kept across
+	// proposals, bounded by maxOwnerAttempts) for the Retry-After hint.
+	attempts map[string]uint64
+	used     int64
+}
+
+// refusals is the running configuration: the counts and the loop that
+// proposes them.
+type refusals struct {
+	cfg  RefusalNotes
+	node string
+
+	mu     sync.Mutex
+	counts map[refusalKey]*refusalCount
+	// held are the keys a claim was lately refused on (namespace, key),
+	// with when: only their claims are checked against the state. Bounded
+	// with counts (MaxKeys).
+	held map[[2]string]int64
+	// loop is started by the first counted refusal.
+	loop    sync.Once
+	stop    chan struct{}
+	done    chan struct{}
+	stopped bool
+
+	answered, noted, lost, entries atomic.Uint64
+
+	// confirm shares the leadership confirmations of concurrent refusals.
+	confirm confirmer
+}
+
+// confirmer shares linearizable confirmations (a Read with Linearizable
+// consistency: the leader confirms its leadership with a quorum and waits
+// until it has applied what was committed before) among concurrent
+// refusals: one runs at a time, and a refusal waits for the first that
+// starts after it arrived. A storm of a thousand retriers then costs a
+// confirmation round per heartbeat round trip, not a thousand.
+type confirmer struct {
+	mu      sync.Mutex
+	running bool
+	next    *confirmRound
+}
+
+// confirmRound is one confirmation; done is closed when err is set.
+type confirmRound struct {
+	done chan struct{}
+	err  error
+	// waiters counts the calls waiting for it (under the confirmer's mu).
+	waiters int
+}
+
+// confirm waits for a confirmation that starts after the call and returns
+// its error (a *NotLeaderError on a follower), or ctx's.
+func (c *confirmer) confirm(ctx context.Context, r Replicator) error {
+	c.mu.Lock()
+	if c.next == nil {
+		c.next = &confirmRound{done: make(chan struct{})}
+	}
+	round := c.next
+	round.waiters++
+	if !c.running {
+		c.running, c.next = true, nil
+		go c.run(r, round)
+	}
+	c.mu.Unlock()
+	select {
+	case <-round.done:
+		return round.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run runs round, then the round that gathered meanwhile, until none did.
+func (c *confirmer) run(r Replicator, round *confirmRound) {
+	for round != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), confirmBound)
+		round.err = r.Read(ctx, Linearizable, func(*fsm.Ledger) {})
+		cancel()
+		close(round.done)
+		c.mu.Lock()
+		round, c.next = c.next, nil
+		if round == nil {
+			c.running = false
+		}
+		c.mu.Unlock()
+	}
+}
+
+// confirmBound bounds one confirmation.
+const confirmBound = 5 * time.Second
+
+// clockOf is r's clock if it has one, else time.Now.
+func clockOf(r Replicator) func() time.Time {
+	if c, ok := r.(interface{ Now() time.Time }); ok {
+		return c.Now
+	}
+	return time.Now
+}
+
+func newRefusals(cfg RefusalNotes, clock func() time.Time) *refusals {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultRefusalNotes.Interval
+	}
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = DefaultRefusalNotes.MaxKeys
+	}
+	if cfg.Now == nil {
+		cfg.Now = clock
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &refusals{cfg: cfg, node: "leader", counts: map[refusalKey]*refusalCount{}, held: map[[2]string]int64{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// SetRefusalNotes replaces the configuration of refusals answered from the
+// leader's state (DefaultRefusalNotes unless called); node names this node
+// in the notes' events. Call it before the service serves, at most once.
+func (s *Service) SetRefusalNotes(node string, cfg RefusalNotes) {
+	s.refusals = newRefusals(cfg, clockOf(s.r))
+	if node != "" {
+		s.refusals.node = node
+	}
+}
+
+// RefusalStats returns the counts of refusals answered from the leader's
+// state.
+func (s *Service) RefusalStats() RefusalStats {
+	rf := s.refusals
+	return RefusalStats{Answered: rf.answered.Load(), Noted: rf.noted.Load(), Lost: rf.lost.Load(), Entries: rf.entries.Load()}
+}
+
+// mayForwardKey is the context key of WithForwardableClaim.
+type mayForwardKey struct{}
+
+// WithForwardableClaim returns ctx saying that a claim made with it may be
+// answered with a *NotLeaderError naming the leader's HTTP address when
+// this node is a follower and its copy says the leader would refuse the
+// claim as in_flight or in_doubt: the caller sends the request to the
+// leader, which answers it from its state (one hop, as a proposal through
+// this node costs) without a log entry. The HTTP API sets it on claims
+// that entered the cluster at this node.
+func WithForwardableClaim(ctx context.Context) context.Context {
+	return context.WithValue(ctx, mayForwardKey{}, true)
+}
+
+// refuseLocally answers claim c from the leader's state when the state
+// machine would refuse it as in_flight or in_doubt and change nothing but
+// the audit trail (fsm.Ledger.LocalRefusal), and counts the refusal for
+// the next NoteRefusals. nil, nil means "propose it". It looks only at
+// keys a claim through this node was lately refused on (noteRefused), so
+// other claims cost a map lookup: the first refusal of a storm goes
+// through the log, the rest are answered from the state. On a follower it
+// returns the NotLeaderError of its linearizable read when ctx allows
+// forwarding (WithForwardableClaim), so the leader answers it.
+func (s *Service) refuseLocally(ctx context.Context, c *fsm.Claim) (*fsm.Result, error) {
+	rf := s.refusals
+	if !rf.isHeld(c.Namespace, c.Key) {
+		return nil, nil
+	}
+	now := rf.cfg.Now().UnixNano()
+	var r *fsm.Result
+	err := rf.confirm.confirm(ctx, s.r)
+	if err == nil {
+		// Leadership was confirmed after this claim arrived, and this
+		// copy has applied what was committed then: reading it now is
+		// a linearizable read.
+		err = s.r.Read(ctx, Stale, func(l *fsm.Ledger) { r, _ = l.LocalRefusal(c, now) })
+	}
+	var nl *NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		if nl.LeaderHTTP == "" || ctx.Value(mayForwardKey{}) == nil {
+			return nil, nil
+		}
+		// A follower sends the claim to the leader only when its own
+		// copy says the leader would likely refuse it.
+		var likely bool
+		if s.r.Read(ctx, Stale, func(l *fsm.Ledger) { _, likely = l.LocalRefusal(c, now) }) != nil || !likely {
+			return nil, nil
+		}
+		return nil, err
+	case err != nil:
+		return nil, nil
+	case r == nil:
+		rf.unhold(c.Namespace, c.Key) // the key moved on
+		return nil, nil
+	}
+	attempt, ok := rf.count(r, c.Owner, now, true)
+	if !ok {
+		return nil, nil // too many keys counted: the log answers
+	}
+	rf.answered.Add(1)
+	r.Attempt = attempt
+	rf.loop.Do(func() { go rf.run(s) })
+	return r, nil
+}
+
+// noteRefused remembers that the log refused owner's claim as r (in_flight
+// or in_doubt), so the next claims on the key are answered from the state,
+// and sets r.Attempt: the owner's first attempt on the grant.
+func (s *Service) noteRefused(r *fsm.Result, owner string) {
+	if r.Intent == nil || (r.Status != fsm.StatusInFlight && r.Status != fsm.StatusInDoubt) {
+		return
+	}
+	rf := s.refusals
+	if attempt, ok := rf.count(r, owner, rf.cfg.Now().UnixNano(), false); ok {
+		r.Attempt = attempt
+	}
+}
+
+// isHeld reports whether a claim on (ns, key) was lately refused here.
+func (rf *refusals) isHeld(ns, key string) bool {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	_, ok := rf.held[[2]string{ns, key}]
+	return ok
+}
+
+// unhold forgets (ns, key): its claims go to the log until one is refused
+// again.
+func (rf *refusals) unhold(ns, key string) {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	delete(rf.held, [2]string{ns, key})
+}
+
+// count counts owner's refusal r at now and returns the owner's attempt
+// number on that grant; false when the bound of keys is reached or the
+// loop has stopped. pending says whether the refusal is to be noted (it
+// was answered from the state) or is in the log already.
+func (rf *refusals) count(r *fsm.Result, owner string, now int64, pending bool) (uint64, bool) {
+	k := refusalKey{ns: r.Intent.Namespace, key: r.Intent.Key, fence: r.Intent.FencingToken, status: r.Status}
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	if rf.stopped {
+		return 0, false
+	}
+	rc := rf.counts[k]
+	if rc == nil {
+		if len(rf.counts) >= rf.cfg.MaxKeys {
+			return 0, false
+		}
+		rc = &refusalCount{seen: map[string]bool{}, attempts: map[string]uint64{}}
+		rf.counts[k] = rc
+	}
+	rf.held[[2]string{k.ns, k.key}] = now
+	rc.used = now
+	if !pending {
+		n := rc.attempts[owner] + 1
+		if len(rc.attempts) < maxOwnerAttempts || n > 1 {
+			rc.attempts[owner] = n
+		}
+		return n, true
+	}
+	if rc.pending == 0 {
+		rc.first, rc.owners, rc.moreOwners = now, nil, 0
+		clear(rc.seen)
+	}
+	rc.pending++
+	rc.last = now
+	if !rc.seen[owner] {
+		rc.seen[owner] = true
+		if len(rc.owners) < fsm.MaxRefusalOwners {
+			rc.owners = append(rc.owners, owner)
+		} else {
+			rc.moreOwners++
+		}
+	}
+	n, known := rc.attempts[owner]
+	if known || len(rc.attempts) < maxOwnerAttempts {
+		n++
+		rc.attempts[owner] = n
+	} else {
+		n = rc.pending // an owner past the bound: the key's count stands in
+	}
+	return n, true
+}
+
+// take returns the notes counted since the last call and forgets counts
+// idle for a minute.
+func (rf *refusals) take(now int64) []fsm.RefusalNote {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	var out []fsm.RefusalNote
+	for k, rc := range rf.counts {
+		if rc.pending > 0 {
+			out = append(out, fsm.RefusalNote{Namespace: k.ns, Key: k.key, Status: k.status, FencingToken: k.fence,
+				Count: rc.pending, Owners: rc.owners, MoreOwners: rc.moreOwners, First: rc.first, Last: rc.last})
+			rc.pending = 0
+			rc.owners = nil
+			continue
+		}
+		if now-rc.used > int64(time.Minute) {
+			delete(rf.counts, k)
+		}
+	}
+	for k, used := range rf.held {
+		if now-used > int64(time.Minute) {
+			delete(rf.held, k)
+		}
+	}
+	return out
+}
+
+// run proposes the counted refusals every Interval until Close, then
+// once more.
+func (rf *refusals) run(s *Service) {
+	defer close(rf.done)
+	t := time.NewTicker(rf.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-rf.stop:
+			rf.flush(s)
+			return
+		case <-t.C:
+			rf.flush(s)
+		}
+	}
+}
+
+// flush proposes what was counted, fsm.MaxRefusalNotes notes per entry.
+func (rf *refusals) flush(s *Service) {
+	notes := rf.take(rf.cfg.Now().UnixNano())
+	for len(notes) > 0 {
+		n := min(len(notes), fsm.MaxRefusalNotes)
+		batch := notes[:n]
+		notes = notes[n:]
+		var count uint64
+		for _, note := range batch {
+			count += note.Count
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r, err := s.r.Propose(ctx, &fsm.NoteRefusals{Node: rf.node, Notes: batch})
+		cancel()
+		rf.entries.Add(1)
+		if err != nil || r.Status != fsm.StatusOK {
+			// Not retried: a proposal whose outcome is unknown may have been
+			// applied, and the note has no id to make a second one a no-op.
+			rf.lost.Add(count)
+			rf.cfg.Log.Warn("ledger: refusals answered from the leader's state are missing from their keys' audit trails",
+				"refusals", count, "keys", n, "first_key", batch[0].Key, "err", err)
+			continue
+		}
+		rf.noted.Add(count)
+	}
+}
+
+// close stops counting, proposes what was counted and stops the loop.
+func (rf *refusals) close() {
+	rf.mu.Lock()
+	if rf.stopped {
+		rf.mu.Unlock()
+		return
+	}
+	rf.stopped = true
+	rf.mu.Unlock()
+	started := true
+	rf.loop.Do(func() { started = false })
+	if !started {
+		return
+	}
+	close(rf.stop)
+	<-rf.done
+}

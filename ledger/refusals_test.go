@@ -1,0 +1,213 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/ledger/ledgertest"
+)
+
+// refusalSetup is a service over m whose refusal notes are proposed only
+// when it closes (an hour's interval), on m's clock.
+func refusalSetup(t *testing.T, r ledger.Replicator, m *ledgertest.Memory) *ledger.Service {
+	t.Helper()
+	s := ledger.New(r, ledger.Limits{})
+	s.SetRefusalNotes("n1", ledger.RefusalNotes{Interval: time.Hour, Now: m.Now})
+	t.Cleanup(s.Close)
+	return s
+}
+
+func lastAudit(t *testing.T, m *ledgertest.Memory, k string) fsm.AuditEvent {
+	t.Helper()
+	in := m.Ledger().Get("default", k)
+	if in == nil || len(in.Audit) == 0 {
+		t.Fatalf("no trail for %s", k)
+	}
+	return in.Audit[len(in.Audit)-1]
+}
+
+// TestStormCostsOneEntry: however many claims are refused in_flight, the
+// leader answers them from its state, each exactly as the log would, and
+// one NoteRefusals entry records them all on the key's trail.
+func TestStormCostsOneEntry(t *testing.T) {
+	m := ledgertest.NewMemory(start)
+	s := refusalSetup(t, m, m)
+	mustClaim(t, s, claimReq(key, owner, `{"a":1}`), fsm.StatusGranted)
+	// The first refusal on the key goes through the log and marks it.
+	first := mustClaim(t, s, claimReq(key, "first", `{"a":1}`), fsm.StatusInFlight)
+	eq(t, "first local", first.Local, false)
+	eq(t, "first attempt", first.Attempt, uint64(1))
+	proposed := m.Proposed()
+
+	const retriers, rounds = 20, 5
+	for round := 1; round <= rounds; round++ {
+		for i := range retriers {
+			r := mustClaim(t, s, claimReq(key, fmt.Sprintf("retrier-%d", i), `{"a":1}`), fsm.StatusInFlight)
+			eq(t, "local", r.Local, true)
+			eq(t, "attempt", r.Attempt, uint64(round))
+			eq(t, "detail", r.Detail, fmt.Sprintf("owner %q holds the lease", owner))
+			eq(t, "version", r.Intent.Version, first.Intent.Version)
+		}
+	}
+	eq(t, "entries during the storm", m.Proposed(), proposed)
+	eq(t, "answered", s.RefusalStats().Answered, uint64(retriers*rounds))
+
+	s.Close() // proposes what was counted
+	eq(t, "entries after the storm", m.Proposed(), proposed+1)
+	ev := lastAudit(t, m, key)
+	eq(t, "status", ev.Status, fsm.StatusInFlight)
+	if !strings.Contains(ev.Reason, fmt.Sprintf("%d in_flight refusals", retriers*rounds)) || !strings.Contains(ev.Reason, "and 12 more") {
+		t.Fatalf("reason %q", ev.Reason)
+	}
+	eq(t, "noted", s.RefusalStats().Noted, uint64(retriers*rounds))
+	in := m.Ledger().Get("default", key)
+	eq(t, "state", in.State, fsm.StateDeclared)
+	eq(t, "grant still in the trail", in.Audit[0].Status, fsm.StatusGranted)
+}
+
+// TestRefusalsThatChangeSomethingGoThroughTheLog: a divergent claim (it
+// counts), the owner's repeat (granted again), and the first claim after
+// the lease passed (it expires the grant) are proposed; an in_doubt
+// refusal after that is answered from the state.
+func TestRefusalsThatChangeSomethingGoThroughTheLog(t *testing.T) {
+	m := ledgertest.NewMemory(start)
+	s := refusalSetup(t, m, m)
+	req := claimReq(key, owner, `{"a":1}`)
+	req.Lease = time.Second
+	mustClaim(t, s, req, fsm.StatusGranted)
+	steps := []struct {
+		name    string
+		advance time.Duration
+		req     ledger.ClaimRequest
+		want    fsm.Status
+		local   bool
+	}{
+		{"divergent", 0, claimReq(key, "other", `{"a":2}`), fsm.StatusDivergent, false},
+		{"owner's repeat", 0, claimReq(key, owner, `{"a":1}`), fsm.StatusGranted, false},
+		{"first in_flight", 0, claimReq(key, "other", `{"a":1}`), fsm.StatusInFlight, false},
+		{"in_flight", 0, claimReq(key, "other", `{"a":1}`), fsm.StatusInFlight, true},
+		{"divergent on a held key", 0, claimReq(key, "other", `{"a":3}`), fsm.StatusDivergent, false},
+		{"lease passed", 2 * time.Second, claimReq(key, "other", `{"a":1}`), fsm.StatusInDoubt, false},
+		{"in_doubt", 0, claimReq(key, "third", `{"a":1}`), fsm.StatusInDoubt, true},
+	}
+	for _, st := range steps {
+		m.Advance(st.advance)
+		before := m.Proposed()
+		r := mustClaim(t, s, st.req, st.want)
+		eq(t, st.name+": local", r.Local, st.local)
+		proposed := 1
+		if st.local {
+			proposed = 0
+		}
+		eq(t, st.name+": proposed", m.Proposed()-before, proposed)
+	}
+	eq(t, "divergent counted", m.Ledger().Get("default", key).Divergent, uint64(2))
+}
+
+// notLeading answers linearizable reads as a follower does.
+type notLeading struct {
+	*ledgertest.Memory
+	leader string
+}
+
+func (n notLeading) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
+	if c == ledger.Linearizable {
+		return &ledger.NotLeaderError{LeaderID: "n2", LeaderHTTP: n.leader}
+	}
+	return n.Memory.Read(ctx, c, fn)
+}
+
+// TestFollowerSendsLikelyRefusalsToTheLeader: a follower whose copy says
+// the claim would be refused answers NotLeaderError when the caller may
+// forward the request (so the leader answers it without an entry), and
+// proposes it otherwise; a claim that would not be refused is proposed.
+func TestFollowerSendsLikelyRefusalsToTheLeader(t *testing.T) {
+	cases := []struct {
+		name        string
+		forwardable bool
+		leader      string
+		payload     string
+		wantForward bool
+	}{
+		{"forwardable", true, "http://10.0.0.2:8080", `{"a":1}`, true},
+		{"already forwarded", false, "http://10.0.0.2:8080", `{"a":1}`, false},
+		{"leader's address unknown", true, "", `{"a":1}`, false},
+		{"divergent", true, "http://10.0.0.2:8080", `{"a":2}`, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := ledgertest.NewMemory(start)
+			s := refusalSetup(t, notLeading{Memory: m, leader: tc.leader}, m)
+			mustClaim(t, s, claimReq(key, owner, `{"a":1}`), fsm.StatusGranted)
+			mustClaim(t, s, claimReq(key, "first", `{"a":1}`), fsm.StatusInFlight) // through the log: marks the key
+			ctx := context.Background()
+			if tc.forwardable {
+				ctx = ledger.WithForwardableClaim(ctx)
+			}
+			before := m.Proposed()
+			r, err := s.Claim(ctx, claimReq(key, "other", tc.payload))
+			var nl *ledger.NotLeaderError
+			if got := errors.As(err, &nl); got != tc.wantForward {
+				t.Fatalf("forwarded: %v (%+v, %v), want %v", got, r, err, tc.wantForward)
+			}
+			proposed := 1
+			if tc.wantForward {
+				proposed = 0
+			}
+			eq(t, "proposed", m.Proposed()-before, proposed)
+		})
+	}
+}
+
+// TestWaitIgnoresAuditOnlyWrites: a long-poll on a held key is not
+// answered by refusals (through the log or noted), renewals or repeated
+// claims, only by the report; a poll behind a state change answers at
+// once.
+func TestWaitIgnoresAuditOnlyWrites(t *testing.T) {
+	f := newFeed()
+	s := ledger.New(f, ledger.Limits{})
+	s.SetRefusalNotes("n1", ledger.RefusalNotes{Interval: time.Hour, Now: f.Now})
+	ctx := context.Background()
+	g := grant(t, s, "a")
+	done := startWait(ctx, s, "a", g.Intent.Version, 30*time.Second)
+	f.Await(t, 1)
+
+	writes := []func() (*fsm.Result, error){
+		func() (*fsm.Result, error) { return s.Claim(ctx, claimReq("a", "other", `{"k":"b"}`)) }, // divergent, through the log
+		func() (*fsm.Result, error) { return s.Claim(ctx, claimReq("a", owner, `{"k":"a"}`)) },   // the owner's repeat
+		func() (*fsm.Result, error) {
+			return s.Renew(ctx, ledger.RenewRequest{Key: "a", Owner: owner, FencingToken: g.Intent.FencingToken, Lease: time.Second})
+		},
+		func() (*fsm.Result, error) { return s.Claim(ctx, claimReq("a", "other", `{"k":"a"}`)) }, // in_flight, through the log
+		func() (*fsm.Result, error) { return s.Claim(ctx, claimReq("a", "other", `{"k":"a"}`)) }, // in_flight, from the state
+	}
+	for i, w := range writes {
+		if _, err := w(); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	// The writes through the log woke the poll (wakes that come before it
+	// re-arms are one), which read and went on waiting.
+	f.Await(t, 2)
+	if _, err := s.Complete(ctx, ledger.CompleteRequest{Key: "a", Owner: owner,
+		FencingToken: g.Intent.FencingToken, Outcome: fsm.OutcomeExecuted}); err != nil {
+		t.Fatal(err)
+	}
+	a := receive(t, done)
+	if a.err != nil || a.in == nil || a.in.State != fsm.StateExecuted {
+		t.Fatalf("answered with %+v, %v; want the report", a.in, a.err)
+	}
+
+	// A poll from before the report answers at once.
+	a = receive(t, startWait(ctx, s, "a", g.Intent.Version, 30*time.Second))
+	eq(t, "behind the report", a.in.State, fsm.StateExecuted)
+	// One from after it waits out its wait (a zero wait answers at once).
+	a = receive(t, startWait(ctx, s, "a", a.in.Version, 0))
+	eq(t, "current", a.in.State, fsm.StateExecuted)
+}
