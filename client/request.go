@@ -207,6 +207,11 @@ func (c *Client) once(ctx context.Context, base string, r request, payload []byt
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if ClientCertRefused(err) {
+			// Refused at the handshake: nothing was sent, and every node
+			// of the cluster asks for the same client certificate.
+			return 0, false, 0, fmt.Errorf("%w: %w", ErrUnauthorized, err)
+		}
 		kind := ErrUnavailable
 		if r.write() && wrote.Load() {
 			kind = ErrOutcomeUnknown

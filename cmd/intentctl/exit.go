@@ -55,7 +55,7 @@ func (c *cli) fail(err error) int {
 		}
 	default:
 		fmt.Fprintf(c.stderr, "intentctl: %v\n", err)
-		if clientCertRefused(err) {
+		if client.ClientCertRefused(err) {
 			fmt.Fprintf(c.stderr, "  the node refused this client's TLS certificate (or its lack of one): give --cert and --key "+
 				"(or INTENTCTL_CERT, INTENTCTL_KEY) signed by the node's client CA (--tls-client-ca)\n")
 		}
@@ -72,7 +72,7 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue):
 		return exitUsage
-	case clientCertRefused(err): // before ErrUnavailable, which wraps it
+	case client.ClientCertRefused(err): // before ErrUnavailable, which wraps it
 		return exitUnauthorized
 	case errors.Is(err, client.ErrOutcomeUnknown), errors.Is(err, client.ErrNoLeader),
 		errors.Is(err, client.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):

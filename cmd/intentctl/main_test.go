@@ -159,7 +159,7 @@ func TestExitCodes(t *testing.T) {
 
 	r := e.run(t, "claim", "k", "--tool", "payments.refund", "--payload", `{"amount":100}`, "--owner", "agent-2")
 	expect(t, r, exitInFlight)
-	if !strings.Contains(r.stderr, "in_flight") || !strings.Contains(r.stderr, "retry after: 30s") {
+	if !strings.Contains(r.stderr, "in_flight") || !strings.Contains(r.stderr, "retry after: 1s") {
 		t.Errorf("in_flight message:\n%s", r)
 	}
 	r = e.run(t, "claim", "k", "--tool", "payments.refund", "--payload", `{"amount":999}`, "--owner", "agent-1")

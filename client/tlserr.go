@@ -1,4 +1,4 @@
-package main
+package client
 
 import (
 	"errors"
@@ -23,12 +23,14 @@ var clientCertAlerts = []string{
 	"tls: handshake failure",
 }
 
-// clientCertRefused reports whether err is a server's TLS refusal of the
-// client's certificate: a credential problem like a 401 (give --cert and
-// --key from the node's client CA), which retrying cannot cure. Go
+// ClientCertRefused reports whether err is a server's TLS refusal of the
+// client's certificate, or of its lack of one: a credential problem like a
+// 401 (present a certificate of the node's client CA), which retrying
+// cannot cure. The client neither retries it nor tries another node, and
+// its error wraps ErrUnauthorized. Go
 // reports a received alert as a *net.OpError "remote error" whose error
 // is the alert (an unexported type), so its text is all there is to read.
-func clientCertRefused(err error) bool {
+func ClientCertRefused(err error) bool {
 	for e := err; e != nil; {
 		var op *net.OpError
 		if !errors.As(e, &op) {
