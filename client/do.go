@@ -152,9 +152,12 @@ const maxErrorResultBytes = 1024
 //     Result, and no error. Decode reads the result the same way in both
 //     cases.
 //   - in_flight (another owner holds the key now): fn does not run; Do
-//     waits with exponential backoff (WithBackoff, never longer than the
-//     holder's Retry-After) and claims again with the same owner, for up to
-//     the max wait (WithMaxWait, default 30 s) and within ctx. It then gets
+//     long-polls the key (Wait, after the version the answer carried) until
+//     its state changes or the holder's Retry-After passes, and claims
+//     again with the same owner, for up to the max wait (WithMaxWait,
+//     default 30 s) and within ctx. (When the answer carries no version, or
+//     the long-poll fails, it waits with exponential backoff instead,
+//     WithBackoff, never longer than the Retry-After.) It then gets
 //     the holder's result (duplicate), a grant of a new generation if the
 //     holder's attempt failed, or in_doubt. Still in flight at the end:
 //     an error wrapping ErrInFlight.
@@ -255,9 +258,9 @@ func encodeJSON(v any) (json.RawMessage, error) {
 
 // settle claims until the answer is definite: it re-sends the same claim
 // (same owner) while its outcome is unknown or the cluster cannot answer,
-// and, with waitInFlight, polls while another owner holds the key, for up
-// to the max wait and within ctx. fresh says the owner was made for this
-// call, so any grant to it is this call's.
+// and, with waitInFlight, waits (awaitHolder) while another owner holds
+// the key, for up to the max wait and within ctx. fresh says the owner was
+// made for this call, so any grant to it is this call's.
 func (c *Client) settle(ctx context.Context, req ClaimRequest, fresh, waitInFlight bool) (*ClaimResponse, error) {
 	deadline := time.Now().Add(c.maxWait)
 	unknown := false  // an attempt of this call may have been granted
@@ -274,8 +277,21 @@ func (c *Client) settle(ctx context.Context, req ClaimRequest, fresh, waitInFlig
 			// Definite: another owner holds the key, so no attempt of this
 			// call was granted.
 			unknown = false
+			if errors.As(err, &p) && p.Intent != nil && p.Intent.Version > 0 {
+				// Long-poll the key until its state changes (the holder's
+				// report, a new grant ...), then claim again.
+				left := time.Until(deadline)
+				if left <= 0 {
+					return nil, c.claimGaveUp(req.Key, err, unknown, nil)
+				}
+				if werr := c.awaitHolder(ctx, req.Key, p, attempt, deadline); werr != nil {
+					return nil, c.claimGaveUp(req.Key, err, unknown, werr)
+				}
+				continue
+			}
+			// No version to wait after: poll with backoff.
 			wait = c.backoff(attempt, 0)
-			if errors.As(err, &p) && p.RetryAfter > 0 && p.RetryAfter < wait {
+			if p != nil && p.RetryAfter > 0 && p.RetryAfter < wait {
 				wait = p.RetryAfter
 			}
 		case errors.Is(err, ErrInDoubt) && fresh && !released && errors.As(err, &p) &&
@@ -311,6 +327,53 @@ func (c *Client) settle(ctx context.Context, req ClaimRequest, fresh, waitInFlig
 // approvalPoll bounds one long-poll of awaitApproval, below the HTTP
 // client's default 30 s timeout.
 const approvalPoll = 20 * time.Second
+
+// inFlightPoll bounds one long-poll of awaitHolder, below the HTTP
+// client's default 30 s timeout.
+const inFlightPoll = 20 * time.Second
+
+// inFlightSlack is how far past the holder's Retry-After a long-poll of an
+// in_flight key runs, so that the claim after it finds the holder's lease
+// over when it passed: the end of a lease changes no record and wakes no
+// long-poll.
+const inFlightSlack = 250 * time.Millisecond
+
+// awaitHolder waits while another owner holds req's key (p, an in_flight
+// answer whose intent carries its version): it long-polls the key until
+// its state changes after that version (the holder reported, the key was
+// granted again, resolved, purged ...) or until the holder's Retry-After
+// has passed (it never reaches past the holder's lease), within deadline,
+// inFlightPoll and the HTTP client's timeout. A long-poll the cluster
+// refuses or cannot answer is replaced by the backoff wait of a poll. It
+// returns an error only when ctx ended.
+func (c *Client) awaitHolder(ctx context.Context, key string, p *Problem, attempt int, deadline time.Time) error {
+	poll := min(time.Until(deadline), inFlightPoll)
+	ra := p.RetryAfter
+	if ra <= 0 {
+		ra = time.Second
+	}
+	poll = min(poll, ra+inFlightSlack)
+	if t := c.hc.Timeout; t > 0 {
+		poll = min(poll, t-t/4)
+	}
+	if poll <= 0 {
+		return nil
+	}
+	_, err := c.Wait(ctx, key, p.Intent.Version, poll)
+	switch {
+	case err == nil, errors.Is(err, ErrNotFound):
+		return nil // changed (or purged): claim again
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	// Too many waiters, no read access, no node could answer: poll as
+	// before, never longer than the holder's Retry-After.
+	wait := c.backoff(attempt, retryAfterOf(err))
+	if p.RetryAfter > 0 && p.RetryAfter < wait {
+		wait = p.RetryAfter
+	}
+	return c.sleep(ctx, min(wait, max(time.Until(deadline), 0)))
+}
 
 // awaitApproval long-polls a pending intent until a decision changes its
 // state or wait passes, then claims it again with the same owner: an

@@ -181,9 +181,9 @@ func TestDoConcurrentSameKeyRunsOnce(t *testing.T) {
 		wg.Go(func() { results[i], errs[i] = c.Do(ctx, chargeEffect("order-5"), fn) })
 	}
 	<-started
-	// The others are now polling the in-flight key: wait until they have
-	// re-claimed a few times each, then let the effect finish.
-	if err := mem.WaitRequests(ctx, "claim", 3*callers); err != nil {
+	// The others now long-poll the in-flight key: wait until each has
+	// claimed and is waiting, then let the effect finish.
+	if err := mem.WaitRequests(ctx, "get", callers-1); err != nil {
 		t.Fatal(err)
 	}
 	close(release)

@@ -29,7 +29,8 @@ func WithRetries(n int) Option {
 
 // WithBackoff sets the exponential backoff between retries: base doubles
 // each attempt up to max, with jitter. A server's Retry-After lengthens the
-// wait, but never beyond max. Do also polls an in_flight key with it.
+// wait, but never beyond max. Do also polls an in_flight key with it when
+// it cannot long-poll the key (see Do).
 func WithBackoff(base, max time.Duration) Option {
 	return func(c *Client) {
 		if base > 0 {

@@ -27,8 +27,10 @@ type Problem struct {
 	// Intent is the record, when the answer carries it (in_flight,
 	// in_doubt, divergent, fenced ...).
 	Intent *Intent
-	// RetryAfter says when a retry makes sense (in_flight: the rest of the
-	// holder's lease; 503s: a short pause).
+	// RetryAfter says when a retry makes sense (in_flight: 1 s for an
+	// owner's first refused attempt on a grant, doubling per attempt,
+	// never past the holder's lease; 503s: a short pause). To learn the
+	// outcome at once, long-poll the key (Wait), as Do does.
 	RetryAfter time.Duration
 	// Fingerprint is the recorded fingerprint and RequestFingerprint the
 	// request's, on divergent answers.
