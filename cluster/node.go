@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,8 @@ import (
 type Config struct {
 	// ID names the node in Raft and gossip; it must be unique and stable.
 	ID string
+	// dirSync fsyncs a directory (nil: syncDir); tests record the calls.
+	dirSync func(string) error
 	// DataDir holds the Raft log and stable store (wal/ or raft.db, see
 	// LogStore) and snapshots/.
 	DataDir string
@@ -293,6 +296,9 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
+	if err := syncDirs(cfg.dirSync, filepath.Dir(cfg.DataDir), cfg.DataDir); err != nil {
+		return nil, err
+	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), sm: newStateMachine(), notifyCh: make(chan bool, 16),
 		peers: &peerHealth{fail: map[string]bool{}}, raftStopped: make(chan struct{})}
 	n.fwd = forwarder{n: n, timeout: cfg.ForwardTimeout}
@@ -309,6 +315,15 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.store = store
+	// The log store's directory (wal/) or file (raft.db) and what raft-wal
+	// created in it are durable before the first entry is appended.
+	walDir := filepath.Join(cfg.DataDir, "wal")
+	if cfg.LogStore != LogStoreWAL {
+		walDir = cfg.DataDir
+	}
+	if err := syncDirs(cfg.dirSync, walDir, cfg.DataDir); err != nil {
+		return nil, err
+	}
 	if n.logs, err = raft.NewLogCache(logCacheSize, store); err != nil {
 		return nil, fmt.Errorf("cluster: log cache: %w", err)
 	}
@@ -316,7 +331,11 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
-	n.snaps = &indexedSnapshots{SnapshotStore: fileSnaps}
+	snapDir := filepath.Join(cfg.DataDir, "snapshots")
+	if err := syncDirs(cfg.dirSync, snapDir, cfg.DataDir); err != nil {
+		return nil, err
+	}
+	n.snaps = &indexedSnapshots{SnapshotStore: fileSnaps, dir: snapDir, sync: cfg.dirSync}
 	trans, err := n.newTransport()
 	if err != nil {
 		return nil, err

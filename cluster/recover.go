@@ -44,6 +44,11 @@ func (n *Node) recoverPeers(rc *raft.Config, store interface {
 	if err := os.Rename(path, path+".applied"); err != nil {
 		return fmt.Errorf("cluster: recovered, but could not rename %s (remove it before the next start): %w", path, err)
 	}
+	// The rename must survive a power loss, or the next start applies the
+	// membership override again.
+	if err := syncDirs(n.cfg.dirSync, n.cfg.DataDir); err != nil {
+		return fmt.Errorf("cluster: recovered, but the rename of %s is not durable (remove it before the next start): %w", path, err)
+	}
 	n.log.Warn("raft configuration recovered", "servers", len(conf.Servers))
 	return nil
 }

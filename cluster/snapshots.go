@@ -40,8 +40,24 @@ var ErrNotEmpty = errors.New("the ledger is not empty; restore into a fresh clus
 // (the last command in the snapshot) can lie below the snapshot's Raft
 // index: no-ops and configuration entries follow it, and a restored backup
 // is installed at an index past the new cluster's log.
+//
+// It also makes every snapshot it creates durable before raft compacts the
+// log behind it (durableSink).
 type indexedSnapshots struct {
 	raft.SnapshotStore
+	dir  string             // the store's directory, snapshots/
+	sync func(string) error // nil: syncDir
+}
+
+// Create implements raft.SnapshotStore: the sink's Close fsyncs the new
+// snapshot's directory and the store's.
+func (s *indexedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := s.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	if err != nil || s.dir == "" {
+		return sink, err
+	}
+	return &durableSink{SnapshotSink: sink, dir: s.dir, sync: s.sync}, nil
 }
 
 // Open implements raft.SnapshotStore.
