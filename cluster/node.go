@@ -366,7 +366,8 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: inspect raft state: %w", err)
 	}
-	r, err := raft.NewRaft(rc, n.sm, n.logs, store, n.snaps, n.raftTrans)
+	stable := &patientStable{StableStore: store, ctx: n.ctx, log: n.log}
+	r, err := raft.NewRaft(rc, n.sm, n.logs, stable, n.snaps, n.raftTrans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
