@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +38,8 @@ type scenario struct {
 	WaitMS         int    `json:"wait_ms"`
 	ApproveAfterMS int    `json:"approve_after_ms"`
 	KillAfterMS    int    `json:"kill_after_ms"`
+	Waiters        int    `json:"waiters"`
+	SettleMS       int    `json:"settle_ms"`
 }
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -147,17 +152,18 @@ func runGo(t *testing.T, h *harness, scenarios []scenario) {
 	}
 	r := &goRunner{h: h, run: runID("go"), agent: agent, approver: approver, controlHTTP: &http.Client{Timeout: startLimit + 10*time.Second}}
 	checks := map[string]func(context.Context, scenario) (string, error){
-		"key-vectors":             r.keyVectors,
-		"bad-input-local":         r.badInput,
-		"granted-executed":        r.grantedExecuted,
-		"duplicate":               r.duplicate,
-		"divergent":               r.divergent,
-		"concurrent-one-effect":   r.concurrent,
-		"effect-unknown-in-doubt": r.effectUnknown,
-		"lease-renewal":           r.leaseRenewal,
-		"approval":                r.approval,
-		"rate-limited-waited-out": r.rateLimited,
-		"leader-kill":             r.leaderKill,
+		"key-vectors":                   r.keyVectors,
+		"bad-input-local":               r.badInput,
+		"granted-executed":              r.grantedExecuted,
+		"duplicate":                     r.duplicate,
+		"divergent":                     r.divergent,
+		"concurrent-one-effect":         r.concurrent,
+		"waiters-claim-once-per-change": r.waitersClaimOnce,
+		"effect-unknown-in-doubt":       r.effectUnknown,
+		"lease-renewal":                 r.leaseRenewal,
+		"approval":                      r.approval,
+		"rate-limited-waited-out":       r.rateLimited,
+		"leader-kill":                   r.leaderKill,
 	}
 	for _, s := range scenarios {
 		t.Run(s.ID, func(t *testing.T) {
@@ -319,6 +325,227 @@ func (r *goRunner) concurrent(ctx context.Context, s scenario) (string, error) {
 		return "", fmt.Errorf("fn ran %d times for %d concurrent callers", runs.Load(), s.Callers)
 	}
 	return fmt.Sprintf("%d callers, fn ran once, every caller got its result", s.Callers), nil
+}
+
+// claimWatch is a RoundTripper that watches the claim answers (POST
+// /v1/intents) its client receives: how many the ledger answered (2xx, or
+// a 409 in_flight refusal) and which owners were refused in_flight.
+type claimWatch struct {
+	base     http.RoundTripper
+	mu       sync.Mutex
+	answered int
+	refused  map[string]int // owner -> in_flight answers
+	changed  chan struct{}  // closed and replaced on every refusal
+}
+
+func newClaimWatch() *claimWatch {
+	return &claimWatch{base: http.DefaultTransport, refused: map[string]int{}, changed: make(chan struct{})}
+}
+
+func (w *claimWatch) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || req.URL.Path != "/v1/intents" || req.GetBody == nil {
+		return w.base.RoundTrip(req)
+	}
+	var claim struct {
+		Owner string `json:"owner"`
+	}
+	if body, err := req.GetBody(); err == nil {
+		_ = json.NewDecoder(body).Decode(&claim)
+		body.Close()
+	}
+	resp, err := w.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	b, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	if rerr != nil {
+		return resp, nil
+	}
+	var p struct {
+		Code string `json:"code"`
+	}
+	_ = json.Unmarshal(b, &p)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case resp.StatusCode/100 == 2:
+		w.answered++
+	case resp.StatusCode == http.StatusConflict && p.Code == "in_flight":
+		w.answered++
+		w.refused[claim.Owner]++
+		close(w.changed)
+		w.changed = make(chan struct{})
+	}
+	return resp, nil
+}
+
+// state returns the answers seen, the owners refused and a channel closed
+// at the next refusal.
+func (w *claimWatch) state() (answered, owners int, next <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.answered, len(w.refused), w.changed
+}
+
+// refusalNote matches the reason of a coalesced refusal note
+// (fsm.refusalReason): its count is the claims it stands for.
+var refusalNote = regexp.MustCompile(`^(\d+) (in_flight|in_doubt) refusals of fencing token \d+ by owners `)
+
+// trailClaims counts the claims a key's audit trail records: an op claim
+// event counts 1, a refusal note its N.
+type trailClaims struct {
+	total, granted, duplicate, refusedEvents, refusedNoted, notes int
+}
+
+func countClaims(t *client.AuditTrail) (trailClaims, error) {
+	var c trailClaims
+	for _, e := range t.Events {
+		if e.Op != "claim" {
+			continue
+		}
+		n := 1
+		if m := refusalNote.FindStringSubmatch(e.Reason); m != nil {
+			v, err := strconv.Atoi(m[1])
+			if err != nil {
+				return c, fmt.Errorf("refusal note %q: %w", e.Reason, err)
+			}
+			n = v
+			c.notes++
+			c.refusedNoted += n
+		} else {
+			switch e.Status {
+			case "granted":
+				c.granted++
+			case "duplicate":
+				c.duplicate++
+			case "in_flight":
+				c.refusedEvents++
+			}
+		}
+		c.total += n
+	}
+	return c, nil
+}
+
+func (c trailClaims) String() string {
+	return fmt.Sprintf("%d claims (%d granted, %d duplicate, %d refused as events, %d refused in %d notes)",
+		c.total, c.granted, c.duplicate, c.refusedEvents, c.refusedNoted, c.notes)
+}
+
+func (r *goRunner) waitersClaimOnce(ctx context.Context, s scenario) (string, error) {
+	key := r.key("waiters")
+	watch := newClaimWatch()
+	c, err := client.New(r.h.addrs, client.WithAPIKey(r.h.agentKey),
+		client.WithHTTPClient(&http.Client{Timeout: client.DefaultHTTPTimeout, Transport: watch}))
+	if err != nil {
+		return "", err
+	}
+	wait := ms(s.WaitMS)
+	result := map[string]string{"charge": "ch_waited"}
+	want, _ := json.Marshal(result)
+	var runs atomic.Int64
+	granted, release := make(chan struct{}), make(chan struct{})
+	fn := func(ctx context.Context, g *client.Grant) (any, error) {
+		if runs.Add(1) == 1 {
+			close(granted)
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return result, nil
+	}
+	type done struct {
+		res *client.EffectResult
+		err error
+	}
+	holder := make(chan done, 1)
+	go func() {
+		res, err := c.Do(ctx, client.Effect{Key: key, Tool: s.Tool, Payload: charge}, fn)
+		holder <- done{res, err}
+	}()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	select {
+	case <-granted:
+	case d := <-holder:
+		return "", fmt.Errorf("the holder's Do ended before fn ran: %+v %v", d.res, d.err)
+	case <-time.After(wait):
+		return "", fmt.Errorf("the holder was not granted within %v", wait)
+	}
+	waiters := make(chan done, s.Waiters)
+	for range s.Waiters {
+		go func() {
+			res, err := c.Do(ctx, client.Effect{Key: key, Tool: s.Tool, Payload: charge}, fn)
+			waiters <- done{res, err}
+		}()
+	}
+	// Release once every waiter's first claim was answered in_flight.
+	deadline := time.After(wait)
+	for {
+		_, owners, next := watch.state()
+		if owners >= s.Waiters {
+			break
+		}
+		select {
+		case <-next:
+		case <-deadline:
+			return "", fmt.Errorf("only %d of %d waiters were refused in_flight within %v", owners, s.Waiters, wait)
+		}
+	}
+	close(release)
+	released = true
+	h := <-holder
+	if h.err != nil || !h.res.Ran || h.res.Status != client.EffectExecuted || !bytes.Equal(h.res.Result, want) {
+		return "", fmt.Errorf("the holder's Do: %+v %v, want executed with %s", h.res, h.err, want)
+	}
+	for range s.Waiters {
+		d := <-waiters
+		if d.err != nil || d.res.Ran || d.res.Status != client.EffectDuplicate || !bytes.Equal(d.res.Result, want) {
+			return "", fmt.Errorf("a waiter's Do: %+v %v, want the duplicate with %s", d.res, d.err, want)
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		return "", fmt.Errorf("fn ran %d times", n)
+	}
+	// Count the trail once it holds every answer the client saw and has
+	// not changed for settle_ms (the leader notes refusals every second).
+	answered, _, _ := watch.state()
+	var counted trailClaims
+	stable := time.Now()
+	end := time.Now().Add(wait)
+	for {
+		t, err := r.agent.Audit(ctx, key)
+		if err != nil {
+			return "", fmt.Errorf("audit: %w", err)
+		}
+		got, err := countClaims(t)
+		if err != nil {
+			return "", err
+		}
+		if got != counted {
+			counted, stable = got, time.Now()
+		}
+		if counted.total >= answered && time.Since(stable) >= ms(s.SettleMS) {
+			break
+		}
+		if time.Now().After(end) {
+			return "", fmt.Errorf("the trail did not settle within %v: %v, the client saw %d claim answers", wait, counted, answered)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if bound := 1 + 2*s.Waiters; counted.total > bound {
+		return "", fmt.Errorf("the trail counts %v, more than 1 + 2 x %d = %d", counted, s.Waiters, bound)
+	}
+	return fmt.Sprintf("%d waiters returned the duplicate, fn ran once; the client saw %d claim answers; the trail counts %v (bound %d)",
+		s.Waiters, answered, counted, 1+2*s.Waiters), nil
 }
 
 func (r *goRunner) effectUnknown(ctx context.Context, s scenario) (string, error) {

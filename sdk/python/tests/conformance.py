@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -50,6 +51,67 @@ class Counter:
     def get(self, key: str) -> int:
         with self.lock:
             return self.by_key.get(key, 0)
+
+
+class ClaimWatch:
+    """The claim answers one client received: how many the ledger answered
+    (a result, or an in_flight refusal) and which owners were refused."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.answered = 0
+        self.refused: Dict[str, int] = {}
+
+    def saw(self, owner: str, refused: bool) -> None:
+        with self.cond:
+            self.answered += 1
+            if refused:
+                self.refused[owner] = self.refused.get(owner, 0) + 1
+            self.cond.notify_all()
+
+    def state(self) -> Tuple[int, int]:
+        with self.cond:
+            return self.answered, len(self.refused)
+
+    def wait_refused(self, owners: int, timeout: float) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: len(self.refused) >= owners, timeout)
+
+
+# The reason of a coalesced refusal note (fsm/refusalnote.go): its N is the
+# claims it stands for.
+REFUSAL_NOTE = re.compile(r"^(\d+) (in_flight|in_doubt) refusals of fencing token \d+ by owners ")
+
+
+def count_claims(trail: Any) -> Dict[str, int]:
+    """The claims a key's audit trail records: an op claim event counts 1,
+    a refusal note its N."""
+    c = {"total": 0, "granted": 0, "duplicate": 0, "refused_events": 0, "refused_noted": 0, "notes": 0}
+    for e in trail.events:
+        if e.op != "claim":
+            continue
+        m = REFUSAL_NOTE.match(e.reason or "")
+        if m:
+            k = int(m.group(1))
+            c["notes"] += 1
+            c["refused_noted"] += k
+            c["total"] += k
+            continue
+        if e.status == "granted":
+            c["granted"] += 1
+        elif e.status == "duplicate":
+            c["duplicate"] += 1
+        elif e.status == "in_flight":
+            c["refused_events"] += 1
+        c["total"] += 1
+    return c
+
+
+def describe_claims(c: Dict[str, int]) -> str:
+    if not c:
+        return "nothing"
+    return "%d claims (%d granted, %d duplicate, %d refused as events, %d refused in %d notes)" % (
+        c["total"], c["granted"], c["duplicate"], c["refused_events"], c["refused_noted"], c["notes"])
 
 
 class Runner:
@@ -195,6 +257,104 @@ class Runner:
         if any(r != results[0] for r in results) or not isinstance(results[0], dict):
             return False, "results differ: %r" % results
         return True, "fn ran 1 time for %d callers; every call returned %s" % (n, json.dumps(results[0]))
+
+    def waiters_claim_once_per_change(self, sc: Dict[str, Any]) -> Result:
+        key = self.k("waiters", "order-1")
+        n = int(sc.get("waiters", 4))
+        wait_s = sc.get("wait_ms", 20000) / 1000.0
+        settle_s = sc.get("settle_ms", 1500) / 1000.0
+        # A client of its own whose claim answers the runner watches: it
+        # wraps this instance's transport's once() (one request to one
+        # node), the SDK's source untouched.
+        c = intentd.Client(self.addrs, api_key=self.api_key)
+        watch = ClaimWatch()
+        orig_once = c._t.once
+
+        def once(base: str, req: Any) -> Any:
+            if req.method != "POST" or req.path != "/v1/intents":
+                return orig_once(base, req)
+            try:
+                owner = json.loads(req.body.decode("utf-8")).get("owner", "")
+            except Exception:  # noqa: BLE001 - not a claim we can read
+                owner = ""
+            try:
+                out = orig_once(base, req)
+            except intentd.Problem as e:
+                if e.code == "in_flight":
+                    watch.saw(owner, refused=True)
+                raise
+            watch.saw(owner, refused=False)
+            return out
+
+        c._t.once = once  # type: ignore[method-assign]
+        result = {"charge": "ch_waited"}
+        runs = Counter()
+        granted, release = threading.Event(), threading.Event()
+
+        def fn(g: intentd.Grant) -> Any:
+            if runs.inc(key) == 1:
+                granted.set()
+            if not release.wait(wait_s + 30):
+                raise RuntimeError("never released")
+            return result
+
+        outs: Dict[int, Any] = {}
+
+        def call(i: int) -> None:
+            try:
+                outs[i] = c.do(key, sc["tool"], {"amount": 700}, fn)
+            except BaseException as e:  # noqa: BLE001 - reported below
+                outs[i] = e
+
+        threads = [threading.Thread(target=call, args=(0,))]
+        threads[0].start()
+        try:
+            if not granted.wait(wait_s):
+                return False, "the holder was not granted within %gs: %r" % (wait_s, outs.get(0))
+            for i in range(1, n + 1):
+                threads.append(threading.Thread(target=call, args=(i,)))
+                threads[-1].start()
+            # Release once every waiter's first claim was answered in_flight.
+            if not watch.wait_refused(n, wait_s):
+                return False, "only %d of %d waiters were refused in_flight within %gs" % (
+                    watch.state()[1], n, wait_s)
+        finally:
+            release.set()
+            for t in threads:
+                t.join(wait_s + 60)
+            c.close()
+        if any(t.is_alive() for t in threads):
+            return False, "a do() did not return"
+        h = outs[0]
+        if isinstance(h, BaseException) or h.status != "executed" or h.value != result:
+            return False, "the holder's do(): %r, want executed with %r" % (h, result)
+        for i in range(1, n + 1):
+            w = outs[i]
+            if isinstance(w, BaseException) or w.status != "duplicate" or w.ran or w.result != result:
+                return False, "a waiter's do(): %r, want the duplicate with %r" % (w, result)
+        if runs.get(key) != 1:
+            return False, "fn ran %d times" % runs.get(key)
+        # Count the trail once it holds every answer the client saw and has
+        # not changed for settle_ms (the leader notes refusals every second).
+        answered = watch.state()[0]
+        counted: Dict[str, int] = {}
+        stable = time.monotonic()
+        end = stable + wait_s
+        while True:
+            got = count_claims(self.ledger.audit(key))  # type: ignore[union-attr]
+            if got != counted:
+                counted, stable = got, time.monotonic()
+            if counted["total"] >= answered and time.monotonic() - stable >= settle_s:
+                break
+            if time.monotonic() > end:
+                return False, "the trail did not settle within %gs: %s; the client saw %d claim answers" % (
+                    wait_s, describe_claims(counted), answered)
+            time.sleep(0.1)
+        bound = 1 + 2 * n
+        if counted["total"] > bound:
+            return False, "the trail counts %s, more than 1 + 2 x %d = %d" % (describe_claims(counted), n, bound)
+        return True, "%d waiters returned the duplicate, fn ran once; the client saw %d claim answers; the trail counts %s (bound %d)" % (
+            n, answered, describe_claims(counted), bound)
 
     def effect_unknown_in_doubt(self, sc: Dict[str, Any]) -> Result:
         c = self.ledger
@@ -377,6 +537,7 @@ def main() -> int:
         "duplicate": r.duplicate,
         "divergent": r.divergent,
         "concurrent-one-effect": r.concurrent_one_effect,
+        "waiters-claim-once-per-change": r.waiters_claim_once_per_change,
         "effect-unknown-in-doubt": r.effect_unknown_in_doubt,
         "lease-renewal": r.lease_renewal,
         "approval": r.approval,

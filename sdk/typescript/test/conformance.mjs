@@ -41,6 +41,34 @@ function check(cond, msg) {
   if (!cond) throw new Fail(msg);
 }
 
+// The reason of a coalesced refusal note (fsm/refusalnote.go): its N is the
+// claims it stands for.
+const REFUSAL_NOTE = /^(\d+) (in_flight|in_doubt) refusals of fencing token \d+ by owners /;
+
+/** The claims a key's audit trail records: an op claim event counts 1, a refusal note its N. */
+function countClaims(trail) {
+  const c = { total: 0, granted: 0, duplicate: 0, refusedEvents: 0, refusedNoted: 0, notes: 0 };
+  for (const e of trail.events) {
+    if (e.op !== "claim") continue;
+    const m = REFUSAL_NOTE.exec(e.reason ?? "");
+    if (m) {
+      const n = Number(m[1]);
+      c.notes++;
+      c.refusedNoted += n;
+      c.total += n;
+      continue;
+    }
+    if (e.status === "granted") c.granted++;
+    else if (e.status === "duplicate") c.duplicate++;
+    else if (e.status === "in_flight") c.refusedEvents++;
+    c.total++;
+  }
+  return c;
+}
+
+const describeClaims = (c) =>
+  `${c.total} claims (${c.granted} granted, ${c.duplicate} duplicate, ${c.refusedEvents} refused as events, ${c.refusedNoted} refused in ${c.notes} notes)`;
+
 const SCENARIO_TIMEOUT_MS = Number(process.env.INTENTD_SCENARIO_TIMEOUT_MS || 180_000);
 
 async function main() {
@@ -196,6 +224,114 @@ async function main() {
       check(wrong.length === 0, `calls returned ${wrong.slice(0, 3).join(", ")}`);
       const executed = results.filter((r) => r.value.status === "executed").length;
       return `${callers} callers: fn ran once; ${executed} executed, ${callers - executed} duplicate; all returned ${values[0]}`;
+    },
+
+    async "waiters-claim-once-per-change"(s) {
+      const key = k("waiters");
+      const waiters = s.waiters ?? 4;
+      const waitMs = s.wait_ms ?? 20_000;
+      const settleMs = s.settle_ms ?? 1500;
+      // A client of its own whose claim answers the runner watches, through
+      // the fetch it is given.
+      let answered = 0;
+      const refused = new Map(); // owner -> in_flight answers
+      let allRefused;
+      const waitersRefused = new Promise((resolve) => (allRefused = resolve));
+      const watched = newClient({
+        fetch: async (input, init) => {
+          const res = await fetch(input, init);
+          const url = String(input);
+          if ((init?.method ?? "GET") !== "POST" || !new URL(url).pathname.endsWith("/v1/intents")) return res;
+          let owner = "";
+          try {
+            owner = JSON.parse(String(init.body)).owner ?? "";
+          } catch {}
+          if (res.ok) {
+            answered++;
+          } else if (res.status === 409) {
+            let code = "";
+            try {
+              code = JSON.parse(await res.clone().text()).code;
+            } catch {}
+            if (code === "in_flight") {
+              answered++;
+              refused.set(owner, (refused.get(owner) ?? 0) + 1);
+              if (refused.size >= waiters) allRefused();
+            }
+          }
+          return res;
+        },
+      });
+      const result = { charge: "ch_waited" };
+      const payload = { amount: 700 };
+      let runs = 0;
+      let granted;
+      const holderGranted = new Promise((resolve) => (granted = resolve));
+      let release;
+      const released = new Promise((resolve) => (release = resolve));
+      const fn = async () => {
+        if (++runs === 1) granted();
+        await released;
+        return result;
+      };
+      const timeout = (what) => {
+        let timer;
+        const p = new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Fail(`${what()} within ${waitMs} ms`)), waitMs);
+        });
+        return { p, clear: () => clearTimeout(timer) };
+      };
+      const holder = watched.do({ key, tool: s.tool, payload }, fn);
+      holder.catch(() => {});
+      let calls = [];
+      try {
+        const t1 = timeout(() => "the holder was not granted");
+        try {
+          await Promise.race([holderGranted, holder.then((r) => { throw new Fail(`the holder's do ended before fn ran: ${r.status}`); }), t1.p]);
+        } finally {
+          t1.clear();
+        }
+        calls = Array.from({ length: waiters }, () => watched.do({ key, tool: s.tool, payload }, fn));
+        calls.forEach((c) => c.catch(() => {}));
+        // Release once every waiter's first claim was answered in_flight.
+        const t2 = timeout(() => `only ${refused.size} of ${waiters} waiters were refused in_flight`);
+        try {
+          await Promise.race([waitersRefused, t2.p]);
+        } finally {
+          t2.clear();
+        }
+      } finally {
+        release();
+      }
+      const h = await holder;
+      check(h.status === "executed" && h.ran && json(h.value) === json(result), `the holder's do: ${h.status}, ${json(h.value)}`);
+      const outs = await Promise.allSettled(calls);
+      const failed = outs.filter((o) => o.status === "rejected").map((o) => String(o.reason));
+      check(failed.length === 0, `${failed.length} waiters failed: ${failed.slice(0, 3).join("; ")}`);
+      for (const o of outs) {
+        check(o.value.status === "duplicate" && !o.value.ran && json(o.value.result) === json(result),
+          `a waiter's do: ${o.value.status}, ${json(o.value.result)}, want the duplicate with ${json(result)}`);
+      }
+      check(runs === 1, `fn ran ${runs} times`);
+      // Count the trail once it holds every answer the client saw and has
+      // not changed for settle_ms (the leader notes refusals every second).
+      const seen = answered;
+      let counted;
+      let stable = Date.now();
+      const end = Date.now() + waitMs;
+      for (;;) {
+        const got = countClaims(await agent.audit(key));
+        if (!counted || json(got) !== json(counted)) {
+          counted = got;
+          stable = Date.now();
+        }
+        if (counted.total >= seen && Date.now() - stable >= settleMs) break;
+        check(Date.now() < end, `the trail did not settle within ${waitMs} ms: ${describeClaims(counted)}; the client saw ${seen} claim answers`);
+        await sleep(100);
+      }
+      const bound = 1 + 2 * waiters;
+      check(counted.total <= bound, `the trail counts ${describeClaims(counted)}, more than 1 + 2 x ${waiters} = ${bound}`);
+      return `${waiters} waiters returned the duplicate, fn ran once; the client saw ${seen} claim answers; the trail counts ${describeClaims(counted)} (bound ${bound})`;
     },
 
     async "effect-unknown-in-doubt"(s) {
