@@ -66,7 +66,8 @@ type suite struct {
 	// nodes are the nodes' base URLs.
 	nodes []string
 	// keys are the API keys by name: agent, alice, bob, carol (approvers),
-	// reader and admin, all in namespace payments.
+	// dave (agent and approver: he claims, and may approve others'
+	// claims), reader and admin, all in namespace payments.
 	keys    map[string]string
 	browser context.Context
 }
@@ -79,7 +80,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	s := &suite{keys: map[string]string{}}
 	var entries []string
 	for _, k := range []struct{ name, role string }{
-		{"agent", "agent"}, {"alice", "approver"}, {"bob", "approver"}, {"carol", "approver"}, {"reader", "reader"}, {"admin", "admin"},
+		{"agent", "agent"}, {"alice", "approver"}, {"bob", "approver"}, {"carol", "approver"}, {"dave", "agent+approver"}, {"reader", "reader"}, {"admin", "admin"},
 	} {
 		plain, sum, err := auth.GenerateKey(rand.Reader)
 		if err != nil {
@@ -114,6 +115,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Run("IntentPageDecides", s.testIntentPage)
 	t.Run("KeyboardLabelsAndWidths", s.testAccessible)
 	t.Run("PolicyCompareAndSet", s.testPolicyEdit)
+	t.Run("ControlsOnlyWhereTheKeyMayAct", s.testControls)
+	t.Run("DecidedElsewhere", s.testDecidedElsewhere)
+	t.Run("PayloadReadWhole", s.testPayloadWhole)
 	t.Run("AuthOff", func(t *testing.T) { testAuthOff(t, s.browser) })
 	t.Logf("the browser tests took %v after the cluster started", time.Since(start).Round(time.Millisecond))
 }
@@ -377,6 +381,36 @@ func jsString(s string) string {
 
 func card(key string) string { return fmt.Sprintf(`article[data-key=%s]`, jsString(key)) }
 
+// waitState waits until the card sel shows its intent in state: the
+// badge in its header.
+func (b *tab) waitState(sel, state string) {
+	b.t.Helper()
+	b.waitJS(fmt.Sprintf("%s to show state %s", sel, state), fmt.Sprintf(`(() => { const e = document.querySelector(%s);
+		const badge = e && e.querySelector("header .badge");
+		return !!badge && badge.textContent === %s; })()`, jsString(sel), jsString(strings.ReplaceAll(state, "_", " "))))
+}
+
+// buttons lists the classes of the buttons of the card sel that decide
+// or resolve (approve, reject, resolve), in order.
+func (b *tab) buttons(sel string) []string {
+	b.t.Helper()
+	return evalJS[[]string](b, fmt.Sprintf(`[...document.querySelectorAll(%s)].map((e) => e.classList.contains("approve") ? "approve" :
+		e.classList.contains("reject") ? "reject" : "resolve")`, jsString(sel+" button.approve, "+sel+" button.reject, "+sel+" button.resolve")))
+}
+
+// screenshots saves the documentation's screenshot of the tab at 1280 px
+// (name) and at 390 px (name with -390), then goes back to 1280 px.
+func (b *tab) screenshots(name string) {
+	b.t.Helper()
+	if os.Getenv("INTENTD_CONSOLE_SCREENSHOTS") == "" {
+		return
+	}
+	b.screenshot(name)
+	b.do("resize to 390 px", chromedp.EmulateViewport(390, 900))
+	b.screenshot(strings.TrimSuffix(name, ".png") + "-390.png")
+	b.do("resize to 1280 px", chromedp.EmulateViewport(1280, 900))
+}
+
 // testSignIn: a page without a key goes to sign-in; a bad key is refused
 // there; a good one lands on the page asked for, showing who it is.
 func (s *suite) testSignIn(t *testing.T) {
@@ -406,10 +440,11 @@ func (s *suite) testSignIn(t *testing.T) {
 // with the mouse, bob with the keyboard only, and the agent's next claim
 // is granted.
 func (s *suite) testApprovalsLive(t *testing.T) {
-	alice, bob := s.tab(t, "alice"), s.tab(t, "bob")
+	alice, bob, carol := s.tab(t, "alice"), s.tab(t, "bob"), s.tab(t, "carol")
 	alice.signIn(s, 0, "alice", "/ui/approvals")
 	bob.signIn(s, 1, "bob", "/ui/approvals")
-	for _, b := range []*tab{alice, bob} {
+	carol.signIn(s, 2, "carol", "/ui/approvals")
+	for _, b := range []*tab{alice, bob, carol} {
 		b.waitText("#live-status", "Live:")
 		evalJS[bool](b, "window.loadedBeforeTheClaim = true")
 	}
@@ -418,7 +453,7 @@ func (s *suite) testApprovalsLive(t *testing.T) {
 	pending := s.claim(t, "refund:ord_98231", "payments.refund", payload, 0, 202)
 	s.claim(t, "refund:ord_98232", "payments.refund", map[string]any{"order": "ord_98232", "amount": 1299, "currency": "eur"}, 0, 202)
 	c := card("refund:ord_98231")
-	for _, b := range []*tab{alice, bob} {
+	for _, b := range []*tab{alice, bob, carol} {
 		b.waitVisible(c)
 		b.waitVisible(card("refund:ord_98232"))
 		if !evalJS[bool](b, "window.loadedBeforeTheClaim === true") {
@@ -437,7 +472,13 @@ func (s *suite) testApprovalsLive(t *testing.T) {
 	alice.click(c + " button.approve")
 	alice.waitText(c+" .result", "Your approval is recorded")
 	alice.waitText(c+" .approvals", "1 of 2: alice (customer called, photo attached)")
-	alice.screenshot("console-approvals.png")
+	// alice may not approve twice (the ledger would answer
+	// already_approved): her card says so and offers Reject only.
+	alice.waitText(c+" .why-not", "You already approved this intent")
+	if got := alice.buttons(c); strings.Join(got, ",") != "reject" {
+		t.Errorf("after approving, alice's card offers %v, want reject only", got)
+	}
+	alice.screenshots("console-approvals.png")
 
 	// bob's page learns of alice's approval by itself; bob reaches the
 	// reason field with Tab alone and submits with Enter.
@@ -461,19 +502,43 @@ func (s *suite) testApprovalsLive(t *testing.T) {
 	if in["state"] != "approved" {
 		t.Fatalf("after two approvals in the browser the intent is %v", in)
 	}
+	// bob's approval, made in another tab on another node, re-renders
+	// alice's and carol's cards: approved, 2 of 2, nothing left to decide,
+	// no control (the ledger would answer not_pending_approval).
+	for _, b := range []*tab{alice, carol} {
+		b.waitState(c, "approved")
+		b.waitText(c+" .approvals", "2 of 2: alice (customer called, photo attached), bob (order checked)")
+		b.waitText(c+" .state-note", "Approved")
+		if got := b.buttons(c); len(got) != 0 {
+			t.Errorf("tab %s: the approved intent's card offers %v", b.name, got)
+		}
+		if res := b.text(c + " .result"); strings.Contains(res, "waits for the others") {
+			t.Errorf("tab %s: the approved intent's card still says %q", b.name, res)
+		}
+	}
 	granted := s.claim(t, "refund:ord_98231", "payments.refund", payload, 0, 201)
 	if granted["state"] != "declared" {
 		t.Fatalf("the agent's next claim: %v", granted)
 	}
+	carol.waitState(c, "declared")
+	carol.waitText(c+" .state-note", "Approved and granted")
 	// The agent reports, so no lease passes later in the run.
 	s.api(t, "agent", "POST", "/v1/intents/refund:ord_98231/complete", map[string]any{"owner": granted["owner"],
 		"fencing_token": granted["fencing_token"], "outcome": "executed", "result": map[string]any{"refund": "re_1Q2"}}, 200)
+	for _, b := range []*tab{alice, bob, carol} {
+		b.waitState(c, "executed")
+		b.waitText(c+" .state-note", "Approved, granted and executed")
+	}
 }
 
 // testPayloadChanged: the page shows a pending intent; someone rejects it,
 // it is purged and claimed again with another payload. The card keeps the
-// payload the person saw and says it changed; approving it is refused by
-// the ledger (the decision carries the fingerprint shown), clearly.
+// payload the person saw, says it changed and offers no decision on it
+// (the ledger would refuse it), only to show the new payload. A page that
+// did not learn of the change in time (its live updates held by the test)
+// sends the decision with the fingerprint it showed: the ledger refuses it
+// (422 divergent), the card says so with both fingerprints and follows the
+// intent the refusal carries.
 func (s *suite) testPayloadChanged(t *testing.T) {
 	alice := s.tab(t, "alice")
 	alice.signIn(s, 2, "alice", "/ui/approvals")
@@ -481,6 +546,12 @@ func (s *suite) testPayloadChanged(t *testing.T) {
 	first := s.claim(t, "quick:42", "payments.quick", map[string]any{"amount": 100}, 0, 202)
 	c := card("quick:42")
 	alice.waitVisible(c)
+
+	bob := s.tab(t, "bob")
+	bob.signIn(s, 0, "bob", "/ui/")
+	bob.holdLiveUpdates()
+	bob.goTo(s.nodes[0] + "/ui/approvals")
+	bob.waitState(c, "pending_approval")
 
 	s.api(t, "carol", "POST", "/v1/intents/quick:42/reject", map[string]any{"reason": "wrong amount", "fingerprint": first["fingerprint"]}, 200)
 	nodetest.WaitFor(t, 30*time.Second, "the rejected intent to be purged", func() bool { return s.intent(t, "quick:42") == nil })
@@ -493,16 +564,52 @@ func (s *suite) testPayloadChanged(t *testing.T) {
 	if p := alice.text(c + " pre.payload"); !strings.Contains(p, `"amount": 100`) {
 		t.Errorf("the card no longer shows the payload the person saw:\n%s", p)
 	}
+	if got := alice.buttons(c); len(got) != 0 {
+		t.Errorf("the card of a payload that changed offers %v on the old payload", got)
+	}
 
-	alice.fill(c+" input.reason", "looks fine")
-	alice.click(c + " button.approve")
-	alice.waitText(c+" .result", "Refused: the payload changed after this page showed it")
-	res := alice.text(c + " .result")
+	// bob's page never heard of the change: his approval carries the
+	// fingerprint it showed.
+	if bob.count(c+".stale") != 0 {
+		t.Fatal("bob's page learnt of the change: the test did not hold its live updates")
+	}
+	bob.fill(c+" input.reason", "looks fine")
+	bob.click(c + " button.approve")
+	bob.waitText(c+" .result", "Refused: the payload changed after this page showed it")
+	res := bob.text(c + " .result")
 	if !strings.Contains(res, first["fingerprint"].(string)) || !strings.Contains(res, second["fingerprint"].(string)) {
 		t.Errorf("the refusal does not name both fingerprints: %s", res)
 	}
+	bob.waitVisible(c + ".stale")
+	if got := bob.buttons(c); len(got) != 0 {
+		t.Errorf("after the divergent refusal bob's card offers %v", got)
+	}
 	if in := s.intent(t, "quick:42"); in["state"] != "pending_approval" || in["approvals"] != nil {
 		t.Fatalf("after the refused approval the intent is %v", in)
+	}
+
+	// Asked, alice's card shows the new payload, and the decision is hers
+	// again (carrying the new fingerprint).
+	alice.click(c + " button.show-new")
+	alice.waitText(c+" pre.payload", `"amount": 999`)
+	if fp := alice.text(c + " .fp"); fp != second["fingerprint"] {
+		t.Errorf("after showing the new payload the card shows fingerprint %q, want %v", fp, second["fingerprint"])
+	}
+	if got := alice.buttons(c); strings.Join(got, ",") != "approve,reject" {
+		t.Errorf("the card of the new payload offers %v", got)
+	}
+}
+
+// holdLiveUpdates holds the tab's live long-polls (GET /v1/audit with
+// wait) in the browser, unanswered, from now on: its pages then show
+// what they first read and learn of nothing after it.
+func (b *tab) holdLiveUpdates() {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, step)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{
+		{URLPattern: "*/v1/audit?since=*wait=*", RequestStage: fetch.RequestStageRequest}}}); err != nil {
+		b.t.Fatal(err)
 	}
 }
 
@@ -522,7 +629,7 @@ func (s *suite) testInDoubt(t *testing.T) {
 	alice.waitVisible(c)
 	alice.waitVisible(card("charge:order-18"))
 	alice.waitText(c+" ol.timeline", "expire")
-	alice.screenshot("console-in-doubt.png")
+	alice.screenshots("console-in-doubt.png")
 
 	alice.click(c + ` input[value="executed"]`)
 	alice.fill(c+` textarea[name="result"]`, `{"charge_id":"ch_3Px","amount":2599}`)
@@ -562,7 +669,7 @@ func (s *suite) testAudit(t *testing.T) {
 	b := s.tab(t, "reader")
 	b.signIn(s, 0, "reader", "/ui/audit")
 	b.waitText("#chain-verdict", fmt.Sprintf("Chain intact from seq 1 to %d", head.LastSeq))
-	b.screenshot("console-audit.png")
+	b.screenshots("console-audit.png")
 
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(b.ctx, step)
@@ -738,7 +845,7 @@ func (s *suite) testAccessible(t *testing.T) {
 		{"/ui/in-doubt", "#in-doubt article"},
 		{"/ui/intents?prefix=refund", "#results table"},
 		{"/ui/intent?key=refund%3Aord_98231", "#timeline li"},
-		{"/ui/intent?key=refund%3Aord_98232", "#decide article form.decide"},
+		{"/ui/intent?key=refund%3Aord_98232", "#decide article .why-not"}, // admin is not one of refunds' approvers
 		{"/ui/audit", "#chain-verdict .notice.ok"},
 		{"/ui/cluster", "#policies table"},
 	}
@@ -855,4 +962,186 @@ func (s *suite) testIntentPage(t *testing.T) {
 	}
 	b.goTo(s.nodes[2] + "/ui/intent?key=" + url.QueryEscape("refund:ord_98232"))
 	b.waitText("#timeline", "Approved by carol")
+}
+
+// claimAs is a claim by the named key (dave claims too); it returns the
+// answer's intent.
+func (s *suite) claimAs(t *testing.T, key, intentKey, tool string, payload map[string]any, want int) map[string]any {
+	t.Helper()
+	body := map[string]any{"key": intentKey, "tool": tool, "owner": key + "/" + intentKey, "payload": payload}
+	return nodetest.IntentOf(s.api(t, key, "POST", "/v1/intents", body, want).Body)
+}
+
+// testControls: a card offers only the decisions the signed-in key may
+// make now, and says why not the others: dave (agent and approver) may
+// not approve his own claim (self_approval) but may reject it, may not
+// decide under refunds (not one of its approvers), and alice, who
+// approved, may not approve again. The API stays the authority: dave's
+// approval sent anyway is refused 403, and the audit log shows that
+// refusal as a refusal.
+func (s *suite) testControls(t *testing.T) {
+	s.claimAs(t, "dave", "quick:dave-1", "payments.quick", map[string]any{"amount": 5}, 202)
+	refund := s.claimAs(t, "dave", "refund:ord_dave", "payments.refund", map[string]any{"order": "ord_dave", "amount": 700}, 202)
+	s.api(t, "alice", "POST", "/v1/intents/refund:ord_dave/approve", map[string]any{"reason": "checked", "fingerprint": refund["fingerprint"]}, 200)
+	own, other := card("quick:dave-1"), card("refund:ord_dave")
+
+	dave := s.tab(t, "dave")
+	dave.signIn(s, 0, "dave", "/ui/approvals")
+	dave.waitState(own, "pending_approval")
+	dave.waitState(other, "pending_approval")
+	dave.waitText(own+" .why-not", "You claimed this intent")
+	if got := dave.buttons(own); strings.Join(got, ",") != "reject" {
+		t.Errorf("dave's own claim offers him %v, want reject only", got)
+	}
+	dave.waitText(other+" .why-not", "You are not an approver of policy refunds")
+	if got := dave.buttons(other); len(got) != 0 {
+		t.Errorf("a refunds intent offers dave, not one of its approvers, %v", got)
+	}
+	// The intent's own page (where the MCP gate sends an approver) says
+	// the same.
+	dave.goTo(s.nodes[0] + "/ui/intent?key=" + url.QueryEscape("quick:dave-1"))
+	dave.waitText("#decide "+own+" .why-not", "You claimed this intent")
+	if got := dave.buttons("#decide " + own); strings.Join(got, ",") != "reject" {
+		t.Errorf("dave's own claim's page offers him %v, want reject only", got)
+	}
+
+	alice := s.tab(t, "alice")
+	alice.signIn(s, 1, "alice", "/ui/approvals")
+	alice.waitText(other+" .why-not", "You already approved this intent")
+	if got := alice.buttons(other); strings.Join(got, ",") != "reject" {
+		t.Errorf("the refund alice approved offers her %v, want reject only", got)
+	}
+	alice.waitState(own, "pending_approval")
+	if got := alice.buttons(own); strings.Join(got, ",") != "approve,reject" {
+		t.Errorf("dave's claim offers alice %v, want approve and reject", got)
+	}
+
+	// Sent anyway, from dave's page with his key, the approval is refused.
+	head := s.auditHead(t)
+	fp := s.intent(t, "quick:dave-1")["fingerprint"].(string)
+	status := evalJS[int](dave, fmt.Sprintf(`fetch("/v1/intents/" + encodeURIComponent("quick:dave-1") + "/approve", {method: "POST",
+		headers: {"Authorization": "Bearer " + sessionStorage.getItem("intentd.apiKey"), "Content-Type": "application/json"},
+		body: JSON.stringify({reason: "mine", fingerprint: %s})}).then((r) => r.status)`, jsString(fp)))
+	if status != 403 {
+		t.Errorf("dave's approval of his own claim got %d, want 403 self_approval", status)
+	}
+	dave.goTo(fmt.Sprintf("%s/ui/audit?since=%d", s.nodes[0], head.LastSeq+1))
+	row := `tr[data-status="self_approval"]`
+	dave.waitVisible(row)
+	if b := dave.text(row + " .badge.refusal"); b != "refused: self approval" {
+		t.Errorf("the self_approval event's badge reads %q", b)
+	}
+	if n := dave.count(`tr:not(.refused) .badge.refusal`); n != 0 {
+		t.Errorf("%d events that are not refusals have a refusal badge", n)
+	}
+}
+
+// testDecidedElsewhere: decisions made elsewhere (by other keys, through
+// the API) re-render the cards open in carol's tabs from the intent as it
+// now stands, and take their controls away: a rejection, a purge, an
+// approval on the intent's own page, a resolve of an in_doubt intent.
+func (s *suite) testDecidedElsewhere(t *testing.T) {
+	carol := s.tab(t, "carol")
+	carol.signIn(s, 1, "carol", "/ui/approvals")
+	carol.waitText("#live-status", "Live:")
+	rej := s.claim(t, "refund:ord_77", "payments.refund", map[string]any{"order": "ord_77", "amount": 77}, 0, 202)
+	gone := s.claim(t, "quick:77", "payments.quick", map[string]any{"amount": 77}, 0, 202)
+	cr, cq := card("refund:ord_77"), card("quick:77")
+	for _, c := range []string{cr, cq} {
+		carol.waitState(c, "pending_approval")
+		if got := carol.buttons(c); strings.Join(got, ",") != "approve,reject" {
+			t.Fatalf("%s offers carol %v", c, got)
+		}
+	}
+	s.api(t, "bob", "POST", "/v1/intents/refund:ord_77/reject", map[string]any{"reason": "duplicate order", "fingerprint": rej["fingerprint"]}, 200)
+	carol.waitState(cr, "rejected")
+	carol.waitText(cr+" .state-note", "Rejected")
+	if got := carol.buttons(cr); len(got) != 0 {
+		t.Errorf("the rejected intent's card offers %v", got)
+	}
+	// quick keeps a decided intent 1 s: rejected, it is purged.
+	s.api(t, "bob", "POST", "/v1/intents/quick:77/reject", map[string]any{"reason": "typo", "fingerprint": gone["fingerprint"]}, 200)
+	carol.waitState(cq, "purged")
+	carol.waitText(cq+" .state-note", "Purged: the intent is gone")
+	if got := carol.buttons(cq); len(got) != 0 {
+		t.Errorf("the purged intent's card offers %v", got)
+	}
+
+	// The intent's own page follows it too.
+	pend := s.claim(t, "quick:78", "payments.quick", map[string]any{"amount": 78}, 0, 202)
+	page := s.tab(t, "carol-intent")
+	page.signIn(s, 2, "carol", "/ui/intent?key="+url.QueryEscape("quick:78"))
+	c := "#decide " + card("quick:78")
+	page.waitState(c, "pending_approval")
+	page.waitText("#live-status", "Live:")
+	s.api(t, "bob", "POST", "/v1/intents/quick:78/approve", map[string]any{"reason": "fine", "fingerprint": pend["fingerprint"]}, 200)
+	page.waitState(c, "approved")
+	page.waitText(c+" .state-note", "Approved")
+	page.waitText("h1 .state", "approved")
+	if got := page.buttons(c); len(got) != 0 {
+		t.Errorf("the approved intent's page offers %v", got)
+	}
+
+	// An in_doubt intent resolved by someone else.
+	s.claim(t, "charge:order-19", "payments.charge", map[string]any{"order": "order-19", "amount": 1500, "currency": "usd"}, 100, 201)
+	nodetest.WaitFor(t, 30*time.Second, "the lease to pass", func() bool { return s.intent(t, "charge:order-19")["state"] == "in_doubt" })
+	carol.goTo(s.nodes[1] + "/ui/in-doubt")
+	cd := card("charge:order-19")
+	carol.waitState(cd, "in_doubt")
+	carol.waitText("#live-status", "Live:")
+	if got := carol.buttons(cd); strings.Join(got, ",") != "resolve" {
+		t.Fatalf("the in_doubt card offers carol %v", got)
+	}
+	s.api(t, "alice", "POST", "/v1/intents/charge:order-19/resolve", map[string]any{"outcome": "executed", "reason": "found it", "result": map[string]any{"charge_id": "ch_19"}}, 200)
+	carol.waitState(cd, "executed")
+	carol.waitText(cd+" .state-note", "Resolved: executed")
+	if got := carol.buttons(cd); len(got) != 0 {
+		t.Errorf("the resolved intent's card offers %v", got)
+	}
+	carol.waitText(cd+" ol.timeline", "resolve")
+}
+
+// testPayloadWhole: a payload with long values and many keys is shown
+// whole on the approvals page at 1280 and at 390 px: nothing cut at the
+// right, nothing below the fold inside its box, and at 1280 px the card
+// takes the whole row.
+func (s *suite) testPayloadWhole(t *testing.T) {
+	payload := map[string]any{"order": "ord_long", "amount": 120, "currency": "eur",
+		"note":    strings.Repeat("customer-reported-damage-", 12) + "end",
+		"address": "Flat 4, 221B Baker Street, Marylebone, London NW1 6XE, United Kingdom, care of the concierge desk on the ground floor"}
+	for i := range 30 {
+		payload[fmt.Sprintf("line_%02d", i)] = fmt.Sprintf("item %d: replacement part, quantity 1", i)
+	}
+	payload["zz_last"] = "the last key"
+	s.claim(t, "refund:ord_long", "payments.refund", payload, 0, 202)
+	b := s.tab(t, "alice")
+	b.signIn(s, 0, "alice", "/ui/approvals")
+	c := card("refund:ord_long")
+	b.waitState(c, "pending_approval")
+	for _, width := range []int64{1280, 390} {
+		b.do("resize", chromedp.EmulateViewport(width, 900))
+		box := evalJS[map[string]float64](b, fmt.Sprintf(`(() => { const p = document.querySelector(%s);
+			return {sw: p.scrollWidth, cw: p.clientWidth, sh: p.scrollHeight, ch: p.clientHeight, w: p.getBoundingClientRect().width,
+				page: document.documentElement.scrollWidth, win: window.innerWidth}; })()`, jsString(c+" pre.payload")))
+		if box["sw"] > box["cw"]+1 {
+			t.Errorf("at %d px the payload is cut at the right: %v px wide, %v px shown", width, box["sw"], box["cw"])
+		}
+		if box["sh"] > box["ch"]+1 {
+			t.Errorf("at %d px part of the payload is below the fold of its box: %v px tall, %v px shown", width, box["sh"], box["ch"])
+		}
+		if width == 1280 && box["w"] < 1000 {
+			t.Errorf("at 1280 px the payload box is %v px wide: its card should take the whole row", box["w"])
+		}
+		if box["page"] > box["win"]+1 {
+			t.Errorf("at %d px the page is %v px wide", width, box["page"])
+		}
+	}
+	b.do("resize", chromedp.EmulateViewport(1280, 900))
+	b.waitText(c+" .covers", "The fingerprint covers the tool (payments.refund) and this payload")
+	p := b.text(c + " pre.payload")
+	for _, want := range []string{payload["note"].(string), payload["address"].(string), `"zz_last": "the last key"`} {
+		if !strings.Contains(p, want) {
+			t.Errorf("the payload shown lacks %q", want)
+		}
+	}
 }

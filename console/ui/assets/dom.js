@@ -73,6 +73,32 @@ export function badge(word, kind) {
   return h("span", { class: `badge ${kind || word}` }, String(word).replaceAll("_", " "));
 }
 
+// refusals are the audit statuses that say the ledger refused the attempt
+// (nothing but the note of it was recorded).
+export const refusals = new Set([
+  "self_approval", "not_an_approver", "not_grant_holder", "already_approved", "not_pending_approval",
+  "blocked", "divergent", "fenced", "rejected", "in_flight", "in_doubt", "invalid_state",
+  "too_large", "unknown_policy", "policy_mismatch", "key_reserved", "version_mismatch", "malformed_command",
+  "not_found",
+]);
+
+// isRefusal reports whether an audit event's status is a refusal
+// (token_* refusals included).
+export function isRefusal(status) {
+  return refusals.has(status) || String(status || "").startsWith("token_");
+}
+
+// statusBadge shows an audit event's status: a refusal reads as one
+// ("refused: self approval", in the refusal colour), whatever its word.
+export function statusBadge(status, kind) {
+  if (!status) return "";
+  if (isRefusal(status)) {
+    return h("span", { class: "badge refusal", "data-status": status, title: `The ledger refused this attempt (${status})` },
+      "refused: " + String(status).replaceAll("_", " "));
+  }
+  return h("span", { class: `badge ${kind || status}`, "data-status": status }, String(status).replaceAll("_", " "));
+}
+
 // facts is a definition list of [term, value] pairs (rows whose value is
 // empty are left out).
 export function facts(rows) {

@@ -4,7 +4,7 @@
 // JSON lines that `intentctl audit verify FILE` checks offline.
 
 import { call, get, explain } from "../api.js";
-import { h, clear, notice, badge, table, short, intentLink, announce } from "../dom.js";
+import { h, clear, notice, statusBadge, isRefusal, table, short, intentLink, announce } from "../dom.js";
 import { raw } from "../json.js";
 import { verifyLog, hasWebCrypto, ChainBroken } from "../chain.js";
 
@@ -103,12 +103,12 @@ export async function render({ me, main, params, can }) {
     head.dropped ? ` (${head.dropped} older dropped by retention)` : "", ". Head hash ", short(head.last_hash, 16), ".");
   const rows = (page.events || []).map((r) => {
     const ev = r.event;
-    return h("tr", { "data-seq": r.seq },
+    return h("tr", { "data-seq": r.seq, "data-status": ev.status || "", class: isRefusal(ev.status) ? "refused" : null },
       h("td", { class: "mono" }, String(r.seq)),
       h("td", {}, short(r.hash)),
       h("td", {}, atOf(ev)),
       h("td", {}, ev.op),
-      h("td", {}, badge(ev.status || "")),
+      h("td", {}, statusBadge(ev.status || "")),
       h("td", {}, ev.key ? intentLink(ev.key) : ""),
       h("td", {}, ev.actor || ev.owner || ""),
       h("td", {}, ev.reason || ""));

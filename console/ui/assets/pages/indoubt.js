@@ -2,7 +2,7 @@
 // without a report: the effect may or may not have happened), with what is
 // known, and a Resolve form for whoever checked the tool's side.
 
-import { get, post, listAll, intentPath, explain } from "../api.js";
+import { get, post, listAll, intentPath, explain, Problem } from "../api.js";
 import { h, clear, field, notice, badge, facts, when, age, intentLink, announce, uid } from "../dom.js";
 import { raw, pretty, parse } from "../json.js";
 import { follow } from "../live.js";
@@ -42,11 +42,16 @@ export async function render(ctx) {
         const c = new Card(it, me, resolve);
         cards.set(it.key, c);
         fresh.push(c);
-      }
+      } else cards.get(it.key).update(it);
     }
-    for (const [key, c] of cards) if (!seen.has(key)) c.gone();
+    // A card whose intent left the queue (resolved here or elsewhere, its
+    // holder's late report, purged) is re-rendered from the intent as it
+    // now stands.
+    await Promise.all([...cards.values()].filter((c) => !seen.has(c.key)).map((c) => c.reload()));
     list.prepend(...fresh.map((c) => c.el));
-    clear(count, intents.length === 0 ? `Nothing is in doubt in namespace ${me.namespace}.`
+    const settled = cards.size - intents.length;
+    clear(count, intents.length === 0 ? `Nothing is in doubt in namespace ${me.namespace}` +
+      (settled ? ` (the ${settled === 1 ? "card below was" : `${settled} cards below were`} settled since this page opened).` : ".")
       : `${intents.length} in doubt in namespace ${me.namespace}` + (page.more ? " (the oldest are not shown)" : "") + ".");
     await Promise.all(fresh.map((c) => c.loadEvents()));
   }
@@ -59,13 +64,20 @@ export class Card {
   constructor(it, me, resolve) {
     this.key = it.key;
     this.me = me;
+    this.it = it;
+    this.final = false;
+    this.canResolve = resolve;
+    this.resultVersion = -1;
     const hid = uid("card");
+    this.badge = h("span", { class: "state" }, badge(it.state));
     this.events = h("ol", { class: "timeline small" }, h("li", { class: "muted" }, "Loading the last events…"));
-    this.note = h("div", { role: "status" });
+    this.note = h("div", { class: "state-note", role: "status" });
     this.result = h("div", { class: "result", role: "status", "aria-live": "polite" });
     const payload = raw(it, "payload");
-    this.el = h("article", { class: "card", "aria-labelledby": hid, "data-key": it.key },
-      h("header", {}, h("h3", { id: hid }, intentLink(it.key)), badge(it.state)),
+    const text = payload === undefined ? "(none)" : pretty(payload);
+    this.controls = h("div", { class: "controls" });
+    this.el = h("article", { class: "card", "aria-labelledby": hid, "data-key": it.key, "data-state": it.state },
+      h("header", {}, h("h3", { id: hid }, intentLink(it.key)), this.badge),
       facts([
         ["Tool", it.tool],
         ["Holder (owner)", it.owner],
@@ -76,13 +88,15 @@ export class Card {
         ["Policy", it.policy],
       ]),
       h("h4", { class: "small" }, "Payload"),
-      h("pre", { class: "json", tabindex: 0, "aria-label": `Payload of ${it.key}` }, payload === undefined ? "(none)" : pretty(payload)),
-      h("p", { class: "small" }, "Fingerprint ", h("code", { class: "fp" }, it.fingerprint)),
+      h("pre", { class: "json payload", tabindex: 0, "aria-label": `Payload of ${it.key}` }, text),
+      h("p", { class: "small" }, "Fingerprint of the tool and the payload ", h("code", { class: "fp" }, it.fingerprint)),
       h("h4", { class: "small" }, "Last events"),
       this.events,
       this.note,
-      resolve ? this.form() : null,
+      this.controls,
       this.result);
+    this.el.classList.toggle("wide", text.split("\n").some((l) => l.length > 56));
+    if (resolve) clear(this.controls, this.form());
   }
 
   async loadEvents() {
@@ -156,19 +170,69 @@ export class Card {
       clear(this.result, notice("ok", `Resolved: ${answer.intent.state}`,
         outcome === "executed" ? "Retries of this key now get the recorded result; nothing runs again."
           : "The key may be claimed again (a new generation)."));
-      this.el.classList.add("done");
+      this.resultVersion = answer.intent.version;
+      this.resolvedHere = true;
+      this.update(answer.intent);
       announce(`${this.key} resolved as ${answer.intent.state}`);
     } catch (e) {
       const x = explain(e, true);
       clear(this.result, notice(x.kind, x.title, x.text));
       this.button.disabled = false;
+      const now = e instanceof Problem && e.body && e.body.intent && typeof e.body.intent === "object" ? e.body.intent : null;
+      this.resultVersion = now ? now.version : this.it.version;
+      if (now && now.key === this.key) this.update(now);
       announce(x.title);
     }
   }
 
-  gone() {
-    if (this.el.classList.contains("done")) return;
+  // reload reads the intent as it now stands and re-renders the card (a
+  // 404 means the ledger purged it).
+  async reload() {
+    if (this.final) return;
+    try {
+      this.update(await get(intentPath(this.key)));
+    } catch (e) {
+      if (e instanceof Problem && e.status === 404) this.purged();
+    }
+  }
+
+  // update re-renders the card from the intent as it now stands: once it
+  // is no longer in doubt, the card says how it was settled and offers no
+  // Resolve.
+  update(it) {
+    const was = this.it.state;
+    this.it = it;
+    this.el.dataset.state = it.state;
+    clear(this.badge, badge(it.state));
+    if (this.resultVersion >= 0 && it.version > this.resultVersion) {
+      clear(this.result); // about an older version
+      this.resolvedHere = false;
+    }
+    if (it.state === "in_doubt") {
+      this.el.classList.remove("done");
+      clear(this.note);
+      if (this.canResolve && !this.controls.firstChild) clear(this.controls, this.form());
+      return;
+    }
     this.el.classList.add("done");
-    clear(this.note, notice("info", "No longer in doubt", "Someone resolved it, or its holder's late report arrived. Reload to see the queue as it stands."));
+    clear(this.controls);
+    const words = {
+      executed: ["ok", "Resolved: executed", "Retries of this key get the recorded result; nothing runs again. Nothing is left to resolve."],
+      committed: ["ok", "Resolved: executed (committed)", "Nothing is left to resolve."],
+      failed: ["warn", "Resolved: failed", "The effect did not happen; the key may be claimed again. Nothing is left to resolve."],
+    }[it.state] || ["info", `No longer in doubt: ${String(it.state).replaceAll("_", " ")}`, "Nothing is left to resolve here."];
+    clear(this.note, this.resolvedHere ? null : notice(...words));
+    if (was !== it.state) this.loadEvents(); // who settled it, and how
+  }
+
+  // purged: the ledger dropped the intent. The card stays, so nothing
+  // vanishes while someone reads it.
+  purged() {
+    this.final = true;
+    this.el.dataset.state = "purged";
+    this.el.classList.add("done");
+    clear(this.badge, badge("purged"));
+    clear(this.controls);
+    clear(this.note, notice("info", "Purged: the intent is gone", "It was settled and the ledger dropped it when its dedupe window passed; nothing is left to resolve."));
   }
 }

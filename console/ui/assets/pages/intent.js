@@ -3,10 +3,11 @@
 // approvals, token use).
 
 import { get, intentPath, Problem } from "../api.js";
-import { h, clear, notice, badge, facts, when, short } from "../dom.js";
+import { h, clear, notice, badge, statusBadge, facts, when, short } from "../dom.js";
 import { raw, pretty } from "../json.js";
 import { Card as ApprovalCard } from "./approvals.js";
 import { Card as InDoubtCard } from "./indoubt.js";
+import { follow } from "../live.js";
 
 export const title = "Intent";
 
@@ -69,13 +70,14 @@ export async function render({ me, main, params, can }) {
   // A page linked to from elsewhere (the MCP gate sends an approver here)
   // is where the decision is made: the same card as the queues show.
   let decide = null;
+  let card = null;
   if (it.state === "pending_approval") {
     const pols = await get("/v1/policies").catch(() => null);
-    const card = new ApprovalCard(it, new Map(((pols && pols.policies) || []).map((p) => [p.name, p])), me, can("approver"));
+    card = new ApprovalCard(it, new Map(((pols && pols.policies) || []).map((p) => [p.name, p])), me, can("approver"));
     card.loadOwner();
     decide = [h("h2", {}, can("approver") ? "Decide" : "Waiting for approval"), h("div", { class: "cards", id: "decide" }, card.el)];
   } else if (it.state === "in_doubt") {
-    const card = new InDoubtCard(it, me, can("resolve"));
+    card = new InDoubtCard(it, me, can("resolve"));
     card.loadEvents();
     decide = [h("h2", {}, can("resolve") ? "Resolve" : "In doubt"), h("div", { class: "cards", id: "decide" }, card.el)];
   }
@@ -85,11 +87,15 @@ export async function render({ me, main, params, can }) {
   const payload = raw(it, "payload");
   const result = raw(it, "result");
   const events = trail.events || [];
+  const stateBadge = h("span", { class: "state" }, badge(it.state));
+  const live = card ? h("p", { class: "live", id: "live-status" }, "Loading…") : null;
   clear(main,
-    h("h1", { class: "key" }, key, " ", badge(it.state)),
+    h("h1", { class: "key" }, key, " ", stateBadge),
+    live,
     links.length ? h("p", {}, links) : null,
     decide,
     h("h2", {}, "Record"),
+    card ? h("p", { class: "muted small" }, "As it stood when the page loaded; the card above follows the intent live. Reload for the latest record and timeline.") : null,
     facts([
       ["Namespace", it.namespace],
       ["Tool", it.tool],
@@ -115,8 +121,18 @@ export async function render({ me, main, params, can }) {
     h("h2", {}, "Timeline"),
     trail.dropped ? h("p", { class: "muted" }, `${trail.dropped} older events were dropped from this intent's trail.`) : null,
     h("ol", { class: "timeline", id: "timeline" }, events.map((ev) => h("li", { class: kindOf(ev), "data-op": ev.op, "data-status": ev.status },
-      h("div", {}, h("span", { class: "when" }, when(ev.at)), " ", badge(ev.status, kindOf(ev))),
+      h("div", {}, h("span", { class: "when" }, when(ev.at)), " ", statusBadge(ev.status, kindOf(ev))),
       h("div", {}, describe(ev, it)),
       ev.reason ? h("div", { class: "muted small" }, ev.reason) : null,
       ev.fingerprint ? h("div", { class: "muted small" }, "fingerprint ", short(ev.fingerprint, 16)) : null))));
+
+  // The decision card follows the intent (a decision or a resolve made
+  // elsewhere re-renders it, without its controls); the record and the
+  // timeline below are as of the page's load (reload for the latest).
+  if (card) {
+    follow(async () => {
+      await card.reload();
+      clear(stateBadge, badge(card.final ? "purged" : card.it.state));
+    }, live);
+  }
 }
