@@ -30,7 +30,7 @@ func (f *fullDisk) write() error {
 	return nil
 }
 
-func (f *fullDisk) Set(key, val []byte) error               { return f.write() }
+func (f *fullDisk) Set(key, val []byte) error              { return f.write() }
 func (f *fullDisk) SetUint64(key []byte, val uint64) error { return f.write() }
 
 // TestStableStoreWaitsOutAFullDisk: raft panics when it cannot save its

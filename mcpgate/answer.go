@@ -194,8 +194,12 @@ func conflictError(key, recorded, request string) *jsonrpc.Error {
 		"code": ConflictCode, "key": key, "fingerprint": recorded, "request_fingerprint": request,
 		"detail": "this idempotency key was first used with other arguments; the first call's result stays with that call. Use a new key for a new call.",
 	})
+	// The message says it all too: some hosts show a JSON-RPC error's
+	// message and drop its data.
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-		Message: "idempotency key conflict: the key was used with different arguments", Data: data}
+		Message: fmt.Sprintf("%s: idempotency key %q was first used with different arguments (recorded fingerprint %s, "+
+			"this call's fingerprint %s); nothing was run. Use a new key for a new call.", ConflictCode, key, recorded, request),
+		Data: data}
 }
 
 // badKeyError is the JSON-RPC error of a malformed explicit key.

@@ -19,6 +19,11 @@
 // in_doubt and pending_approval are answers that tell the agent what to
 // do.
 //
+// Hosts get the same protocol versions on every transport
+// (ProtocolVersions); their handshake is answered at once, and tools/list
+// and tools/call wait for the upstreams' first connection attempts up to
+// Config.StartTimeout (Launch).
+//
 // The gate keeps no state of its own: a restarted gate answers a retried
 // call from the ledger, and any number of gates may share one ledger.
 // docs/mcp.md is the user's guide.

@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/intentledger/intentd/client"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -67,6 +69,35 @@ type Config struct {
 	Version string
 	// Metrics records the gate's Prometheus series (nil: none).
 	Metrics *Metrics
+	// StartTimeout bounds how long tools/list and tools/call wait for the
+	// upstreams' first connection attempts after Launch (default
+	// DefaultStartTimeout); the handshake never waits.
+	StartTimeout time.Duration
+}
+
+// DefaultStartTimeout is Config.StartTimeout's default.
+const DefaultStartTimeout = 60 * time.Second
+
+// protocolVersionNew is the first MCP version of the sessionless protocol
+// (SEP-2575: server/discover, per-request metadata).
+const protocolVersionNew = "2026-07-28"
+
+// ProtocolVersions are the MCP protocol versions the gate accepts from
+// hosts, newest first: the same on every transport. The go-sdk serves
+// 2026-07-28 on stdio but not on a stateful streamable-HTTP handler (it
+// needs sessions: list_changed, progress, a caller bound to its session),
+// so the gate offers the versions both can serve. A host that asks for a
+// newer one is refused at negotiation: server/discover is answered with
+// -32022 (unsupported protocol version) listing these, and initialize with
+// the newest of them, as the lifecycle spec says.
+func ProtocolVersions() []string {
+	var out []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v < protocolVersionNew {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // Gate is the MCP gateway: Server is what hosts connect to, Start
@@ -86,6 +117,11 @@ type Gate struct {
 	calls  sync.WaitGroup    // gated calls under way: Close lets them record
 	cancel context.CancelFunc
 	done   sync.WaitGroup
+
+	launch   sync.Once
+	launched chan struct{} // closed by Launch
+	started  chan struct{} // closed once every upstream was tried once
+	deadline time.Time     // Launch + StartTimeout: set before launched closes
 }
 
 // toolPlan is how the gate serves one downstream tool.
@@ -150,9 +186,12 @@ func New(cfg Config) (*Gate, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	g := &Gate{cfg: cfg, progress: newProgressRouter(), plans: map[string]*toolPlan{}, links: links{base: cfg.LedgerURL}}
+	pickD(&cfg.StartTimeout, DefaultStartTimeout)
+	g := &Gate{cfg: cfg, progress: newProgressRouter(), plans: map[string]*toolPlan{}, links: links{base: cfg.LedgerURL},
+		launched: make(chan struct{}), started: make(chan struct{})}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "intent-mcp", Version: cfg.Version}, &mcp.ServerOptions{
-		Logger: cfg.Logger,
+		Logger:                    cfg.Logger,
+		SupportedProtocolVersions: ProtocolVersions(),
 		// Tools come and go with the upstreams' lists: say so from the start.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		Instructions: "Tool calls through this server run at most once per logical call. A repeated call returns the first " +
@@ -160,6 +199,7 @@ func New(cfg Config) (*Gate, error) {
 			"retry, tell the user. pending_approval means: poll " + StatusTool + ", then call again with the same arguments.",
 	})
 	g.server.AddTool(statusToolDef(), g.status)
+	g.server.AddReceivingMiddleware(g.middleware)
 	for _, spec := range cfg.Upstreams {
 		g.ups = append(g.ups, newUpstream(g, spec, effectivePrefix(spec, len(cfg.Upstreams))))
 	}
@@ -169,28 +209,176 @@ func New(cfg Config) (*Gate, error) {
 // Server is the MCP server hosts connect to (over any transport).
 func (g *Gate) Server() *mcp.Server { return g.server }
 
-// Start connects the upstreams and keeps them connected until Close. It
-// returns once each has been tried once (or ctx ends), so the first
-// tools/list of a host sees every upstream that could be reached; the
-// others are connected in the background and their tools appear then.
-func (g *Gate) Start(ctx context.Context) error {
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	g.cancel = cancel
-	for _, u := range g.ups {
-		g.done.Add(1)
+// Launch starts connecting the upstreams and keeps them connected until
+// Close; it does not wait. Hosts may be served at once: their handshake is
+// answered whatever the upstreams are doing, and tools/list and
+// tools/call wait (up to Config.StartTimeout) until every upstream was
+// tried once, so the first listing sees every upstream that could be
+// reached; the others are connected in the background and their tools
+// appear then (notifications/tools/list_changed).
+func (g *Gate) Launch() {
+	g.launch.Do(func() {
+		runCtx, cancel := context.WithCancel(context.Background())
+		g.cancel = cancel
+		g.deadline = time.Now().Add(g.cfg.StartTimeout)
+		for _, u := range g.ups {
+			g.done.Add(1)
+			go func() {
+				defer g.done.Done()
+				u.run(runCtx)
+			}()
+		}
 		go func() {
-			defer g.done.Done()
-			u.run(runCtx)
+			for _, u := range g.ups {
+				if u.waitTried(runCtx) != nil {
+					return
+				}
+			}
+			close(g.started)
+			g.cfg.Logger.Info("every upstream tried once")
 		}()
+		close(g.launched)
+	})
+}
+
+// Start is Launch, then waits until every upstream was tried once (or ctx
+// ends).
+func (g *Gate) Start(ctx context.Context) error {
+	g.Launch()
+	select {
+	case <-g.started:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("mcpgate: upstreams %s not tried yet: %w", g.untried(), ctx.Err())
 	}
+}
+
+// untried names the upstreams whose first connection attempt is still
+// under way.
+func (g *Gate) untried() string {
+	var names []string
 	for _, u := range g.ups {
-		if err := u.waitTried(ctx); err != nil {
-			cancel()
-			g.done.Wait()
-			return err
+		select {
+		case <-u.tried:
+		default:
+			names = append(names, u.spec.Name)
 		}
 	}
-	return nil
+	return strings.Join(names, ", ")
+}
+
+// awaitStart waits until every upstream was tried once, up to the start
+// deadline; a gate not launched yet does not wait.
+func (g *Gate) awaitStart(ctx context.Context) error {
+	select {
+	case <-g.launched:
+	default:
+		return nil
+	}
+	select {
+	case <-g.started:
+		return nil
+	default:
+	}
+	timer := time.NewTimer(time.Until(g.deadline))
+	defer timer.Stop()
+	select {
+	case <-g.started:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		select {
+		case <-g.started:
+			return nil
+		default:
+		}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+			"intent-mcp: upstream %s is still connecting after the start timeout (%s); try again later",
+			g.untried(), g.cfg.StartTimeout)}
+	}
+}
+
+// middleware is the gate's receiving middleware: tools/list and tools/call
+// wait for the upstreams' start, listed tool annotations keep the
+// upstream's absences, and no error leaves without a JSON-RPC code.
+func (g *Gate) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/list" || method == "tools/call" {
+			if err := g.awaitStart(ctx); err != nil {
+				return nil, err
+			}
+		}
+		res, err := next(ctx, method, req)
+		if err != nil {
+			return nil, codedError(method, err)
+		}
+		if lr, ok := res.(*mcp.ListToolsResult); ok {
+			return listToolsResult{lr}, nil
+		}
+		return res, nil
+	}
+}
+
+// codedError gives an error without a JSON-RPC code one: the SDK would
+// send code 0, which no JSON-RPC peer expects. A repeated initialize is an
+// invalid request; anything else an internal error.
+func codedError(method string, err error) error {
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	code := int64(jsonrpc.CodeInternalError)
+	if method == "initialize" {
+		code = jsonrpc.CodeInvalidRequest
+	}
+	return &jsonrpc.Error{Code: code, Message: err.Error()}
+}
+
+// listToolsResult is a tools/list result whose tools' annotations omit
+// readOnlyHint and idempotentHint when false. The SDK decodes an
+// upstream's annotations into booleans and spells every false out again;
+// false is both hints' default, so omitting it gives back what an
+// upstream that left them out sent, and means what one that sent false
+// meant.
+type listToolsResult struct{ *mcp.ListToolsResult }
+
+func (r listToolsResult) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(r.ListToolsResult)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	var tools []map[string]json.RawMessage
+	if err := json.Unmarshal(m["tools"], &tools); err != nil {
+		return b, nil
+	}
+	changed := false
+	for _, t := range tools {
+		var ann map[string]json.RawMessage
+		if raw, ok := t["annotations"]; !ok || json.Unmarshal(raw, &ann) != nil {
+			continue
+		}
+		for _, k := range []string{"readOnlyHint", "idempotentHint"} {
+			if string(ann[k]) == "false" {
+				delete(ann, k)
+				changed = true
+			}
+		}
+		if t["annotations"], err = json.Marshal(ann); err != nil {
+			return nil, err
+		}
+	}
+	if !changed {
+		return b, nil
+	}
+	if m["tools"], err = json.Marshal(tools); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
 }
 
 // Close waits up to ctx for the gated calls under way to finish and

@@ -138,6 +138,12 @@ func TestGateDivergentIsInvalidParams(t *testing.T) {
 		data["request_fingerprint"] == "" || data["fingerprint"] == data["request_fingerprint"] {
 		t.Errorf("data %s", werr.Data)
 	}
+	// A host that drops the data still shows what happened.
+	for _, want := range []string{ConflictCode, data["fingerprint"], data["request_fingerprint"]} {
+		if !strings.Contains(werr.Message, want) {
+			t.Errorf("message %q lacks %q", werr.Message, want)
+		}
+	}
 	if n := h.up.count("d"); n != 1 {
 		t.Errorf("%d effects", n)
 	}

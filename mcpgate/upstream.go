@@ -130,7 +130,7 @@ func (u *upstream) run(ctx context.Context) {
 	defer u.once.Do(func() { close(u.tried) })
 	pause := reconnectInitial
 	for ctx.Err() == nil {
-		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		cctx, cancel := context.WithTimeout(ctx, max(connectTimeout, u.g.cfg.StartTimeout))
 		cs, err := u.client.Connect(cctx, u.transport(), nil)
 		cancel()
 		if err != nil {

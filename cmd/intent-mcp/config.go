@@ -101,7 +101,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.BoolVar(&c.commit, "commit", false, "acknowledge each executed intent (executed -> committed) after its result, as client.Do does: a third ledger write per call that changes nothing a retry sees")
 	fs.IntVar(&c.maxPayload, "max-payload", mcpgate.DefaultMaxPayload, "the ledger's --max-payload-bytes: claim payloads are made to fit it")
 	fs.IntVar(&c.maxResult, "max-result", mcpgate.DefaultMaxResult, "the ledger's --max-result-bytes: larger results are recorded by size and digest only")
-	fs.DurationVar(&c.startTimeout, "start-timeout", 30*time.Second, "how long to wait for the first connection attempt of each upstream before serving")
+	fs.DurationVar(&c.startTimeout, "start-timeout", mcpgate.DefaultStartTimeout, "how long tools/list and tools/call wait for each upstream's first connection attempt (the handshake never waits)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long calls in flight may take to finish and record")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")

@@ -96,6 +96,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdin io.ReadCl
 		Lease: cfg.lease, CallTimeout: cfg.callTimeout, MaxWait: cfg.maxWait, LedgerTimeout: cfg.ledgerTimeout,
 		ReportTimeout: cfg.reportTimeout, Commit: cfg.commit, MaxPayload: cfg.maxPayload, MaxResult: cfg.maxResult,
 		Logger: logger, UpstreamStderr: stderr, Version: version(), Metrics: mcpgate.NewMetrics(reg),
+		StartTimeout: cfg.startTimeout,
 	})
 	if err != nil {
 		return err
@@ -114,12 +115,10 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdin io.ReadCl
 		}
 		defer stop()
 	}
-	sctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
-	err = gate.Start(sctx)
-	cancel()
-	if err != nil {
-		return err
-	}
+	// Serve hosts at once: a host's handshake never waits for an upstream
+	// (a host gives up on a silent server); tools/list and tools/call wait
+	// up to --start-timeout for the upstreams' first connection attempts.
+	gate.Launch()
 	defer func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 		defer ccancel()

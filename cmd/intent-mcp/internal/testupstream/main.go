@@ -20,7 +20,9 @@
 //	                              (make bench-mcp's tool: the upstream's own cost stays near zero)
 //
 // It serves stdio, or streamable HTTP with --http ADDR (the bound address
-// is written to --addr-file).
+// is written to --addr-file). With --start-after FILE it reads nothing and
+// serves nothing until FILE exists (a slow upstream: the test decides when
+// it is up).
 package main
 
 import (
@@ -54,7 +56,16 @@ func main() {
 	effects := flag.String("effects", "", "file the effects are appended to (required)")
 	httpAddr := flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
 	addrFile := flag.String("addr-file", "", "with --http: write the bound address here")
+	startAfter := flag.String("start-after", "", "serve only once this file exists")
 	flag.Parse()
+	if *startAfter != "" {
+		for {
+			if _, err := os.Stat(*startAfter); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	if *effects == "" {
 		log.Fatal("--effects is required")
 	}
