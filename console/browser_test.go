@@ -567,6 +567,11 @@ func (s *suite) testPayloadChanged(t *testing.T) {
 	if got := alice.buttons(c); len(got) != 0 {
 		t.Errorf("the card of a payload that changed offers %v on the old payload", got)
 	}
+	// The warning shows what changed, line by line.
+	if del, add := alice.text(c+" .change pre.diff .del"), alice.text(c+" .change pre.diff .add"); !strings.Contains(del, `"amount": 100`) ||
+		!strings.Contains(add, `"amount": 999`) {
+		t.Errorf("the change's diff removes %q and adds %q, want the old and the new amount", del, add)
+	}
 
 	// bob's page never heard of the change: his approval carries the
 	// fingerprint it showed.
@@ -592,6 +597,9 @@ func (s *suite) testPayloadChanged(t *testing.T) {
 	// again (carrying the new fingerprint).
 	alice.click(c + " button.show-new")
 	alice.waitText(c+" pre.payload", `"amount": 999`)
+	if del := alice.text(c + " .payload-diff pre.diff .del"); !strings.Contains(del, `"amount": 100`) {
+		t.Errorf("under the new payload the diff removes %q, want the amount reviewed before", del)
+	}
 	if fp := alice.text(c + " .fp"); fp != second["fingerprint"] {
 		t.Errorf("after showing the new payload the card shows fingerprint %q, want %v", fp, second["fingerprint"])
 	}

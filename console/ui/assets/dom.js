@@ -163,3 +163,40 @@ export function announce(text) {
   }
   region.textContent = text;
 }
+
+// lineDiff compares two texts line by line (a longest common subsequence)
+// and returns [op, line] pairs in order: " " kept, "-" only in a, "+"
+// only in b. Texts over maxDiffLines lines each are not compared (null):
+// the page then shows both whole instead.
+export const maxDiffLines = 2000;
+export function lineDiff(a, b) {
+  const x = a.split("\n"), y = b.split("\n");
+  if (x.length > maxDiffLines || y.length > maxDiffLines) return null;
+  const n = x.length, m = y.length;
+  const lcs = Array.from({ length: n + 1 }, () => new Uint16Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) {
+    for (let j = m - 1; j >= 0; j--) {
+      lcs[i][j] = x[i] === y[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+    }
+  }
+  const out = [];
+  let i = 0, j = 0;
+  while (i < n && j < m) {
+    if (x[i] === y[j]) { out.push([" ", x[i]]); i++; j++; }
+    else if (lcs[i + 1][j] >= lcs[i][j + 1]) out.push(["-", x[i++]]);
+    else out.push(["+", y[j++]]);
+  }
+  while (i < n) out.push(["-", x[i++]]);
+  while (j < m) out.push(["+", y[j++]]);
+  return out;
+}
+
+// diffView shows lineDiff(a, b): removed lines marked "-", added "+",
+// kept ones plain; or a note that the payloads are too large to compare.
+export function diffView(a, b) {
+  const d = lineDiff(a, b);
+  if (!d) return h("p", {}, `The payloads have over ${maxDiffLines} lines: compare them whole.`);
+  const kind = { " ": "keep", "-": "del", "+": "add" };
+  return h("pre", { class: "diff", "aria-label": "Changes from the payload you reviewed to the new one" },
+    ...d.map(([op, line]) => h("span", { class: kind[op] }, `${op} ${line}\n`)));
+}

@@ -10,13 +10,20 @@
 // may still be refused, and the card then says why.
 
 import { get, post, listAll, intentPath, explain, Problem } from "../api.js";
-import { h, clear, field, notice, badge, facts, when, age, intentLink, announce, uid } from "../dom.js";
+import { h, clear, field, notice, badge, facts, when, age, intentLink, announce, uid, diffView } from "../dom.js";
 import { raw, pretty } from "../json.js";
 import { follow } from "../live.js";
 
 export const title = "Approvals";
 
 const byNewest = (a, b) => new Date(b.created_at) - new Date(a.created_at);
+
+// payloadText is an intent's payload as the card shows it: the canonical
+// JSON the ledger stores, indented.
+const payloadText = (it) => {
+  const payload = raw(it, "payload");
+  return payload === undefined ? "(none)" : pretty(payload);
+};
 
 export async function render(ctx) {
   const { me, main, can } = ctx;
@@ -123,6 +130,7 @@ export class Card {
     this.approversFact = h("span", { class: "approvers" });
     this.owner = h("span", { class: "owner" }, it.owner || "…");
     this.payloadBox = h("pre", { class: "json payload", tabindex: 0, "aria-label": `Payload of ${it.key}` });
+    this.diffBox = h("div", { class: "payload-diff" });
     this.fp = h("code", { class: "fp" });
     this.covers = h("p", { class: "muted small covers" });
     this.stateBox = h("div", { class: "state-note", role: "status" });
@@ -144,6 +152,7 @@ export class Card {
       h("h4", { class: "small" }, "Payload"),
       this.covers,
       this.payloadBox,
+      this.diffBox,
       h("p", { class: "small" }, "Fingerprint of the tool and the payload ", this.fp),
       this.change,
       this.controls,
@@ -158,9 +167,16 @@ export class Card {
   show(it) {
     this.fingerprint = it.fingerprint;
     this.el.dataset.fingerprint = it.fingerprint;
-    const payload = raw(it, "payload");
-    const text = payload === undefined ? "(none)" : pretty(payload);
+    const text = payloadText(it);
+    // Shown after "Show the new payload": what changed from the payload
+    // the person reviewed before.
+    const before = this.shownText;
+    this.shownText = text;
     clear(this.payloadBox, text);
+    if (this.diffBox) {
+      clear(this.diffBox, before !== undefined && before !== text ?
+        [h("p", { class: "diff-title" }, "Changes from the payload you reviewed before:"), diffView(before, text)] : null);
+    }
     clear(this.fp, it.fingerprint);
     clear(this.covers, `The fingerprint covers the tool (${it.tool}) and this payload as the ledger stores them: ` +
       "canonical JSON (RFC 8785: keys sorted, numbers in their shortest form), indented here, never re-encoded.");
@@ -341,7 +357,8 @@ export class Card {
         });
         clear(this.change, notice("warn", "The payload changed after this page showed it",
           `The intent now has fingerprint ${it.fingerprint}: its state and approvals above are that payload's. The payload below ` +
-          "is the one you reviewed, and the ledger refuses a decision on it. Review the new payload before deciding.", h("p", {}, look)));
+          "is the one you reviewed, and the ledger refuses a decision on it. Review the new payload before deciding. What changed:",
+          diffView(this.shownText, payloadText(it)), h("p", {}, look)));
       }
     } else {
       this.warned = "";
