@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,14 @@ import (
 // one log entry per key per Interval (fsm.NoteRefusals), whatever the
 // number of retriers, and its audit event says how many claims of which
 // owners were refused between when and when.
+//
+// A duplicate claim on a settled key (executed or committed with the
+// claim's fingerprint, inside its dedupe window: fsm.Ledger.LocalDuplicate)
+// is answered the same way once a duplicate on the key went through the
+// log: from the leader's confirmed state, each answer queued as an
+// fsm.DuplicateNote, and the notes of an Interval proposed together as
+// fsm.NoteDuplicates entries (fsm.MaxDuplicateNotes notes each), so every
+// duplicate is still counted and audited, later.
 type RefusalNotes struct {
 	// Interval is how often the counted refusals are proposed (default
 	// 1 s).
@@ -44,7 +53,16 @@ type RefusalStats struct {
 	// the notes proposed since recorded, Lost those whose note was not
 	// recorded; Entries the NoteRefusals entries proposed.
 	Answered, Noted, Lost, Entries uint64
+	// DuplicatesAnswered is the duplicate claims answered from the
+	// leader's state; DuplicatesNoted those whose notes were recorded
+	// since, DuplicatesLost those whose notes were not. Their
+	// NoteDuplicates entries count in Entries.
+	DuplicatesAnswered, DuplicatesNoted, DuplicatesLost uint64
 }
+
+// maxPendingDuplicates bounds the duplicate notes that wait for the next
+// proposal; past it duplicates go through the log as before.
+const maxPendingDuplicates = 16 * fsm.MaxDuplicateNotes
 
 // maxOwnerAttempts bounds the owners whose attempts one key's counter
 // remembers for the Retry-After hint.
@@ -72,6 +90,21 @@ type refusalCount struct {
 	used     int64
 }
 
+// dupHold is a key in refusals.dupHeld.
+type dupHold struct {
+	fence uint64
+	used  int64
+	// notLeader is when this node last found it was not the leader while
+	// answering a duplicate on the key: for notLeaderPause after it, the
+	// key's duplicates go to the log without asking again.
+	notLeader int64
+}
+
+// notLeaderPause is how long a follower proposes a held key's duplicates
+// without a leadership confirmation (which fails, at a cost, on a
+// follower).
+const notLeaderPause = int64(time.Second)
+
 // refusals is the running configuration: the counts and the loop that
 // proposes them.
 type refusals struct {
@@ -84,6 +117,11 @@ type refusals struct {
 	// with when: only their claims are checked against the state. Bounded
 	// with counts (MaxKeys).
 	held map[[2]string]int64
+	// dupHeld are the keys whose duplicate claim the log lately answered,
+	// with the grant (fencing token) it was a duplicate of and when: only
+	// their claims are checked for a duplicate against the state, so every
+	// grant's first duplicate is answered by the log. Bounded by MaxKeys.
+	dupHeld map[[2]string]dupHold
 	// loop is started by the first counted refusal.
 	loop    sync.Once
 	stop    chan struct{}
@@ -91,6 +129,13 @@ type refusals struct {
 	stopped bool
 
 	answered, noted, lost, entries atomic.Uint64
+
+	// dups are the duplicates answered from the state since the last
+	// proposal (at most maxPendingDuplicates); dupSeq numbers their notes,
+	// from the clock at start so that ids are unique across restarts.
+	dups                           []fsm.DuplicateNote
+	dupSeq                         atomic.Uint64
+	dupAnswered, dupNoted, dupLost atomic.Uint64
 
 	// confirm shares the leadership confirmations of concurrent refusals.
 	confirm confirmer
@@ -178,8 +223,11 @@ func newRefusals(cfg RefusalNotes, clock func() time.Time) *refusals {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &refusals{cfg: cfg, node: "leader", counts: map[refusalKey]*refusalCount{}, held: map[[2]string]int64{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+	rf := &refusals{cfg: cfg, node: "leader", counts: map[refusalKey]*refusalCount{}, held: map[[2]string]int64{},
+		dupHeld: map[[2]string]dupHold{},
+		stop:    make(chan struct{}), done: make(chan struct{})}
+	rf.dupSeq.Store(uint64(cfg.Now().UnixNano()))
+	return rf
 }
 
 // SetRefusalNotes replaces the configuration of refusals answered from the
@@ -196,7 +244,8 @@ func (s *Service) SetRefusalNotes(node string, cfg RefusalNotes) {
 // state.
 func (s *Service) RefusalStats() RefusalStats {
 	rf := s.refusals
-	return RefusalStats{Answered: rf.answered.Load(), Noted: rf.noted.Load(), Lost: rf.lost.Load(), Entries: rf.entries.Load()}
+	return RefusalStats{Answered: rf.answered.Load(), Noted: rf.noted.Load(), Lost: rf.lost.Load(), Entries: rf.entries.Load(),
+		DuplicatesAnswered: rf.dupAnswered.Load(), DuplicatesNoted: rf.dupNoted.Load(), DuplicatesLost: rf.dupLost.Load()}
 }
 
 // mayForwardKey is the context key of WithForwardableClaim.
@@ -216,7 +265,10 @@ func WithForwardableClaim(ctx context.Context) context.Context {
 // refuseLocally answers claim c from the leader's state when the state
 // machine would refuse it as in_flight or in_doubt and change nothing but
 // the audit trail (fsm.Ledger.LocalRefusal), and counts the refusal for
-// the next NoteRefusals. nil, nil means "propose it". It looks only at
+// the next NoteRefusals; or, when the state machine would answer it as a
+// duplicate of a settled key (fsm.Ledger.LocalDuplicate), answers it as a
+// follower with local duplicates does and queues its note for the next
+// NoteDuplicates. nil, nil means "propose it". It looks only at
 // keys a claim through this node was lately refused on (noteRefused), so
 // other claims cost a map lookup: the first refusal of a storm goes
 // through the log, the rest are answered from the state. On a follower it
@@ -224,21 +276,41 @@ func WithForwardableClaim(ctx context.Context) context.Context {
 // forwarding (WithForwardableClaim), so the leader answers it.
 func (s *Service) refuseLocally(ctx context.Context, c *fsm.Claim) (*fsm.Result, error) {
 	rf := s.refusals
-	if !rf.isHeld(c.Namespace, c.Key) {
+	now := rf.cfg.Now().UnixNano()
+	held, dupFence := rf.isHeld(c.Namespace, c.Key, now)
+	if !held && dupFence == 0 {
 		return nil, nil
 	}
-	now := rf.cfg.Now().UnixNano()
 	var r *fsm.Result
+	var keepDup bool
 	err := rf.confirm.confirm(ctx, s.r)
 	if err == nil {
 		// Leadership was confirmed after this claim arrived, and this
 		// copy has applied what was committed then: reading it now is
 		// a linearizable read.
-		err = s.r.Read(ctx, Stale, func(l *fsm.Ledger) { r, _ = l.LocalRefusal(c, now) })
+		err = s.r.Read(ctx, Stale, func(l *fsm.Ledger) {
+			if r, _ = l.LocalRefusal(c, now); r != nil || dupFence == 0 {
+				return
+			}
+			// No margin: this is the leader's own clock, the one its
+			// purge sweep goes by, and what it has not applied yet was
+			// not committed when the claim arrived.
+			if in, ok := l.LocalDuplicate(c, now, 0); ok && in.FencingToken == dupFence {
+				r = &fsm.Result{Status: fsm.StatusDuplicate, Intent: in, Index: l.AppliedIndex(), Local: true}
+				return
+			}
+			// Another payload (divergent, through the log) leaves the
+			// key's duplicates to the state while it holds the grant.
+			g := l.Get(c.Namespace, c.Key)
+			keepDup = g != nil && g.FencingToken == dupFence && (g.State == fsm.StateExecuted || g.State == fsm.StateCommitted)
+		})
 	}
 	var nl *NotLeaderError
 	switch {
 	case errors.As(err, &nl):
+		if dupFence != 0 {
+			rf.notLeader(c.Namespace, c.Key, now)
+		}
 		if nl.LeaderHTTP == "" || ctx.Value(mayForwardKey{}) == nil {
 			return nil, nil
 		}
@@ -252,8 +324,15 @@ func (s *Service) refuseLocally(ctx context.Context, c *fsm.Claim) (*fsm.Result,
 	case err != nil:
 		return nil, nil
 	case r == nil:
-		rf.unhold(c.Namespace, c.Key) // the key moved on
+		rf.unhold(c.Namespace, c.Key, keepDup) // the key moved on
 		return nil, nil
+	case r.Status == fsm.StatusDuplicate:
+		if !rf.queueDuplicate(c, r.Intent.FencingToken, now) {
+			return nil, nil // too many notes waiting: the log answers
+		}
+		rf.dupAnswered.Add(1)
+		rf.loop.Do(func() { go rf.run(s) })
+		return r, nil
 	}
 	attempt, ok := rf.count(r, c.Owner, now, true)
 	if !ok {
@@ -266,32 +345,100 @@ func (s *Service) refuseLocally(ctx context.Context, c *fsm.Claim) (*fsm.Result,
 }
 
 // noteRefused remembers that the log refused owner's claim as r (in_flight
-// or in_doubt), so the next claims on the key are answered from the state,
-// and sets r.Attempt: the owner's first attempt on the grant.
+// or in_doubt) or answered it as a duplicate, so the next claims on the
+// key are answered from the state, and sets r.Attempt of a refusal: the
+// owner's first attempt on the grant.
 func (s *Service) noteRefused(r *fsm.Result, owner string) {
+	rf := s.refusals
+	if r.Intent != nil && r.Status == fsm.StatusDuplicate {
+		rf.holdDuplicates(r.Intent.Namespace, r.Intent.Key, r.Intent.FencingToken, rf.cfg.Now().UnixNano())
+		return
+	}
 	if r.Intent == nil || (r.Status != fsm.StatusInFlight && r.Status != fsm.StatusInDoubt) {
 		return
 	}
-	rf := s.refusals
 	if attempt, ok := rf.count(r, owner, rf.cfg.Now().UnixNano(), false); ok {
 		r.Attempt = attempt
 	}
 }
 
-// isHeld reports whether a claim on (ns, key) was lately refused here.
-func (rf *refusals) isHeld(ns, key string) bool {
+// isHeld reports whether a claim on (ns, key) was lately refused here,
+// and the fencing token of the grant a duplicate claim on it was lately
+// answered against by the log (0 if none).
+func (rf *refusals) isHeld(ns, key string, now int64) (bool, uint64) {
 	rf.mu.Lock()
 	defer rf.mu.Unlock()
-	_, ok := rf.held[[2]string{ns, key}]
-	return ok
+	k := [2]string{ns, key}
+	_, ok := rf.held[k]
+	h := rf.dupHeld[k]
+	if h.notLeader != 0 && now-h.notLeader < notLeaderPause {
+		return ok, 0
+	}
+	return ok, h.fence
+}
+
+// notLeader remembers that this node was not the leader at now when it
+// looked for a duplicate on (ns, key).
+func (rf *refusals) notLeader(ns, key string, now int64) {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	k := [2]string{ns, key}
+	if h, ok := rf.dupHeld[k]; ok {
+		h.notLeader = now
+		rf.dupHeld[k] = h
+	}
+}
+
+// holdDuplicates remembers (ns, key) as a key whose duplicate claims of
+// the grant with fencing token fence are answered from the state, while
+// fewer than MaxKeys keys are.
+func (rf *refusals) holdDuplicates(ns, key string, fence uint64, now int64) {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	k := [2]string{ns, key}
+	h, ok := rf.dupHeld[k]
+	if rf.stopped || (!ok && len(rf.dupHeld) >= rf.cfg.MaxKeys) {
+		return
+	}
+	rf.dupHeld[k] = dupHold{fence: fence, used: now, notLeader: h.notLeader}
+}
+
+// queueDuplicate queues the note of duplicate claim c, answered at now
+// against the grant with fencing token fence; false when
+// maxPendingDuplicates notes wait or the loop has stopped.
+func (rf *refusals) queueDuplicate(c *fsm.Claim, fence uint64, now int64) bool {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	if rf.stopped || len(rf.dups) >= maxPendingDuplicates {
+		return false
+	}
+	rf.dups = append(rf.dups, fsm.DuplicateNote{Namespace: c.Namespace, Key: c.Key, Owner: c.Owner, Fingerprint: c.Fingerprint,
+		FencingToken: fence, Note: fmt.Sprintf("%s/leader/%d", rf.node, rf.dupSeq.Add(1)), AnsweredAt: now})
+	if h, ok := rf.dupHeld[[2]string{c.Namespace, c.Key}]; ok && h.fence == fence {
+		h.used = now
+		rf.dupHeld[[2]string{c.Namespace, c.Key}] = h
+	}
+	return true
+}
+
+// takeDuplicates returns the duplicate notes queued since the last call.
+func (rf *refusals) takeDuplicates() []fsm.DuplicateNote {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	out := rf.dups
+	rf.dups = nil
+	return out
 }
 
 // unhold forgets (ns, key): its claims go to the log until one is refused
-// again.
-func (rf *refusals) unhold(ns, key string) {
+// again (or, unless keepDup, answered as a duplicate).
+func (rf *refusals) unhold(ns, key string, keepDup bool) {
 	rf.mu.Lock()
 	defer rf.mu.Unlock()
 	delete(rf.held, [2]string{ns, key})
+	if !keepDup {
+		delete(rf.dupHeld, [2]string{ns, key})
+	}
 }
 
 // count counts owner's refusal r at now and returns the owner's attempt
@@ -369,6 +516,11 @@ func (rf *refusals) take(now int64) []fsm.RefusalNote {
 			delete(rf.held, k)
 		}
 	}
+	for k, h := range rf.dupHeld {
+		if now-h.used > int64(time.Minute) {
+			delete(rf.dupHeld, k)
+		}
+	}
 	return out
 }
 
@@ -413,6 +565,40 @@ func (rf *refusals) flush(s *Service) {
 			continue
 		}
 		rf.noted.Add(count)
+	}
+	dups := rf.takeDuplicates()
+	for len(dups) > 0 {
+		n := min(len(dups), fsm.MaxDuplicateNotes)
+		batch := dups[:n]
+		dups = dups[n:]
+		if rf.sendDuplicates(s, batch) {
+			rf.dupNoted.Add(uint64(n))
+			continue
+		}
+		rf.dupLost.Add(uint64(n))
+		rf.cfg.Log.Warn("ledger: duplicates answered from the leader's state are missing from their keys' audit trails",
+			"notes", n, "first_key", batch[0].Key, "first_namespace", batch[0].Namespace, "first_note", batch[0].Note)
+	}
+}
+
+// sendDuplicates proposes notes, a few times while the outcome is unknown:
+// a note's id makes a second recording of it a no-op.
+func (rf *refusals) sendDuplicates(s *Service, notes []fsm.DuplicateNote) bool {
+	backoff := 50 * time.Millisecond
+	for try := 0; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// Encode stamps the command it is given: a new one per try.
+		r, err := s.r.Propose(ctx, &fsm.NoteDuplicates{Node: rf.node, Notes: notes})
+		cancel()
+		rf.entries.Add(1)
+		if err == nil {
+			return r.Status == fsm.StatusOK // a refusal (a bug) is definite
+		}
+		if try == 2 {
+			return false
+		}
+		time.Sleep(backoff)
+		backoff *= 4
 	}
 }
 
