@@ -3,12 +3,12 @@ package mcpgate
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"path"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/intentledger/intentd/internal/toolname"
 )
 
 // PrefixSeparator joins an upstream's prefix and its tool's name:
@@ -52,47 +52,19 @@ func DownstreamName(prefix, tool string) string {
 // stay valid when upstreams are added.
 func DefaultLedgerTool(upstream, tool string) string { return LedgerToolName(upstream + "." + tool) }
 
-// MaxToolBytes is the longest tool name the ledger accepts.
-const MaxToolBytes = 256
+// ErrBadTool is a ledger tool name outside the ledger's grammar
+// (internal/toolname).
+var ErrBadTool = toolname.ErrInvalid
 
-// ToolGrammar is the ledger's spelling of a tool name (fsm.ToolGrammar;
-// the gate reaches the ledger through the SDK only, so the rule is copied
-// here and a test checks it against the ledger's).
-const ToolGrammar = `lowercase segments [a-z0-9][a-z0-9_-]* joined by single dots`
-
-// ErrBadTool is a ledger tool name outside ToolGrammar.
-var ErrBadTool = errors.New("invalid ledger tool name")
-
-// ValidLedgerTool checks a ledger tool name against ToolGrammar, as the
-// ledger does before it accepts a claim (400 otherwise).
-func ValidLedgerTool(name string) error {
-	if name == "" || len(name) > MaxToolBytes {
-		return fmt.Errorf("%w: %q must be 1 to %d bytes of %s", ErrBadTool, name, MaxToolBytes, ToolGrammar)
-	}
-	for _, seg := range strings.Split(name, ".") {
-		if seg == "" {
-			return fmt.Errorf("%w: %q has an empty segment; a ledger tool name is %s", ErrBadTool, name, ToolGrammar)
-		}
-		for i := 0; i < len(seg); i++ {
-			if !toolByte(seg[i], i == 0) {
-				return fmt.Errorf("%w: %q: byte %q is not allowed there; a ledger tool name is %s", ErrBadTool, name, seg[i], ToolGrammar)
-			}
-		}
-	}
-	return nil
-}
-
-// toolByte reports whether c may stand in a segment of a ledger tool name
-// (first: at its start).
-func toolByte(c byte, first bool) bool {
-	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || !first && (c == '_' || c == '-')
-}
+// ValidLedgerTool checks a ledger tool name against the ledger's grammar,
+// as the ledger does before it accepts a claim (400 otherwise).
+func ValidLedgerTool(name string) error { return toolname.Valid(name) }
 
 // LedgerToolName maps a name made of MCP names (which may hold upper case
-// letters, and any byte an upstream sends) into ToolGrammar: ASCII letters
+// letters, and any byte an upstream sends) into the ledger's grammar (internal/toolname): ASCII letters
 // lowered, any other byte outside [a-z0-9_-] turned into '_', a segment
 // that is empty or starts with '_' or '-' prefixed with 'x', and a name
-// over MaxToolBytes cut and ended with '_' and 32 hex digits of the
+// over toolname.MaxBytes cut and ended with '_' and 32 hex digits of the
 // SHA-256 of the whole. Names already in the grammar are unchanged.
 // Two MCP tools that differ only in case share a ledger tool (and so its
 // policies); their calls still never share a key's result, as the claim
@@ -105,19 +77,19 @@ func LedgerToolName(name string) string {
 	for i, seg := range segs {
 		b := []byte(strings.ToLower(seg))
 		for j, c := range b {
-			if !toolByte(c, false) {
+			if !toolname.Byte(c, false) {
 				b[j] = '_'
 			}
 		}
-		if len(b) == 0 || !toolByte(b[0], true) {
+		if len(b) == 0 || !toolname.Byte(b[0], true) {
 			b = append([]byte{'x'}, b...)
 		}
 		segs[i] = string(b)
 	}
 	out := strings.Join(segs, ".")
-	if len(out) > MaxToolBytes {
+	if len(out) > toolname.MaxBytes {
 		sum := sha256.Sum256([]byte(name))
-		out = strings.TrimRight(out[:MaxToolBytes-1-keyHashHex], ".") + "_" + hex.EncodeToString(sum[:])[:keyHashHex]
+		out = strings.TrimRight(out[:toolname.MaxBytes-1-keyHashHex], ".") + "_" + hex.EncodeToString(sum[:])[:keyHashHex]
 	}
 	return out
 }

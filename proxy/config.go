@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/intentledger/intentd/internal/toolname"
 )
 
 // KeyMode says what a route does with the Idempotency-Key header.
@@ -267,36 +269,13 @@ func (r *Route) Normalize() error {
 	return nil
 }
 
-// MaxToolBytes is the longest tool name the ledger accepts.
-const MaxToolBytes = 256
+// ErrBadTool is a tool name outside the ledger's grammar
+// (internal/toolname).
+var ErrBadTool = toolname.ErrInvalid
 
-// ToolGrammar is the ledger's spelling of a tool name (fsm.ToolGrammar;
-// the proxy reaches the ledger through the SDK only, so the rule is
-// copied here and a test checks it against the ledger's).
-const ToolGrammar = `lowercase segments [a-z0-9][a-z0-9_-]* joined by single dots`
-
-// ErrBadTool is a tool name outside ToolGrammar.
-var ErrBadTool = errors.New("invalid tool name")
-
-// validTool checks a tool name against ToolGrammar, as the ledger does
-// before it accepts a claim (400 otherwise).
-func validTool(name string) error {
-	if name == "" || len(name) > MaxToolBytes {
-		return fmt.Errorf("%w: %q must be 1 to %d bytes of %s", ErrBadTool, name, MaxToolBytes, ToolGrammar)
-	}
-	for _, seg := range strings.Split(name, ".") {
-		if seg == "" {
-			return fmt.Errorf("%w: %q has an empty segment; a tool name is %s", ErrBadTool, name, ToolGrammar)
-		}
-		for i := 0; i < len(seg); i++ {
-			c := seg[i]
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '_' || c == '-')) {
-				return fmt.Errorf("%w: %q: byte %q is not allowed there; a tool name is %s", ErrBadTool, name, c, ToolGrammar)
-			}
-		}
-	}
-	return nil
-}
+// validTool checks a tool name against the ledger's grammar, as the ledger
+// does before it accepts a claim (400 otherwise).
+func validTool(name string) error { return toolname.Valid(name) }
 
 // headerNames canonicalizes and checks a list of header names.
 func headerNames(field string, names []string) ([]string, error) {

@@ -19,6 +19,7 @@ const module = "github.com/intentledger/intentd/"
 var allowed = map[string][]string{
 	// Leaves: no module imports.
 	"internal/jsonenc":         nil,
+	"internal/toolname":        nil,
 	"internal/namespace":       nil,
 	"internal/faults":          nil,
 	"internal/gossipforge":     nil,
@@ -37,7 +38,7 @@ var allowed = map[string][]string{
 	"client/":                  {"client", "client/"},
 
 	// The replicated core, bottom up.
-	"fsm":               {"internal/jsonenc", "internal/jsonexact"},
+	"fsm":               {"internal/jsonenc", "internal/jsonexact", "internal/toolname"},
 	"auth":              {"internal/namespace"},
 	"ledger":            {"fsm", "token", "internal/faults", "internal/namespace"},
 	"ledger/ledgertest": {"fsm", "ledger"},
@@ -56,10 +57,10 @@ var allowed = map[string][]string{
 	"cmd/intentctl":    {"auth", "client", "fsm", "internal/cli", "internal/namespace", "internal/tlsutil", "token"},
 	"cmd/intent-bench": {"client", "internal/progress"},
 	// The Idempotency-Key reverse proxy: the ledger through the SDK only.
-	"proxy":            {"client", "internal/jsonexact"},
+	"proxy":            {"client", "internal/jsonexact", "internal/toolname"},
 	"cmd/intent-proxy": {"client", "internal/cli", "internal/probe", "proxy"},
 	// The MCP gate: the ledger through the SDK only, MCP through go-sdk.
-	"mcpgate": {"client"},
+	"mcpgate": {"client", "internal/toolname"},
 	// auth: --caller-keys, read in the ledger's keys-file format.
 	"cmd/intent-mcp":                       {"auth", "client", "internal/cli", "internal/probe", "mcpgate"},
 	"cmd/intent-mcp/internal/testupstream": nil,                             // the process tests' upstream MCP server
