@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +21,10 @@ import (
 // These tests run everything as it runs in production: a 3-node intentd
 // cluster and intent-proxy as real processes (kill -9 is a real crash),
 // with the upstream API in the test process so it can count executions.
+
+// refusalNoteRE reads the count of a refusal note's audit event (the
+// ledger's coalesced record of refusals it answered from its state).
+var refusalNoteRE = regexp.MustCompile(`^(\d+) in_flight refusals of fencing token `)
 
 // testRoutesFile is the proxies' routes file.
 const testRoutesFile = `[
@@ -423,9 +429,18 @@ func concurrentDuplicates(t *testing.T, w *world, path, key string, proxies []st
 			if err != nil {
 				return false
 			}
+			// A refusal after the key's first is answered from the
+			// leader's state and recorded later in a note that counts them
+			// ("N in_flight refusals of fencing token ..."): count its N.
 			inFlight := 0
 			for _, e := range trail.Events {
-				if e.Op == "claim" && e.Status == "in_flight" {
+				if e.Op != "claim" || e.Status != "in_flight" {
+					continue
+				}
+				if m := refusalNoteRE.FindStringSubmatch(e.Reason); m != nil {
+					k, _ := strconv.Atoi(m[1])
+					inFlight += k
+				} else {
 					inFlight++
 				}
 			}
