@@ -12,29 +12,41 @@ import (
 	"github.com/intentledger/intentd/fsm"
 )
 
+// keySpec is one API key of a test keyset: its name and the rest of its
+// configuration entry (roles, tools, key_prefixes) as JSON members.
+type keySpec struct{ name, entry string }
+
+// keysOf makes a keyset of fresh keys in namespace ns and returns it with
+// each key's Authorization header.
+func keysOf(t *testing.T, ns string, specs []keySpec) (*auth.Keyset, map[string][]string) {
+	t.Helper()
+	keys := map[string][]string{}
+	var entries []string
+	for _, k := range specs {
+		plain, sum, err := auth.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[k.name] = bearer(plain)
+		entries = append(entries, fmt.Sprintf(`{"name":%q,"namespace":%q,%s,"sha256":%q}`, k.name, ns, k.entry, sum))
+	}
+	ks, err := auth.Parse([]byte(`{"keys":[` + strings.Join(entries, ",") + `]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks, keys
+}
+
 // trustEnv is a node with auth on in namespace alpha: an agent, two
 // approvers, an admin and a front end whose key reserves "idem:", with the
 // policies of the attacker review: refunds (payments.refund needs 2 of
 // appr1, appr2) and danger (danger.* blocked).
 func trustEnv(t *testing.T) (*testEnv, map[string][]string) {
 	t.Helper()
-	keys := map[string][]string{}
-	var entries []string
-	for _, k := range []struct{ name, extra string }{
+	ks, keys := keysOf(t, "alpha", []keySpec{
 		{"agent", `"roles":["agent"]`}, {"appr1", `"roles":["approver"]`}, {"appr2", `"roles":["approver"]`},
 		{"admin", `"roles":["admin"]`}, {"proxy", `"roles":["agent"],"key_prefixes":["idem:"]`},
-	} {
-		plain, sum, err := auth.GenerateKey(rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys[k.name] = bearer(plain)
-		entries = append(entries, fmt.Sprintf(`{"name":%q,"namespace":"alpha",%s,"sha256":%q}`, k.name, k.extra, sum))
-	}
-	ks, err := auth.Parse([]byte(`{"keys":[` + strings.Join(entries, ",") + `]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	e := newEnv(t, func(c *Config) { c.Auth = ks })
 	for name, pol := range map[string]string{
 		"refunds": `{"tools":["payments.refund"],"require_approval":true,"approvals_required":2,"approvers":["appr1","appr2"]}`,

@@ -2,14 +2,12 @@ package httpapi
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/token"
 )
@@ -19,24 +17,10 @@ import (
 // unbound tool key and an admin.
 func toolKeysEnv(t *testing.T) (*testEnv, map[string][]string) {
 	t.Helper()
-	keys := map[string][]string{}
-	var entries []string
-	for _, k := range []struct{ name, roles, tools string }{
-		{"agent", `["agent"]`, `[]`}, {"refunds", `["tool"]`, `["payments.*"]`},
-		{"mailer", `["tool"]`, `["email.send"]`}, {"any-tool", `["tool"]`, `[]`}, {"admin", `["admin"]`, `[]`},
-	} {
-		plain, sum, err := auth.GenerateKey(rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys[k.name] = bearer(plain)
-		entries = append(entries, fmt.Sprintf(`{"name":%q,"namespace":"alpha","roles":%s,"tools":%s,"sha256":%q}`,
-			k.name, k.roles, k.tools, sum))
-	}
-	ks, err := auth.Parse([]byte(`{"keys":[` + strings.Join(entries, ",") + `]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ks, keys := keysOf(t, "alpha", []keySpec{
+		{"agent", `"roles":["agent"]`}, {"refunds", `"roles":["tool"],"tools":["payments.*"]`},
+		{"mailer", `"roles":["tool"],"tools":["email.send"]`}, {"any-tool", `"roles":["tool"]`}, {"admin", `"roles":["admin"]`},
+	})
 	return newEnv(t, func(c *Config) { c.Auth = ks }), keys
 }
 

@@ -228,12 +228,24 @@ func (ld *localDuplicates) deliver(s *Service, notes []fsm.DuplicateNote) {
 func (ld *localDuplicates) send(s *Service, notes []fsm.DuplicateNote) bool {
 	ctx, cancel := context.WithTimeout(ld.ctx, ld.cfg.NoteTimeout)
 	defer cancel()
+	return s.proposeDuplicateNotes(ctx, ld.cfg.Node, notes, nil)
+}
+
+// proposeDuplicateNotes proposes one NoteDuplicates entry of node's notes
+// until it is applied or ctx ends, backing off between tries: a note's id
+// makes a second recording of it a no-op, so an unknown outcome is simply
+// tried again. A refusal (a malformed batch: a bug) is definite. tried, if
+// set, is told of every proposal. Followers' local answers and the
+// leader's use it alike.
+func (s *Service) proposeDuplicateNotes(ctx context.Context, node string, notes []fsm.DuplicateNote, tried func()) bool {
 	backoff := 50 * time.Millisecond
 	for {
 		// Encode stamps the command it is given: a new one per try.
-		r, err := s.r.Propose(ctx, &fsm.NoteDuplicates{Node: ld.cfg.Node, Notes: notes})
+		r, err := s.r.Propose(ctx, &fsm.NoteDuplicates{Node: node, Notes: notes})
+		if tried != nil {
+			tried()
+		}
 		if err == nil {
-			// A refusal (a malformed batch: a bug) is definite: no retry.
 			return r.Status == fsm.StatusOK
 		}
 		select {

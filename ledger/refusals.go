@@ -581,25 +581,12 @@ func (rf *refusals) flush(s *Service) {
 	}
 }
 
-// sendDuplicates proposes notes, a few times while the outcome is unknown:
-// a note's id makes a second recording of it a no-op.
+// sendDuplicates proposes the leader's duplicate notes (proposeDuplicateNotes),
+// for at most 10 s.
 func (rf *refusals) sendDuplicates(s *Service, notes []fsm.DuplicateNote) bool {
-	backoff := 50 * time.Millisecond
-	for try := 0; ; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		// Encode stamps the command it is given: a new one per try.
-		r, err := s.r.Propose(ctx, &fsm.NoteDuplicates{Node: rf.node, Notes: notes})
-		cancel()
-		rf.entries.Add(1)
-		if err == nil {
-			return r.Status == fsm.StatusOK // a refusal (a bug) is definite
-		}
-		if try == 2 {
-			return false
-		}
-		time.Sleep(backoff)
-		backoff *= 4
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return s.proposeDuplicateNotes(ctx, rf.node, notes, func() { rf.entries.Add(1) })
 }
 
 // close stops counting, proposes what was counted and stops the loop.
