@@ -15,7 +15,7 @@ build: deps
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/intentd ./cmd/intentd
 	$(GO) build -o $(BIN)/intentctl ./cmd/intentctl
-	$(GO) build -o $(BIN)/intent-bench ./cmd/intent-bench
+	cd bench && $(GO) build -o ../$(BIN)/intent-bench ./cmd/intent-bench
 	$(GO) build -o $(BIN)/intent-proxy ./cmd/intent-proxy
 	$(GO) build -o $(BIN)/intent-mcp ./cmd/intent-mcp
 
@@ -33,6 +33,7 @@ test-sdk:
 
 test-go: deps verify
 	$(GO) test $(TEST_FLAGS) $(PKGS)
+	cd bench && $(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -tags faults $(TEST_FLAGS) -run Parse ./internal/faults/ ./cmd/intentd/
 
 ## canary: the agent-side gate: 200 episodes x 5 failure classes x 3 seeds, each seed twice (CANARY_ARGS adds flags); then seed 1 through intent-proxy (CANARY_PROXY_ARGS) and seed 1 through the MCP gate (CANARY_MCP_ARGS)
@@ -97,14 +98,14 @@ console-screenshots: deps
 
 ## bench: load generator against a fresh local 3-node cluster
 bench: build
-	./scripts/bench-local.sh
+	./bench/scripts/bench-local.sh
 
 ## bench-compare: intentd vs etcd 3.5 side by side; updates the table in docs/benchmarks.md (BENCH_QUICK=1: 1 rep, 3 s, no table update)
 ## bench-fsm: heap bytes per intent, snapshot and restore of 1 M intents (Go benchmarks in fsm/)
 .PHONY: bench-compare bench-fsm bench-sdk bench-proxy bench-mcp
 BENCH_ARGS ?=
 bench-compare:
-	./scripts/bench-compare.sh $(BENCH_ARGS)
+	./bench/scripts/bench-compare.sh $(BENCH_ARGS)
 
 bench-fsm:
 	$(GO) test -run '^$$' -bench '1M' -benchtime 1x -timeout 30m ./fsm/
@@ -120,15 +121,15 @@ bench-storm: build
 
 ## bench-sdk: the Go, Python and TypeScript SDKs side by side on one local cluster (ROUNDS, DURATION, LEVELS)
 bench-sdk: build
-	./scripts/bench-sdk.sh
+	./bench/scripts/bench-sdk.sh
 
 ## bench-proxy: intent-proxy's cost: an upstream straight, through the proxy, and the ledger's claim + complete (ROUNDS, DURATION, WARMUP, LEVELS; PROFILE=1 profiles the proxy)
 bench-proxy: build
-	./scripts/bench-proxy.sh
+	./bench/scripts/bench-proxy.sh
 
 ## bench-mcp: the MCP gate's cost: a tool called directly and through intent-mcp, over stdio and streamable HTTP, and the ledger's claim + complete (ROUNDS, DURATION, WARMUP, CALLERS, TRANSPORTS; PROFILE=1 profiles the gate)
 bench-mcp: build
-	./scripts/bench-mcp.sh
+	./bench/scripts/bench-mcp.sh
 
 ## verify: vet, the gofmt check, and the documentation checks: every relative Markdown link and
 ## anchor resolves inside the repository, every `make` target the docs name exists, and no file refers

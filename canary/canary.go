@@ -13,7 +13,7 @@
 //
 // With Config.Via set to ViaHTTPProxy the tool service does not use the
 // SDK: it is a plain HTTP API (NewPlainTool) and intent-proxy
-// (proxy.Handler) stands between the fault proxy and it; the agent sends
+// (idemproxy.Handler) stands between the fault proxy and it; the agent sends
 // the episode's key as an Idempotency-Key header, and the same faults,
 // checks and broken modes apply (no-ledger: the proxy's route passes
 // requests through).
@@ -73,7 +73,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/intentledger/intentd/client"
-	idem "github.com/intentledger/intentd/proxy"
+	idem "github.com/intentledger/intentd/frontend/idemproxy"
 )
 
 // Class is a failure class the fault layer injects.

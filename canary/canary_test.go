@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intentledger/intentd/internal/localcluster"
+	"github.com/intentledger/intentd/testkit/localcluster"
 )
 
 // hangGuard bounds a test run: a guard against hangs, not a performance

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
-	idem "github.com/intentledger/intentd/proxy"
+	idem "github.com/intentledger/intentd/frontend/idemproxy"
 )
 
 // Via says what guards the tool's effects.
@@ -23,7 +23,7 @@ const (
 	// ViaSDK: the tool service guards each charge itself, with client.Do.
 	ViaSDK Via = "sdk"
 	// ViaHTTPProxy: the tool is a plain HTTP API that knows nothing of the
-	// ledger, and intent-proxy (proxy.Handler) stands in front of it; the
+	// ledger, and intent-proxy (idemproxy.Handler) stands in front of it; the
 	// agent sends the episode's key as an Idempotency-Key header.
 	ViaHTTPProxy Via = "http-proxy"
 	// ViaMCP: the tool is a plain MCP server that knows nothing of the

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/internal/clienttest"
+	"github.com/intentledger/intentd/testkit/clienttest"
 )
 
 // TestLedgerStateWaitsOutAMomentWithoutALeader: an episode's check reads

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/intentledger/intentd/mcpgate"
-	idem "github.com/intentledger/intentd/proxy"
+	idem "github.com/intentledger/intentd/frontend/idemproxy"
+	"github.com/intentledger/intentd/frontend/mcpgate"
 )
 
 // proxy is the fault-injecting proxy between the agent and the tool

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/internal/clienttest"
+	"github.com/intentledger/intentd/testkit/clienttest"
 )
 
 // fakeCluster is a few in-memory nodes that answer GET /v1/cluster with a

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/internal/clienttest"
 	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/testkit/clienttest"
 )
 
 // testCtx bounds a test's calls: a hang guard, not a performance threshold.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/internal/clienttest"
+	"github.com/intentledger/intentd/testkit/clienttest"
 )
 
 // TestDoLongPollsAnInFlightKeyInsteadOfPolling: callers that find the key

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/internal/clienttest"
+	"github.com/intentledger/intentd/testkit/clienttest"
 )
 
 // clusterCtx bounds a real-cluster test: a hang guard, not a performance

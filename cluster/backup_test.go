@@ -115,7 +115,7 @@ func TestSnapshotRestoresIntoAFreshClusterWithTheSameDigest(t *testing.T) {
 	})
 	// Reads answer as on the source cluster.
 	var in *fsm.Intent
-	if err := dst.leader().Read(ctx, ledger.Linearizable, func(l *fsm.Ledger) { in = l.Get("default", "backup-0") }); err != nil || in == nil || in.State != fsm.StateExecuted {
+	if err := dst.leader().Read(ctx, ledger.Linearizable, func(l *fsm.Machine) { in = l.Get("default", "backup-0") }); err != nil || in == nil || in.State != fsm.StateExecuted {
 		t.Fatalf("read after restore: %+v, %v", in, err)
 	}
 	// A second restore without force is refused; leadership may move on a
@@ -261,7 +261,7 @@ func TestRestoreRefusesInvalidValuesAndKeepsServing(t *testing.T) {
 		t.Fatalf("claim after the refused restores: %+v", r)
 	}
 	var in *fsm.Intent
-	if err := tc.leader().Read(ctx, ledger.Linearizable, func(l *fsm.Ledger) { in = l.Get("default", "after-refusals") }); err != nil ||
+	if err := tc.leader().Read(ctx, ledger.Linearizable, func(l *fsm.Machine) { in = l.Get("default", "after-refusals") }); err != nil ||
 		in == nil || in.State != fsm.StateDeclared || in.FencingToken != r.Intent.FencingToken {
 		t.Fatalf("linearizable read after the refused restores: %+v, %v", in, err)
 	}
@@ -282,7 +282,7 @@ func TestRestoreRefusesInvalidValuesAndKeepsServing(t *testing.T) {
 	if r.Status != fsm.StatusGranted || r.Intent.FencingToken <= far {
 		t.Fatalf("claim after a restore at index %d: %+v", far, r)
 	}
-	if err := tc.leader().Read(ctx, ledger.Linearizable, func(l *fsm.Ledger) { in = l.Get("default", "after-restore") }); err != nil ||
+	if err := tc.leader().Read(ctx, ledger.Linearizable, func(l *fsm.Machine) { in = l.Get("default", "after-restore") }); err != nil ||
 		in == nil || in.FencingToken != r.Intent.FencingToken {
 		t.Fatalf("linearizable read after the restore: %+v, %v", in, err)
 	}

@@ -12,7 +12,7 @@ import (
 // principalOn reads the principal of default/key on n's replica.
 func principalOn(n *Node, key string) (string, bool) {
 	var in *fsm.Intent
-	n.sm.read(func(l *fsm.Ledger) { in = l.Get("default", key) })
+	n.sm.read(func(l *fsm.Machine) { in = l.Get("default", key) })
 	if in == nil {
 		return "", false
 	}

@@ -210,7 +210,7 @@ func TestThreeNodesReplicateAndServeReads(t *testing.T) {
 		t.Fatalf("claim result = %+v", r)
 	}
 	var got *fsm.Intent
-	if err := leader.Read(ctx, ledger.Linearizable, func(l *fsm.Ledger) { got = l.Get("default", "k1") }); err != nil {
+	if err := leader.Read(ctx, ledger.Linearizable, func(l *fsm.Machine) { got = l.Get("default", "k1") }); err != nil {
 		t.Fatalf("linearizable read on leader: %v", err)
 	}
 	if got == nil || got.Owner != "o1" {
@@ -221,7 +221,7 @@ func TestThreeNodesReplicateAndServeReads(t *testing.T) {
 			continue
 		}
 		tc.knowsLeader(n, leader)
-		err := n.Read(ctx, ledger.Linearizable, func(*fsm.Ledger) {})
+		err := n.Read(ctx, ledger.Linearizable, func(*fsm.Machine) {})
 		var nl *ledger.NotLeaderError
 		if !errors.As(err, &nl) || nl.LeaderID != leader.ID() || nl.LeaderHTTP != "http-"+leader.ID() {
 			t.Fatalf("follower %s linearizable read: %v", id, err)
@@ -232,7 +232,7 @@ func TestThreeNodesReplicateAndServeReads(t *testing.T) {
 		}
 		waitFor(t, 60*time.Second, "follower applies the claim", func() bool {
 			var in *fsm.Intent
-			_ = n.Read(ctx, ledger.Stale, func(l *fsm.Ledger) { in = l.Get("default", "k1") })
+			_ = n.Read(ctx, ledger.Stale, func(l *fsm.Machine) { in = l.Get("default", "k1") })
 			return in != nil && in.FencingToken == r.Index
 		})
 	}
@@ -262,7 +262,7 @@ func TestLeaderCrashKeepsAcknowledgedWrites(t *testing.T) {
 	if next == leader {
 		t.Fatal("killed node still leads")
 	}
-	err := next.Read(ctx, ledger.Linearizable, func(l *fsm.Ledger) {
+	err := next.Read(ctx, ledger.Linearizable, func(l *fsm.Machine) {
 		for key, fence := range acked {
 			in := l.Get("default", key)
 			if in == nil || in.FencingToken != fence || in.State != fsm.StateDeclared {
@@ -332,7 +332,7 @@ func TestFourthNodeJoinsThroughGossipAsVoter(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "n4 to apply", func() bool {
 		var in *fsm.Intent
-		_ = fourth.Read(ctx, ledger.Stale, func(l *fsm.Ledger) { in = l.Get("default", "after-join") })
+		_ = fourth.Read(ctx, ledger.Stale, func(l *fsm.Machine) { in = l.Get("default", "after-join") })
 		return in != nil && in.FencingToken == r.Index
 	})
 }
@@ -376,7 +376,7 @@ func TestSweeperMovesPassedLeasesToInDoubt(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "the sweeper to expire the lease", func() bool {
 		var in *fsm.Intent
-		_ = n.Read(ctx, ledger.Stale, func(l *fsm.Ledger) { in = l.Get("default", "short") })
+		_ = n.Read(ctx, ledger.Stale, func(l *fsm.Machine) { in = l.Get("default", "short") })
 		return in != nil && in.State == fsm.StateInDoubt
 	})
 }

@@ -54,7 +54,7 @@ func TestFollowersForwardProposals(t *testing.T) {
 			t.Fatalf("%s: WaitApplied: %v", f.ID(), err)
 		}
 		var in *fsm.Intent
-		_ = f.Read(ctx, ledger.Stale, func(l *fsm.Ledger) { in = l.Get("default", "fwd-1") })
+		_ = f.Read(ctx, ledger.Stale, func(l *fsm.Machine) { in = l.Get("default", "fwd-1") })
 		if !reflect.DeepEqual(in, again.Intent) {
 			t.Fatalf("%s holds\n%+v\nthe leader answered\n%+v", f.ID(), in, again.Intent)
 		}
@@ -159,7 +159,7 @@ func TestForwardingDefiniteFailuresWereNotApplied(t *testing.T) {
 	var unknown, definite int
 	for _, o := range outcomes {
 		var in *fsm.Intent
-		if err := now.Read(ctx, ledger.Linearizable, func(l *fsm.Ledger) { in = l.Get("default", o.key) }); err != nil {
+		if err := now.Read(ctx, ledger.Linearizable, func(l *fsm.Machine) { in = l.Get("default", o.key) }); err != nil {
 			t.Fatalf("read %s: %v", o.key, err)
 		}
 		switch {

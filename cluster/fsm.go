@@ -12,7 +12,7 @@ import (
 	"github.com/intentledger/intentd/ledger"
 )
 
-// stateMachine adapts the pure fsm.Ledger to raft.BatchingFSM. Raft applies
+// stateMachine adapts the pure fsm.Machine to raft.BatchingFSM. Raft applies
 // from one goroutine; readers share a read lock. It tracks the applied
 // index itself because raft's AppliedIndex advances when a batch is handed
 // to the FSM goroutine, before the FSM has applied it.
@@ -22,7 +22,7 @@ import (
 // (fsm.Touched); after a Restore, that everything may have.
 type stateMachine struct {
 	mu      sync.RWMutex
-	l       *fsm.Ledger
+	l       *fsm.Machine
 	applied uint64
 	changed chan struct{} // closed and replaced whenever applied moves
 
@@ -137,7 +137,7 @@ func (s *stateMachine) ApplyBatch(logs []*raft.Log) []interface{} {
 }
 
 // read runs fn under the read lock.
-func (s *stateMachine) read(fn func(*fsm.Ledger)) {
+func (s *stateMachine) read(fn func(*fsm.Machine)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	fn(s.l)
@@ -182,7 +182,7 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-type snapshot struct{ l *fsm.Ledger }
+type snapshot struct{ l *fsm.Machine }
 
 // Persist implements raft.FSMSnapshot.
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {

@@ -255,7 +255,7 @@ func (n *Node) reconcileTrustingGossip(ctx context.Context, m member, servers ma
 func (n *Node) sweep(ctx context.Context) {
 	now := n.cfg.Clock().UnixNano()
 	var leases, purges []fsm.Ref
-	n.sm.read(func(l *fsm.Ledger) {
+	n.sm.read(func(l *fsm.Machine) {
 		leases = l.DueLeases(now, sweepBatch)
 		purges = l.DuePurges(now, sweepBatch)
 	})

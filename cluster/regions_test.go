@@ -101,7 +101,7 @@ func TestReplicaReceivesTheLogAndNeverVotes(t *testing.T) {
 	res := tc.propose(ctx, claim("replicated", "o"))
 	waitFor(t, 60*time.Second, "the replica to apply", func() bool {
 		var in *fsm.Intent
-		_ = replica.Read(ctx, ledger.Stale, func(l *fsm.Ledger) { in = l.Get("default", "replicated") })
+		_ = replica.Read(ctx, ledger.Stale, func(l *fsm.Machine) { in = l.Get("default", "replicated") })
 		return in != nil && in.FencingToken == res.Index
 	})
 	// It forwards what needs the leader: a write sent to it is applied.

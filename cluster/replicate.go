@@ -132,7 +132,7 @@ func (n *Node) SubscribeChanges(sink ledger.ChangeSink) (unsubscribe func()) {
 // confirms leadership with a quorum (VerifyLeader), checks the term did not
 // change and waits until the state machine has applied the noted index; a
 // new leader serves none before its term's barrier has applied.
-func (n *Node) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
+func (n *Node) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Machine)) error {
 	if c == ledger.Stale || n.cfg.Faults.Has(faults.StaleReads) {
 		n.sm.read(fn)
 		return nil
@@ -207,6 +207,6 @@ func (n *Node) onlyNonFSMEntries(applied, index uint64) bool {
 // Digest returns the hex SHA-256 of the local state machine (equal on
 // replicas that applied the same log) and the index it reflects.
 func (n *Node) Digest() (digest string, applied uint64) {
-	n.sm.read(func(l *fsm.Ledger) { digest, applied = l.Digest(), l.AppliedIndex() })
+	n.sm.read(func(l *fsm.Machine) { digest, applied = l.Digest(), l.AppliedIndex() })
 	return digest, applied
 }

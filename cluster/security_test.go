@@ -91,7 +91,7 @@ func TestTLSClusterFormsReplicatesAndRefusesPlaintextPeers(t *testing.T) {
 	waitFor(t, 30*time.Second, "every replica to apply the claim", func() bool {
 		for _, n := range tc.nodes {
 			var in *fsm.Intent
-			_ = n.Read(ctx, ledger.Stale, func(l *fsm.Ledger) { in = l.Get("default", "tls-k1") })
+			_ = n.Read(ctx, ledger.Stale, func(l *fsm.Machine) { in = l.Get("default", "tls-k1") })
 			if in == nil {
 				return false
 			}

@@ -83,21 +83,21 @@ type Snapshot interface {
 	// Intents is the number of intents in it.
 	Intents() int
 	// Write writes the snapshot in the state machine's deterministic
-	// encoding (fsm.Ledger.WriteSnapshot, with a SHA-256 trailer) to w.
+	// encoding (fsm.Machine.WriteSnapshot, with a SHA-256 trailer) to w.
 	Write(w io.Writer) (SnapshotInfo, error)
 }
 
 // ledgerSnapshot is the Snapshot TakeSnapshot takes: a clone of the
 // state machine's ledger.
-type ledgerSnapshot struct{ l *fsm.Ledger }
+type ledgerSnapshot struct{ l *fsm.Machine }
 
 // TakeSnapshot takes a consistent view of the ledger: it is read
 // linearizably on the leader (a follower answers ledger.NotLeaderError), so
 // it holds every write acknowledged before the call. The clone costs O(1)
 // and writes go on while it is written out.
 func (n *Node) TakeSnapshot(ctx context.Context) (Snapshot, error) {
-	var l *fsm.Ledger
-	if err := n.Read(ctx, ledger.Linearizable, func(cur *fsm.Ledger) { l = cur.Clone() }); err != nil {
+	var l *fsm.Machine
+	if err := n.Read(ctx, ledger.Linearizable, func(cur *fsm.Machine) { l = cur.Clone() }); err != nil {
 		return nil, err
 	}
 	return &ledgerSnapshot{l: l}, nil
@@ -110,7 +110,7 @@ func (s *ledgerSnapshot) Index() uint64 { return s.l.AppliedIndex() }
 func (s *ledgerSnapshot) Intents() int { return s.l.Len() }
 
 // Write writes the snapshot in the state machine's deterministic encoding
-// (fsm.Ledger.WriteSnapshot, with a SHA-256 trailer; fsm.Restore verifies it and
+// (fsm.Machine.WriteSnapshot, with a SHA-256 trailer; fsm.Restore verifies it and
 // every value).
 func (s *ledgerSnapshot) Write(w io.Writer) (SnapshotInfo, error) {
 	h := sha256.New()
@@ -185,7 +185,7 @@ func (n *Node) Restore(ctx context.Context, data []byte, force bool) (SnapshotIn
 	info := SnapshotInfo{Index: l.AppliedIndex(), Intents: l.Len(), Digest: l.Digest(), Bytes: int64(len(data))}
 	if !force {
 		var cur int
-		if err := n.Read(ctx, ledger.Linearizable, func(x *fsm.Ledger) { cur = x.Len() }); err != nil {
+		if err := n.Read(ctx, ledger.Linearizable, func(x *fsm.Machine) { cur = x.Len() }); err != nil {
 			return SnapshotInfo{}, err
 		}
 		if cur > 0 {

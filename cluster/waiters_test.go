@@ -84,7 +84,7 @@ func TestStateMachineReportsTheKeysEachBatchTouched(t *testing.T) {
 
 	// A restore replaces everything.
 	var snap bytes.Buffer
-	sm.read(func(l *fsm.Ledger) {
+	sm.read(func(l *fsm.Machine) {
 		if err := l.Clone().WriteSnapshot(&snap); err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ type countingReads struct {
 
 func counting(n *Node) *countingReads { return &countingReads{Node: n} }
 
-func (c *countingReads) Read(ctx context.Context, cons ledger.Consistency, fn func(*fsm.Ledger)) error {
+func (c *countingReads) Read(ctx context.Context, cons ledger.Consistency, fn func(*fsm.Machine)) error {
 	defer c.Signal()
 	return c.Node.Read(ctx, cons, fn)
 }

@@ -24,8 +24,8 @@ import (
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/internal/localcluster"
-	"github.com/intentledger/intentd/internal/nodetest"
+	"github.com/intentledger/intentd/testkit/localcluster"
+	"github.com/intentledger/intentd/testkit/nodetest"
 )
 
 // The browser tests drive Debian's chromium (headless, through chromedp)

@@ -88,7 +88,7 @@ func ChainEventHash(body []byte) string {
 // to the retention. The chain is changed in place: a Clone of the ledger
 // has chain structs of its own over copy-on-write trees, so nothing a
 // snapshot holds is touched.
-func (l *Ledger) appendChain(ns, key string, ev AuditEvent) {
+func (l *Machine) appendChain(ns, key string, ev AuditEvent) {
 	c, ok := l.chains[ns]
 	if !ok {
 		c = newChain(ns)
@@ -114,7 +114,7 @@ func (l *Ledger) appendChain(ns, key string, ev AuditEvent) {
 }
 
 // AuditHead returns the head of a namespace's audit log.
-func (l *Ledger) AuditHead(ns string) ChainHead {
+func (l *Machine) AuditHead(ns string) ChainHead {
 	if c, ok := l.chains[ns]; ok {
 		return c.head
 	}
@@ -123,7 +123,7 @@ func (l *Ledger) AuditHead(ns string) ChainHead {
 
 // AuditEvents returns up to limit events of the namespace's audit log with
 // seq ≥ since, in order, and the seq to ask for next (0 when none follow).
-func (l *Ledger) AuditEvents(ns string, since uint64, limit int) (page []*ChainEvent, next uint64) {
+func (l *Machine) AuditEvents(ns string, since uint64, limit int) (page []*ChainEvent, next uint64) {
 	c, ok := l.chains[ns]
 	if !ok {
 		return nil, 0

@@ -12,7 +12,7 @@ import (
 // verifyChain checks a namespace's audit log the way an external verifier
 // would: contiguous seqs, each prev the previous hash (the anchor first),
 // each hash the SHA-256 of the raw event bytes.
-func verifyChain(t *testing.T, l *fsm.Ledger, namespace string) int {
+func verifyChain(t *testing.T, l *fsm.Machine, namespace string) int {
 	t.Helper()
 	head := l.AuditHead(namespace)
 	page, _ := l.AuditEvents(namespace, 0, 1<<30)

@@ -58,7 +58,7 @@ func benchCompleteLog(tb testing.TB, i int, fence uint64, at int64) []byte {
 
 // load1M applies n claims (and, when complete, a completion of each) the
 // way a replica does: Apply on encoded log entries.
-func load1M(tb testing.TB, n int, complete bool) *fsm.Ledger {
+func load1M(tb testing.TB, n int, complete bool) *fsm.Machine {
 	l := fsm.New()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	var index uint64
@@ -120,11 +120,11 @@ func BenchmarkMemory1M(b *testing.B) {
 
 var (
 	bench1MOnce   sync.Once
-	bench1MLedger *fsm.Ledger
+	bench1MLedger *fsm.Machine
 )
 
 // finished1M is a million executed intents, built once per process.
-func finished1M(b *testing.B) *fsm.Ledger {
+func finished1M(b *testing.B) *fsm.Machine {
 	bench1MOnce.Do(func() { bench1MLedger = load1M(b, bench1M, true) })
 	return bench1MLedger
 }

@@ -24,7 +24,7 @@ func TestSnapshotRoundTripWithPrincipals(t *testing.T) {
 		}
 	}
 	// The binding holds on the restored ledger as on the original.
-	for _, led := range []*fsm.Ledger{l.Clone(), restored} {
+	for _, led := range []*fsm.Machine{l.Clone(), restored} {
 		data, err := fsm.Encode(t0+ms(leaseMS)*3, as("Q", false, commit("k4", "A")))
 		if err != nil {
 			t.Fatal(err)

@@ -76,7 +76,7 @@ type Claim struct {
 	Payload     json.RawMessage
 	Fingerprint string
 	// Policy is empty: the ledger picks a claim's policy by its tool
-	// (Ledger.PolicyForTool). Log entries written before that rule could
+	// (Machine.PolicyForTool). Log entries written before that rule could
 	// name a policy, and Apply still honours the name so the log replays
 	// as it was applied; ledger.Service.Claim never sets it, and a policy
 	// a caller names is only checked against the tool's.

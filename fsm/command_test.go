@@ -466,7 +466,7 @@ func FuzzDecode(f *testing.F) {
 // fuzzLedger is a ledger with a record in every state (keys k0..k7 of ns)
 // and the last index applied. The records of even keys are bound to API
 // key P, the others to none.
-func fuzzLedger(t testing.TB) (*fsm.Ledger, uint64) {
+func fuzzLedger(t testing.TB) (*fsm.Machine, uint64) {
 	h := newHarness(t)
 	for i, s := range fsm.States {
 		grant := h.idx + 1
@@ -560,7 +560,7 @@ func FuzzApply(f *testing.F) {
 
 // checkCounts asserts Counts() and Len() match a recount of every record,
 // read independently of the ledger's indexes from its JSON dump.
-func checkCounts(t fataler, l *fsm.Ledger) {
+func checkCounts(t fataler, l *fsm.Machine) {
 	t.Helper()
 	recount := map[fsm.State]int{}
 	records := dumpIntents(t, dumpOf(t, l))
@@ -581,7 +581,7 @@ func checkCounts(t fataler, l *fsm.Ledger) {
 	}
 }
 
-func snapshotOf(t fataler, l *fsm.Ledger) []byte {
+func snapshotOf(t fataler, l *fsm.Machine) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := l.WriteSnapshot(&buf); err != nil {
@@ -591,7 +591,7 @@ func snapshotOf(t fataler, l *fsm.Ledger) []byte {
 }
 
 // dumpOf is l's JSON dump (WriteSnapshotJSON), with intents as JSON lines.
-func dumpOf(t fataler, l *fsm.Ledger) []byte {
+func dumpOf(t fataler, l *fsm.Machine) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := l.WriteSnapshotJSON(&buf); err != nil {
@@ -623,7 +623,7 @@ func dumpIntents(t fataler, snap []byte) []fsm.Intent {
 
 // checkSnapshotRoundTrip asserts a snapshot of l restores into a ledger
 // with the same snapshot bytes and equal records, and returns it.
-func checkSnapshotRoundTrip(t fataler, l *fsm.Ledger) *fsm.Ledger {
+func checkSnapshotRoundTrip(t fataler, l *fsm.Machine) *fsm.Machine {
 	t.Helper()
 	snap := snapshotOf(t, l)
 	restored, err := fsm.Restore(bytes.NewReader(snap))

@@ -28,7 +28,7 @@ const goldenDir = "testdata/v1"
 
 // goldenLedger is fuzzLedger after the entries of everyCommand, a
 // plaintext signing key and a policy.
-func goldenLedger(t *testing.T) *fsm.Ledger {
+func goldenLedger(t *testing.T) *fsm.Machine {
 	l, last := fuzzLedger(t)
 	// The snapshot's content was pinned before NoteDuplicates and
 	// NoteRefusals existed.

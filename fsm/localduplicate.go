@@ -6,7 +6,7 @@ import (
 )
 
 // NoteDuplicates records duplicate claims that one node answered from its
-// own copy of the ledger (see Ledger.LocalDuplicate) without proposing
+// own copy of the ledger (see Machine.LocalDuplicate) without proposing
 // them: the answers are given, the notes only keep the keys' audit trails
 // complete. Re-sending the claims instead would be unsafe: had a record
 // been purged meanwhile, its claim would become a fresh grant that nobody
@@ -111,7 +111,7 @@ func (a *applier) noteDuplicate(node string, n DuplicateNote) bool {
 // (it cannot hold one the leader has not), and the margin covers how far
 // the leader's clock may run ahead of now. The answer writes nothing: the
 // caller proposes a NoteDuplicates note for the audit trail.
-func (l *Ledger) LocalDuplicate(c *Claim, now, margin int64) (*Intent, bool) {
+func (l *Machine) LocalDuplicate(c *Claim, now, margin int64) (*Intent, bool) {
 	r := l.get(c.Namespace, c.Key)
 	if r == nil || c.Fingerprint == "" || r.fingerprint() != c.Fingerprint {
 		return nil, false

@@ -198,7 +198,7 @@ func TestLocalDuplicateProperty(t *testing.T) {
 	answered := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		h := newHarness(t)
-		var copies []*fsm.Ledger // copies[i]: the ledger after i+1 commands
+		var copies []*fsm.Machine // copies[i]: the ledger after i+1 commands
 		keys := []string{"k0", "k1"}
 		payloads := []string{payloadA, payloadB}
 		owners := []string{"A", "B"}

@@ -153,7 +153,7 @@ func (p *Policy) approvalsRequired() int {
 
 // allowsSelfApproval reports whether the policy named name, as it stands,
 // lets an intent's claimant approve it; a policy deleted since does not.
-func (l *Ledger) allowsSelfApproval(name string) bool {
+func (l *Machine) allowsSelfApproval(name string) bool {
 	p := l.policy(name)
 	return p != nil && p.AllowSelfApproval
 }
@@ -174,15 +174,15 @@ func defaultPolicy() *Policy {
 }
 
 // Policies returns every policy, the default first, then in matching order.
-func (l *Ledger) Policies() []*Policy {
+func (l *Machine) Policies() []*Policy {
 	out := []*Policy{l.policy(DefaultPolicyName)}
 	return append(out, l.ordered...)
 }
 
 // Policy returns the named policy or nil.
-func (l *Ledger) Policy(name string) *Policy { return l.policy(name) }
+func (l *Machine) Policy(name string) *Policy { return l.policy(name) }
 
-func (l *Ledger) policy(name string) *Policy {
+func (l *Machine) policy(name string) *Policy {
 	if p, ok := l.policies[name]; ok {
 		return p
 	}
@@ -195,14 +195,14 @@ func (l *Ledger) policy(name string) *Policy {
 // PolicyForTool returns the policy the ledger picks for a claim of tool:
 // the first policy in matching order whose patterns match it, else the
 // default. A caller never chooses it (ledger.Service.Claim).
-func (l *Ledger) PolicyForTool(tool string) *Policy {
+func (l *Machine) PolicyForTool(tool string) *Policy {
 	p, _ := l.policyFor("", tool)
 	return p
 }
 
 // policyFor picks the policy of a claim: the named one, else the first
 // that matches the tool in matching order, else the default.
-func (l *Ledger) policyFor(name, tool string) (*Policy, error) {
+func (l *Machine) policyFor(name, tool string) (*Policy, error) {
 	if name != "" {
 		if p := l.policy(name); p != nil {
 			return p, nil
@@ -218,7 +218,7 @@ func (l *Ledger) policyFor(name, tool string) (*Policy, error) {
 }
 
 // setPolicy stores p (nil deletes name) and rebuilds the matching order.
-func (l *Ledger) setPolicy(name string, p *Policy) {
+func (l *Machine) setPolicy(name string, p *Policy) {
 	next := make(map[string]*Policy, len(l.policies)+1)
 	for k, v := range l.policies {
 		next[k] = v
@@ -232,7 +232,7 @@ func (l *Ledger) setPolicy(name string, p *Policy) {
 	l.reorder()
 }
 
-func (l *Ledger) reorder() {
+func (l *Machine) reorder() {
 	l.ordered = l.ordered[:0:0]
 	for name, p := range l.policies {
 		if name != DefaultPolicyName {
@@ -250,7 +250,7 @@ func (l *Ledger) reorder() {
 
 // effective resolves a field: the policy's, else the default policy's,
 // else fallback.
-func (l *Ledger) effective(p *Policy, get func(*Policy) int64, fallback int64) int64 {
+func (l *Machine) effective(p *Policy, get func(*Policy) int64, fallback int64) int64 {
 	if v := get(p); v > 0 {
 		return v
 	}

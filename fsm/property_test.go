@@ -30,7 +30,7 @@ var (
 
 // propModel generates commands against a ledger and checks every answer.
 type propModel struct {
-	l     *fsm.Ledger
+	l     *fsm.Machine
 	clock int64
 	log   [][]byte
 	res   []*fsm.Result
@@ -135,7 +135,7 @@ func TestProperties(t *testing.T) {
 		}
 		n := rapid.IntRange(1, 80).Draw(t, "commands")
 		cloneAt := rapid.IntRange(0, n).Draw(t, "clone at")
-		var clone *fsm.Ledger
+		var clone *fsm.Machine
 		var cloneDigest string
 		var cloneIntents []byte
 
@@ -324,7 +324,7 @@ func (m *propModel) step(t *rapid.T, data []byte, at int64) {
 	checkCounts(t, m.l)
 }
 
-func intentsOf(l *fsm.Ledger) []*fsm.Intent {
+func intentsOf(l *fsm.Machine) []*fsm.Intent {
 	var out []*fsm.Intent
 	for _, n := range []string{ns, "other"} {
 		page, _ := l.List(fsm.ListOptions{Namespace: n, Limit: 1000})

@@ -12,7 +12,7 @@ import (
 const TypeNoteRefusals CommandType = 16
 
 // NoteRefusals records, as one audit event per key, the claims the leader
-// refused from its own state (Ledger.LocalRefusal) without a log entry
+// refused from its own state (Machine.LocalRefusal) without a log entry
 // each: a retry storm on a held key costs one entry per interval, not one
 // per attempt. The refusals were answered already; the notes only keep
 // the keys' audit trails and the namespace's audit log complete.
@@ -202,7 +202,7 @@ func (e AuditEvent) ChangesState() bool {
 // may give this answer: a lagging copy could refuse a key that was
 // completed. A divergent claim is never answered here: it counts on the
 // intent and its event names the other fingerprint.
-func (l *Ledger) LocalRefusal(c *Claim, now int64) (*Result, bool) {
+func (l *Machine) LocalRefusal(c *Claim, now int64) (*Result, bool) {
 	r := l.get(c.Namespace, c.Key)
 	if r == nil || c.Fingerprint == "" || r.fingerprint() != c.Fingerprint {
 		return nil, false

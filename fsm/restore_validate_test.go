@@ -22,7 +22,7 @@ import (
 // fingerprint), a purge, a default and a gated policy with an N-of-M
 // approval, rotated signing keys (the oldest already dropped), and an
 // audit retention short enough that every audit log dropped events.
-func richLedger(t testing.TB) *Ledger {
+func richLedger(t testing.TB) *Machine {
 	t.Helper()
 	l := New()
 	var idx uint64

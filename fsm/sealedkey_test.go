@@ -60,7 +60,7 @@ func TestSigningKeyValidateTwoForms(t *testing.T) {
 
 // mixedKeysLedger applies, through the log encoding, a plaintext key and
 // then a sealed one.
-func mixedKeysLedger(t *testing.T) (*Ledger, [][]byte) {
+func mixedKeysLedger(t *testing.T) (*Machine, [][]byte) {
 	t.Helper()
 	l := New()
 	at := int64(1_900_000_000) * 1e9
@@ -114,10 +114,10 @@ func TestSnapshotWithSealedKeysRoundTrips(t *testing.T) {
 	l, _ := mixedKeysLedger(t)
 	for _, tc := range []struct {
 		name  string
-		write func(*Ledger, *bytes.Buffer) error
+		write func(*Machine, *bytes.Buffer) error
 	}{
-		{"snapshot", func(l *Ledger, b *bytes.Buffer) error { return l.WriteSnapshot(b) }},
-		{"JSON dump", func(l *Ledger, b *bytes.Buffer) error { return l.WriteSnapshotJSON(b) }},
+		{"snapshot", func(l *Machine, b *bytes.Buffer) error { return l.WriteSnapshot(b) }},
+		{"JSON dump", func(l *Machine, b *bytes.Buffer) error { return l.WriteSnapshotJSON(b) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var snap bytes.Buffer

@@ -39,7 +39,7 @@ func (s Settings) Validate() error {
 }
 
 // Settings returns the settings in force.
-func (l *Ledger) Settings() Settings { return l.settings }
+func (l *Machine) Settings() Settings { return l.settings }
 
 func (a *applier) setSettings(c *SetSettings) *Result {
 	if err := c.Settings.Validate(); err != nil {

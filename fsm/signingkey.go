@@ -45,7 +45,7 @@ const MaxSigningKeys = 4
 var keyIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // SigningKeys returns the signing keys, oldest first; the last one signs.
-func (l *Ledger) SigningKeys() []SigningKey { return l.keys }
+func (l *Machine) SigningKeys() []SigningKey { return l.keys }
 
 // The sealed form of a signing seed (package token seals and opens it;
 // the state machine only checks its shape): a version byte, a 12-byte

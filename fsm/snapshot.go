@@ -67,7 +67,7 @@ type snapshotEvent struct {
 	*ChainEvent
 }
 
-func (l *Ledger) chainNames() []string {
+func (l *Machine) chainNames() []string {
 	names := make([]string, 0, len(l.chains))
 	for ns := range l.chains {
 		names = append(names, ns)
@@ -87,7 +87,7 @@ type snapshotTrailer struct {
 // event; and a trailer line with the SHA-256 of everything before it.
 // Equal ledgers give byte-identical snapshots. Call it on a Clone to keep
 // applying meanwhile.
-func (l *Ledger) WriteSnapshot(w io.Writer) error {
+func (l *Machine) WriteSnapshot(w io.Writer) error {
 	return l.writeSnapshot(w, SnapshotFormat, l.writeRecords)
 }
 
@@ -97,13 +97,13 @@ func (l *Ledger) WriteSnapshot(w io.Writer) error {
 // API shows it) instead of a binary frame. It is deterministic too, and
 // costs several times the time and space of WriteSnapshot. It is a view,
 // not a second snapshot format: Restore refuses it.
-func (l *Ledger) WriteSnapshotJSON(w io.Writer) error {
+func (l *Machine) WriteSnapshotJSON(w io.Writer) error {
 	return l.writeSnapshot(w, DumpFormat, l.writeIntentLines)
 }
 
 // writeSnapshot writes the header (naming format), the intents with
 // writeIntents, the audit log events and the trailer.
-func (l *Ledger) writeSnapshot(w io.Writer, format string, writeIntents func(*bufio.Writer) error) error {
+func (l *Machine) writeSnapshot(w io.Writer, format string, writeIntents func(*bufio.Writer) error) error {
 	h := sha256.New()
 	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
 	enc := json.NewEncoder(bw)
@@ -151,7 +151,7 @@ func (l *Ledger) writeSnapshot(w io.Writer, format string, writeIntents func(*bu
 
 // Digest is the hex SHA-256 of the ledger's snapshot encoding: replicas
 // that applied the same log have equal digests.
-func (l *Ledger) Digest() string {
+func (l *Machine) Digest() string {
 	h := sha256.New()
 	if err := l.WriteSnapshot(h); err != nil {
 		// Writing to a hash cannot fail; encoding our own types cannot either.
@@ -170,7 +170,7 @@ func (l *Ledger) Digest() string {
 // signing key or policy, a record inconsistent with its state, a broken
 // audit chain) is refused with an error wrapping both ErrBadSnapshot and
 // ErrInvalidSnapshot. Every error wraps ErrBadSnapshot.
-func Restore(r io.Reader) (*Ledger, error) {
+func Restore(r io.Reader) (*Machine, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	h := sha256.New()
 	line, err := readLine(br, h)

@@ -98,7 +98,7 @@ var encodeBufs = sync.Pool{New: func() any {
 
 // writeRecords writes one frame per record in key order: a 4-byte
 // big-endian length and the record's encoding.
-func (l *Ledger) writeRecords(w *bufio.Writer) error {
+func (l *Machine) writeRecords(w *bufio.Writer) error {
 	return l.writeChunks(w, func(buf *bytes.Buffer, r *record) error {
 		b := buf.AvailableBuffer()
 		b = append(b, 0, 0, 0, 0)
@@ -116,7 +116,7 @@ func (l *Ledger) writeRecords(w *bufio.Writer) error {
 
 // writeIntentLines writes one JSON line per intent in key order, without
 // HTML escaping: the intents of a JSON dump (WriteSnapshotJSON).
-func (l *Ledger) writeIntentLines(w *bufio.Writer) error {
+func (l *Machine) writeIntentLines(w *bufio.Writer) error {
 	return l.writeChunks(w, func(buf *bytes.Buffer, r *record) error {
 		enc := json.NewEncoder(buf)
 		enc.SetEscapeHTML(false)
@@ -127,7 +127,7 @@ func (l *Ledger) writeIntentLines(w *bufio.Writer) error {
 // writeChunks encodes the records in key order with encode, chunks
 // concurrently, and writes the chunks in order, so the bytes are exactly
 // those of encoding the records one by one.
-func (l *Ledger) writeChunks(w *bufio.Writer, encode func(*bytes.Buffer, *record) error) error {
+func (l *Machine) writeChunks(w *bufio.Writer, encode func(*bytes.Buffer, *record) error) error {
 	return pipeline(snapshotWorkers(),
 		func(send func(*encodeJob) bool) error {
 			chunk := make([]*record, 0, snapshotChunk)

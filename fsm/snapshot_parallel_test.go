@@ -12,7 +12,7 @@ import (
 
 // bigLedger holds n claimed intents, some with HTML characters and
 // unicode in their payloads, across a few namespaces.
-func bigLedger(t *testing.T, n int) *Ledger {
+func bigLedger(t *testing.T, n int) *Machine {
 	t.Helper()
 	l := New()
 	for i := 0; i < n; i++ {
@@ -32,7 +32,7 @@ func bigLedger(t *testing.T, n int) *Ledger {
 }
 
 // sequentialRecords is the record frames of l encoded one by one.
-func sequentialRecords(l *Ledger) []byte {
+func sequentialRecords(l *Machine) []byte {
 	var b []byte
 	l.intents.Ascend(func(r *record) bool {
 		at := len(b)
@@ -45,7 +45,7 @@ func sequentialRecords(l *Ledger) []byte {
 }
 
 // parallelRecords is the record frames of l as writeRecords writes them.
-func parallelRecords(t *testing.T, l *Ledger) []byte {
+func parallelRecords(t *testing.T, l *Machine) []byte {
 	t.Helper()
 	var got bytes.Buffer
 	bw := bufio.NewWriter(&got)
@@ -180,7 +180,7 @@ func TestRestoreCompactsPayloads(t *testing.T) {
 func TestConcurrentClones(t *testing.T) {
 	l := bigLedger(t, 100)
 	want := l.Digest()
-	clones := make(chan *Ledger, 4)
+	clones := make(chan *Machine, 4)
 	for range 4 {
 		go func() { clones <- l.Clone() }()
 	}

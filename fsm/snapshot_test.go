@@ -56,7 +56,7 @@ func scenario(t testing.TB) [][]byte {
 	return log
 }
 
-func applyLog(t testing.TB, l *fsm.Ledger, log [][]byte, from uint64) []*fsm.Result {
+func applyLog(t testing.TB, l *fsm.Machine, log [][]byte, from uint64) []*fsm.Result {
 	t.Helper()
 	out := make([]*fsm.Result, len(log))
 	for i, e := range log {

@@ -53,7 +53,7 @@ func Touched(dst []Ref, cmd Command) (refs []Ref, all bool) {
 // dst the intents the entry may have changed (see Touched). An entry that
 // does not decode (ignored or malformed) changes no intent; one that stops
 // the replica panics as in Apply. It decodes the entry once.
-func (l *Ledger) ApplyTouched(index uint64, data []byte, dst []Ref) (r *Result, refs []Ref, all bool) {
+func (l *Machine) ApplyTouched(index uint64, data []byte, dst []Ref) (r *Result, refs []Ref, all bool) {
 	cmd, err := Decode(data)
 	if err != nil {
 		// Apply decides what the error means (refuse, ignore or panic).

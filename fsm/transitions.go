@@ -44,7 +44,7 @@ func settledBy(w *Intent, attempt *AuditEvent, principal string) {
 
 // applier applies one command at one index and time.
 type applier struct {
-	l     *Ledger
+	l     *Machine
 	index uint64
 	now   int64
 }

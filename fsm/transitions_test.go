@@ -36,7 +36,7 @@ func ms(n int64) int64 { return n * int64(time.Millisecond) }
 // indexes (1, 2, 3 ...) and at a clock the test moves.
 type harness struct {
 	tb  testing.TB
-	l   *fsm.Ledger
+	l   *fsm.Machine
 	idx uint64
 	at  int64
 }

@@ -529,7 +529,7 @@ type recordingReplicator struct {
 	reads chan ledger.Consistency
 }
 
-func (r *recordingReplicator) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
+func (r *recordingReplicator) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Machine)) error {
 	r.reads <- c
 	return r.Replicator.Read(ctx, c, fn)
 }

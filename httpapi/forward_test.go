@@ -40,7 +40,7 @@ func (f *followerReplicator) Propose(context.Context, fsm.Command) (*fsm.Result,
 	return nil, f.notLeader()
 }
 
-func (f *followerReplicator) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
+func (f *followerReplicator) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Machine)) error {
 	if c == ledger.Stale {
 		return f.local.Read(ctx, c, fn)
 	}

@@ -121,7 +121,7 @@ func (s *swappable) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, 
 	return s.get().Propose(ctx, cmd)
 }
 
-func (s *swappable) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
+func (s *swappable) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Machine)) error {
 	return s.get().Read(ctx, c, fn)
 }
 

@@ -54,7 +54,7 @@ type flakyReads struct {
 	fail atomic.Bool
 }
 
-func (f *flakyReads) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
+func (f *flakyReads) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Machine)) error {
 	if f.fail.Load() {
 		return errors.New("reads are failing")
 	}

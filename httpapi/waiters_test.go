@@ -23,7 +23,7 @@ type signalledMemory struct {
 	ledgertest.ReadSignal
 }
 
-func (m *signalledMemory) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
+func (m *signalledMemory) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Machine)) error {
 	defer m.Signal()
 	return m.Memory.Read(ctx, c, fn)
 }
@@ -34,7 +34,7 @@ type signalledFollower struct {
 	ledgertest.ReadSignal
 }
 
-func (f *signalledFollower) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
+func (f *signalledFollower) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Machine)) error {
 	defer f.Signal()
 	return f.followerReplicator.Read(ctx, c, fn)
 }

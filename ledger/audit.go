@@ -36,7 +36,7 @@ func (s *Service) Audit(ctx context.Context, namespace string, since uint64, lim
 		limit = MaxAuditPage
 	}
 	page := &AuditPage{}
-	err := s.r.Read(ctx, c, func(l *fsm.Ledger) {
+	err := s.r.Read(ctx, c, func(l *fsm.Machine) {
 		page.Head = l.AuditHead(ns)
 		page.Events, page.Next = l.AuditEvents(ns, since, limit)
 	})

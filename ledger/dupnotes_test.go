@@ -182,7 +182,7 @@ type countingFollower struct {
 	linearizable *int
 }
 
-func (f countingFollower) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
+func (f countingFollower) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Machine)) error {
 	if c == ledger.Linearizable {
 		*f.linearizable++
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // LocalDuplicates configures answering duplicate claims from this node's
-// own copy of the ledger (fsm.Ledger.LocalDuplicate) instead of sending
+// own copy of the ledger (fsm.Machine.LocalDuplicate) instead of sending
 // them to the leader: a replica in another region answers an agent's
 // retry of an effect that already ran without a WAN round trip. Only a
 // node that is not the leader answers locally (the leader's proposal is
@@ -146,7 +146,7 @@ func (s *Service) answerLocally(ctx context.Context, c *fsm.Claim) *fsm.Result {
 		cp := *c
 		probe = &cp
 	}
-	err := s.r.Read(ctx, Stale, func(l *fsm.Ledger) {
+	err := s.r.Read(ctx, Stale, func(l *fsm.Machine) {
 		if probe != c {
 			if in := l.Get(c.Namespace, c.Key); in != nil {
 				probe.Fingerprint = in.Fingerprint

@@ -68,7 +68,7 @@ func localSetup(t *testing.T, g *noteGate, cfg ledger.LocalDuplicates) *ledger.S
 func duplicates(t *testing.T, m *ledgertest.Memory) uint64 {
 	t.Helper()
 	var n uint64
-	if err := m.Read(context.Background(), ledger.Stale, func(l *fsm.Ledger) { n = l.Get(namespace.Default, key).Duplicates }); err != nil {
+	if err := m.Read(context.Background(), ledger.Stale, func(l *fsm.Machine) { n = l.Get(namespace.Default, key).Duplicates }); err != nil {
 		t.Fatal(err)
 	}
 	return n

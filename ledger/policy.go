@@ -24,7 +24,7 @@ func (s *Service) checkPolicy(ctx context.Context, tool, named string) error {
 	}
 	var picked string
 	var known bool
-	if err := s.r.Read(ctx, Stale, func(l *fsm.Ledger) {
+	if err := s.r.Read(ctx, Stale, func(l *fsm.Machine) {
 		picked, known = l.PolicyForTool(tool).Name, l.Policy(named) != nil
 	}); err != nil {
 		return err
@@ -72,7 +72,7 @@ func (s *Service) DeletePolicy(ctx context.Context, name, actor string) (*fsm.Re
 // Policies reads every policy, the default first, then in matching order.
 func (s *Service) Policies(ctx context.Context, c Consistency) ([]*fsm.Policy, error) {
 	var out []*fsm.Policy
-	err := s.r.Read(ctx, c, func(l *fsm.Ledger) { out = l.Policies() })
+	err := s.r.Read(ctx, c, func(l *fsm.Machine) { out = l.Policies() })
 	return out, err
 }
 
@@ -82,7 +82,7 @@ func (s *Service) Policy(ctx context.Context, name string, c Consistency) (*fsm.
 		return nil, err
 	}
 	var p *fsm.Policy
-	if err := s.r.Read(ctx, c, func(l *fsm.Ledger) { p = l.Policy(name) }); err != nil {
+	if err := s.r.Read(ctx, c, func(l *fsm.Machine) { p = l.Policy(name) }); err != nil {
 		return nil, err
 	}
 	if p == nil {

@@ -14,14 +14,14 @@ import (
 
 // RefusalNotes configures how the leader answers a claim the state machine
 // would refuse as in_flight or in_doubt without changing anything
-// (fsm.Ledger.LocalRefusal): from its own state after a linearizable read,
+// (fsm.Machine.LocalRefusal): from its own state after a linearizable read,
 // without a log entry per attempt. A retry storm on a held key then costs
 // one log entry per key per Interval (fsm.NoteRefusals), whatever the
 // number of retriers, and its audit event says how many claims of which
 // owners were refused between when and when.
 //
 // A duplicate claim on a settled key (executed or committed with the
-// claim's fingerprint, inside its dedupe window: fsm.Ledger.LocalDuplicate)
+// claim's fingerprint, inside its dedupe window: fsm.Machine.LocalDuplicate)
 // is answered the same way once a duplicate on the key went through the
 // log: from the leader's confirmed state, each answer queued as an
 // fsm.DuplicateNote, and the notes of an Interval proposed together as
@@ -187,7 +187,7 @@ func (c *confirmer) confirm(ctx context.Context, r Replicator) error {
 func (c *confirmer) run(r Replicator, round *confirmRound) {
 	for round != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), confirmBound)
-		round.err = r.Read(ctx, Linearizable, func(*fsm.Ledger) {})
+		round.err = r.Read(ctx, Linearizable, func(*fsm.Machine) {})
 		cancel()
 		close(round.done)
 		c.mu.Lock()
@@ -264,9 +264,9 @@ func WithForwardableClaim(ctx context.Context) context.Context {
 
 // refuseLocally answers claim c from the leader's state when the state
 // machine would refuse it as in_flight or in_doubt and change nothing but
-// the audit trail (fsm.Ledger.LocalRefusal), and counts the refusal for
+// the audit trail (fsm.Machine.LocalRefusal), and counts the refusal for
 // the next NoteRefusals; or, when the state machine would answer it as a
-// duplicate of a settled key (fsm.Ledger.LocalDuplicate), answers it as a
+// duplicate of a settled key (fsm.Machine.LocalDuplicate), answers it as a
 // follower with local duplicates does and queues its note for the next
 // NoteDuplicates. nil, nil means "propose it". It looks only at
 // keys a claim through this node was lately refused on (noteRefused), so
@@ -288,7 +288,7 @@ func (s *Service) refuseLocally(ctx context.Context, c *fsm.Claim) (*fsm.Result,
 		// Leadership was confirmed after this claim arrived, and this
 		// copy has applied what was committed then: reading it now is
 		// a linearizable read.
-		err = s.r.Read(ctx, Stale, func(l *fsm.Ledger) {
+		err = s.r.Read(ctx, Stale, func(l *fsm.Machine) {
 			if r, _ = l.LocalRefusal(c, now); r != nil || dupFence == 0 {
 				return
 			}
@@ -317,7 +317,7 @@ func (s *Service) refuseLocally(ctx context.Context, c *fsm.Claim) (*fsm.Result,
 		// A follower sends the claim to the leader only when its own
 		// copy says the leader would likely refuse it.
 		var likely bool
-		if s.r.Read(ctx, Stale, func(l *fsm.Ledger) { _, likely = l.LocalRefusal(c, now) }) != nil || !likely {
+		if s.r.Read(ctx, Stale, func(l *fsm.Machine) { _, likely = l.LocalRefusal(c, now) }) != nil || !likely {
 			return nil, nil
 		}
 		return nil, err

@@ -19,7 +19,7 @@ type gatedReads struct {
 	reads atomic.Int64
 }
 
-func (g *gatedReads) Read(ctx context.Context, c Consistency, fn func(*fsm.Ledger)) error {
+func (g *gatedReads) Read(ctx context.Context, c Consistency, fn func(*fsm.Machine)) error {
 	if c == Linearizable {
 		g.reads.Add(1)
 		<-g.gate

@@ -116,7 +116,7 @@ type notLeading struct {
 	leader string
 }
 
-func (n notLeading) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
+func (n notLeading) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Machine)) error {
 	if c == ledger.Linearizable {
 		return &ledger.NotLeaderError{LeaderID: "n2", LeaderHTTP: n.leader}
 	}

@@ -33,7 +33,7 @@ type Replicator interface {
 	// Read runs fn against the state machine at the requested consistency.
 	// fn must not keep the ledger after it returns (intents it returns are
 	// immutable and may be kept).
-	Read(ctx context.Context, c Consistency, fn func(*fsm.Ledger)) error
+	Read(ctx context.Context, c Consistency, fn func(*fsm.Machine)) error
 	// SubscribeChanges makes the replicator report every later change of
 	// its state machine to sink, until unsubscribe is called: which
 	// intents each apply may have changed, so that a long-poll

@@ -141,7 +141,7 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 	var sawAbsent bool
 	if s.faults.Has(faults.CheckThenClaim) {
 		// Seeded bug: decide from a local read made before proposing.
-		_ = s.r.Read(ctx, Stale, func(l *fsm.Ledger) { sawAbsent = l.Get(ns, req.Key) == nil })
+		_ = s.r.Read(ctx, Stale, func(l *fsm.Machine) { sawAbsent = l.Get(ns, req.Key) == nil })
 	}
 	claim := &fsm.Claim{
 		Namespace: ns, Key: req.Key, Tool: req.Tool, Owner: req.Owner, Payload: canonical, Fingerprint: fp,
@@ -283,7 +283,7 @@ func (s *Service) Get(ctx context.Context, namespace, key string, c Consistency)
 		return nil, err
 	}
 	var in *fsm.Intent
-	if err := s.r.Read(ctx, c, func(l *fsm.Ledger) { in = l.Get(ns, key) }); err != nil {
+	if err := s.r.Read(ctx, c, func(l *fsm.Machine) { in = l.Get(ns, key) }); err != nil {
 		return nil, err
 	}
 	if in == nil {
@@ -324,7 +324,7 @@ func (s *Service) List(ctx context.Context, req ListRequest, c Consistency) ([]*
 	}
 	var page []*fsm.Intent
 	var next string
-	err = s.r.Read(ctx, c, func(l *fsm.Ledger) {
+	err = s.r.Read(ctx, c, func(l *fsm.Machine) {
 		page, next = l.List(fsm.ListOptions{Namespace: ns, Prefix: req.Prefix, State: req.State, After: req.Cursor, Limit: req.Limit})
 	})
 	return page, next, err

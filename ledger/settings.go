@@ -17,6 +17,6 @@ func (s *Service) SetSettings(ctx context.Context, st fsm.Settings, actor string
 // Settings reads the cluster-wide settings.
 func (s *Service) Settings(ctx context.Context, c Consistency) (fsm.Settings, error) {
 	var st fsm.Settings
-	err := s.r.Read(ctx, c, func(l *fsm.Ledger) { st = l.Settings() })
+	err := s.r.Read(ctx, c, func(l *fsm.Machine) { st = l.Settings() })
 	return st, err
 }

@@ -99,7 +99,7 @@ func (s *Service) openKey(k fsm.SigningKey) (token.SigningKey, error) {
 // signingKeys reads the replicated signing keys.
 func (s *Service) signingKeys(ctx context.Context, c Consistency) ([]fsm.SigningKey, error) {
 	var keys []fsm.SigningKey
-	err := s.r.Read(ctx, c, func(l *fsm.Ledger) { keys = l.SigningKeys() })
+	err := s.r.Read(ctx, c, func(l *fsm.Machine) { keys = l.SigningKeys() })
 	return keys, err
 }
 
@@ -193,7 +193,7 @@ func (s *Service) RotateKeyWith(ctx context.Context, opt RotateOptions) (string,
 	defer s.keyMu.Unlock()
 	if !opt.Force {
 		var err error
-		if rerr := s.r.Read(ctx, Linearizable, func(l *fsm.Ledger) {
+		if rerr := s.r.Read(ctx, Linearizable, func(l *fsm.Machine) {
 			err = checkKeyDrop(l, time.Now().UnixNano())
 		}); rerr != nil {
 			return "", rerr
@@ -208,7 +208,7 @@ func (s *Service) RotateKeyWith(ctx context.Context, opt RotateOptions) (string,
 
 // checkKeyDrop refuses (ErrSigningKeyInUse) to add a key to l at wall
 // time now when that drops a key whose tokens may still be live.
-func checkKeyDrop(l *fsm.Ledger, now int64) error {
+func checkKeyDrop(l *fsm.Machine, now int64) error {
 	keys := l.SigningKeys()
 	if len(keys) < fsm.MaxSigningKeys {
 		return nil
@@ -239,7 +239,7 @@ func age(ns int64) time.Duration { return time.Duration(ns).Round(time.Second) }
 // fsm.DefaultTokenTTLMS. The state keeps no history of policies: a TTL
 // lowered after it granted tokens counts at its new value (the floor at the
 // default covers the usual case, a default policy set below 15 minutes).
-func longestTokenTTL(l *fsm.Ledger) (int64, string) {
+func longestTokenTTL(l *fsm.Machine) (int64, string) {
 	ttl, from := int64(fsm.DefaultTokenTTLMS), "the built-in default"
 	for _, p := range l.Policies() {
 		if p != nil && p.TokenTTLMS > ttl {

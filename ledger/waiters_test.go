@@ -88,7 +88,7 @@ func (f *feedReplicator) restore(cmd fsm.Command) {
 	f.each(func(s ledger.ChangeSink) { s.AllChanged() })
 }
 
-func (f *feedReplicator) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Ledger)) error {
+func (f *feedReplicator) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Machine)) error {
 	defer f.Signal()
 	return f.Memory.Read(ctx, c, fn)
 }

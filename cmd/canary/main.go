@@ -33,8 +33,8 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/canary"
-	"github.com/intentledger/intentd/internal/localcluster"
 	"github.com/intentledger/intentd/internal/progress"
+	"github.com/intentledger/intentd/testkit/localcluster"
 )
 
 // report is the JSON written by --json.

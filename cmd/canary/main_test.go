@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/canary"
-	"github.com/intentledger/intentd/internal/localcluster"
 	"github.com/intentledger/intentd/internal/progress"
+	"github.com/intentledger/intentd/testkit/localcluster"
 )
 
 // TestMain lets the test binary serve as the tool process that run starts

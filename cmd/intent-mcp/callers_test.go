@@ -21,8 +21,8 @@ import (
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/internal/clienttest"
-	"github.com/intentledger/intentd/mcpgate"
+	"github.com/intentledger/intentd/frontend/mcpgate"
+	"github.com/intentledger/intentd/testkit/clienttest"
 )
 
 // Issue 27, finding 5: intent-mcp --listen authenticates its callers and

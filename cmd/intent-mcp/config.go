@@ -12,8 +12,8 @@ import (
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/client"
+	"github.com/intentledger/intentd/frontend/mcpgate"
 	"github.com/intentledger/intentd/internal/cli"
-	"github.com/intentledger/intentd/mcpgate"
 )
 
 // config is the parsed command line, environment and configuration file.

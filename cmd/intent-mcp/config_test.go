@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intentledger/intentd/mcpgate"
+	"github.com/intentledger/intentd/frontend/mcpgate"
 )
 
 // These tests read the command's flags, environment and configuration file

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/internal/nodetest"
+	"github.com/intentledger/intentd/testkit/nodetest"
 )
 
 // TestGateLeaderKilled SIGKILLs the ledger's leader between a call's grant

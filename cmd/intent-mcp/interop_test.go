@@ -13,7 +13,7 @@ import (
 	mcpgotransport "github.com/mark3labs/mcp-go/client/transport"
 	mcpgomcp "github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/intentledger/intentd/mcpgate"
+	"github.com/intentledger/intentd/frontend/mcpgate"
 )
 
 // TestGateWithMcpGoClient: a host built on a second MCP implementation

@@ -40,9 +40,9 @@ import (
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/client"
+	"github.com/intentledger/intentd/frontend/mcpgate"
 	"github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/internal/probe"
-	"github.com/intentledger/intentd/mcpgate"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

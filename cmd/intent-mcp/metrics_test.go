@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/internal/nodetest"
+	"github.com/intentledger/intentd/frontend/mcpgate"
 	"github.com/intentledger/intentd/internal/probe"
-	"github.com/intentledger/intentd/mcpgate"
+	"github.com/intentledger/intentd/testkit/nodetest"
 )
 
 // TestMetricsListenServesTheGatesSeries: --metrics-listen (the only way to

@@ -20,8 +20,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/internal/nodetest"
-	"github.com/intentledger/intentd/mcpgate"
+	"github.com/intentledger/intentd/frontend/mcpgate"
+	"github.com/intentledger/intentd/testkit/nodetest"
 )
 
 // world is a 3-node intentd cluster, the test upstream as an HTTP server
@@ -44,7 +44,7 @@ type world struct {
 
 func startWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{gateBin: nodetest.Binary(t, "cmd/intent-mcp"), upBin: nodetest.Binary(t, "cmd/intent-mcp/internal/testupstream"), dir: t.TempDir()}
+	w := &world{gateBin: nodetest.Binary(t, "cmd/intent-mcp"), upBin: nodetest.Binary(t, "testkit/mcpupstream"), dir: t.TempDir()}
 	ibin := nodetest.IntentdBinary(t)
 	fast := []string{"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms", "--auth=off"}
 	first := nodetest.StartProc(t, ibin, w.dir, "n1", append(fast, "--bootstrap-expect", "3")...)

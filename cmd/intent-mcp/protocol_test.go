@@ -15,9 +15,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/intentledger/intentd/internal/clienttest"
-	"github.com/intentledger/intentd/internal/nodetest"
-	"github.com/intentledger/intentd/mcpgate"
+	"github.com/intentledger/intentd/frontend/mcpgate"
+	"github.com/intentledger/intentd/testkit/clienttest"
+	"github.com/intentledger/intentd/testkit/nodetest"
 )
 
 // The versions hosts were tried at (issue 33), newest first.
@@ -32,7 +32,7 @@ type lightGate struct {
 
 func newLightGate(t *testing.T) *lightGate {
 	t.Helper()
-	return &lightGate{ledger: clienttest.NewMemory(t).URL, upBin: nodetest.Binary(t, "cmd/intent-mcp/internal/testupstream"), dir: t.TempDir()}
+	return &lightGate{ledger: clienttest.NewMemory(t).URL, upBin: nodetest.Binary(t, "testkit/mcpupstream"), dir: t.TempDir()}
 }
 
 // run starts run() with the gate flags and upstream flags given and

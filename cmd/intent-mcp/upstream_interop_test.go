@@ -16,9 +16,9 @@ import (
 	mcpgoserver "github.com/mark3labs/mcp-go/server"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/intentledger/intentd/internal/clienttest"
-	"github.com/intentledger/intentd/internal/nodetest"
-	"github.com/intentledger/intentd/mcpgate"
+	"github.com/intentledger/intentd/frontend/mcpgate"
+	"github.com/intentledger/intentd/testkit/clienttest"
+	"github.com/intentledger/intentd/testkit/nodetest"
 )
 
 // mcpGoUpstream is an upstream built on a second MCP implementation: a

@@ -34,9 +34,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/intentledger/intentd/client"
+	"github.com/intentledger/intentd/frontend/idemproxy"
 	"github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/internal/probe"
-	"github.com/intentledger/intentd/proxy"
 )
 
 func main() {
@@ -81,13 +81,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	router, err := proxy.NewRouter(routes)
+	router, err := idemproxy.NewRouter(routes)
 	if err != nil {
 		return err
 	}
 	// The SDK's default HTTP client keeps 2 idle connections per node; the
 	// proxy has up to one claim per request in flight.
-	opts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: client.DefaultHTTPTimeout, Transport: proxy.NewTransport()})}
+	opts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: client.DefaultHTTPTimeout, Transport: idemproxy.NewTransport()})}
 	if cfg.apiKey != "" {
 		opts = append(opts, client.WithAPIKey(cfg.apiKey))
 	}
@@ -96,11 +96,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	reg := probe.NewRegistry()
-	h, err := proxy.New(proxy.Config{
+	h, err := idemproxy.New(idemproxy.Config{
 		Upstream: cfg.upstream, Ledger: ledger, LedgerURL: ledger.Addrs()[0], Router: router,
 		MaxBody: cfg.maxBody, MaxPayload: cfg.maxPayload, MaxResult: cfg.maxResult,
 		UpstreamTimeout: cfg.upstreamTimeout, LedgerTimeout: cfg.ledgerTimeout, ReportTimeout: cfg.reportTimeout, MaxWait: cfg.maxWait,
-		Commit: cfg.commit, Logger: logger, Metrics: proxy.NewMetrics(reg),
+		Commit: cfg.commit, Logger: logger, Metrics: idemproxy.NewMetrics(reg),
 	})
 	if err != nil {
 		return err
@@ -203,7 +203,7 @@ type config struct {
 	ledger                []string
 	apiKey                string
 	routesFile            string
-	defaultRoute          proxy.Route
+	defaultRoute          idemproxy.Route
 	maxBody               int64
 	maxPayload, maxResult int
 	upstreamTimeout       time.Duration
@@ -217,20 +217,20 @@ type config struct {
 
 // loadRoutes reads the routes file, or makes the default route (every
 // path) from the flags.
-func (c config) loadRoutes() ([]proxy.Route, error) {
+func (c config) loadRoutes() ([]idemproxy.Route, error) {
 	if c.routesFile == "" {
 		r := c.defaultRoute
 		r.Name, r.Path = "default", "/"
 		if err := r.Normalize(); err != nil {
 			return nil, fmt.Errorf("default route: %w", err)
 		}
-		return []proxy.Route{r}, nil
+		return []idemproxy.Route{r}, nil
 	}
 	data, err := os.ReadFile(c.routesFile)
 	if err != nil {
 		return nil, fmt.Errorf("--routes: %w", err)
 	}
-	routes, err := proxy.ParseRoutes(data, c.defaultRoute)
+	routes, err := idemproxy.ParseRoutes(data, c.defaultRoute)
 	if err != nil {
 		return nil, fmt.Errorf("--routes %s: %w", c.routesFile, err)
 	}
@@ -253,22 +253,22 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&ledger, "ledger", "", "comma-separated intentd node addresses (required), e.g. http://127.0.0.1:8101,http://127.0.0.1:8102")
 	fs.StringVar(&c.apiKey, "api-key", "", "intentd API key (role agent) the proxy claims with; also INTENT_PROXY_API_KEY or INTENTD_API_KEY")
 	fs.StringVar(&c.routesFile, "routes", "", "JSON file of routes (see docs/proxy.md); without it one default route covers every path")
-	fs.StringVar(&c.defaultRoute.Tool, "tool", proxy.DefaultTool, "tool of the default route (and of routes that name none): what ledger policies select by")
-	fs.StringVar(&key, "key", string(proxy.KeyRequired), "Idempotency-Key on the default route (and routes that say nothing): required, optional or pass")
+	fs.StringVar(&c.defaultRoute.Tool, "tool", idemproxy.DefaultTool, "tool of the default route (and of routes that name none): what ledger policies select by")
+	fs.StringVar(&key, "key", string(idemproxy.KeyRequired), "Idempotency-Key on the default route (and routes that say nothing): required, optional or pass")
 	fs.StringVar(&c.defaultRoute.Policy, "policy", "", "ledger policy of the default route's claims")
 	fs.DurationVar(&lease, "lease", 0, "lease of claims (default route and routes that name none), renewed while the upstream works; 0 takes the ledger's default ("+client.DefaultLease.String()+")")
-	fs.StringVar(&on5xx, "on-5xx", string(proxy.On5xxRecord), "what an upstream 5xx records (default route and routes that say nothing): record, retry or in_doubt")
+	fs.StringVar(&on5xx, "on-5xx", string(idemproxy.On5xxRecord), "what an upstream 5xx records (default route and routes that say nothing): record, retry or in_doubt")
 	fs.BoolVar(&c.defaultRoute.WaitInFlight, "wait-in-flight", false, "default route: wait for a request in flight with the same key and replay its answer, instead of 409")
 	fs.StringVar(&fpHeaders, "fingerprint-headers", "", "default route: comma-separated request headers included in the fingerprint")
 	fs.StringVar(&scopeHeaders, "scope-headers", "", "default route: comma-separated request headers whose values scope the keys (default: the caller's credentials, Authorization and Cookie)")
 	fs.BoolVar(&c.defaultRoute.SingleCaller, "single-caller", false, "default route: no per-caller scope, every client shares keys (and is replayed the others' answers); only for a single trusted caller")
-	fs.Int64Var(&c.maxBody, "max-body", proxy.DefaultMaxBody, "largest request body on claimed routes, in bytes (buffered for the fingerprint); larger: 413 body-too-large")
-	fs.IntVar(&c.maxPayload, "max-payload", proxy.DefaultMaxPayload, "the ledger's --max-payload-bytes: claim payloads are made to fit it")
-	fs.IntVar(&c.maxResult, "max-result", proxy.DefaultMaxResult, "the ledger's --max-result-bytes: recorded answers are made to fit it (a larger body is not recorded)")
-	fs.DurationVar(&c.upstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "bound on one upstream exchange of a claimed request, headers to end of body")
-	fs.DurationVar(&c.ledgerTimeout, "ledger-timeout", proxy.DefaultLedgerTimeout, "how long a claim may stay without a definite answer from the ledger before the client gets 503")
-	fs.DurationVar(&c.reportTimeout, "report-timeout", proxy.DefaultReportTimeout, "how long the proxy keeps trying to record an upstream answer")
-	fs.DurationVar(&c.maxWait, "max-wait", proxy.DefaultMaxWait, "longest wait of a wait_in_flight request")
+	fs.Int64Var(&c.maxBody, "max-body", idemproxy.DefaultMaxBody, "largest request body on claimed routes, in bytes (buffered for the fingerprint); larger: 413 body-too-large")
+	fs.IntVar(&c.maxPayload, "max-payload", idemproxy.DefaultMaxPayload, "the ledger's --max-payload-bytes: claim payloads are made to fit it")
+	fs.IntVar(&c.maxResult, "max-result", idemproxy.DefaultMaxResult, "the ledger's --max-result-bytes: recorded answers are made to fit it (a larger body is not recorded)")
+	fs.DurationVar(&c.upstreamTimeout, "upstream-timeout", idemproxy.DefaultUpstreamTimeout, "bound on one upstream exchange of a claimed request, headers to end of body")
+	fs.DurationVar(&c.ledgerTimeout, "ledger-timeout", idemproxy.DefaultLedgerTimeout, "how long a claim may stay without a definite answer from the ledger before the client gets 503")
+	fs.DurationVar(&c.reportTimeout, "report-timeout", idemproxy.DefaultReportTimeout, "how long the proxy keeps trying to record an upstream answer")
+	fs.DurationVar(&c.maxWait, "max-wait", idemproxy.DefaultMaxWait, "longest wait of a wait_in_flight request")
 	fs.BoolVar(&c.commit, "commit", false, "acknowledge each executed intent (executed -> committed) after its answer, as client.Do does: a third ledger write per request that changes nothing a retry sees")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz on this separate address; empty: /-/metrics, /-/healthz, /-/readyz on --listen")
 	fs.StringVar(&c.pprof, "pprof", "", "serve Go's /debug/pprof/ profiling endpoints on this separate address (e.g. 127.0.0.1:6061; off when empty)")
@@ -289,7 +289,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.apiKey == "" {
 		c.apiKey = getenv("INTENTD_API_KEY")
 	}
-	c.defaultRoute.Key, c.defaultRoute.On5xx, c.defaultRoute.Lease = proxy.KeyMode(key), proxy.On5xx(on5xx), proxy.Duration(lease)
+	c.defaultRoute.Key, c.defaultRoute.On5xx, c.defaultRoute.Lease = idemproxy.KeyMode(key), idemproxy.On5xx(on5xx), idemproxy.Duration(lease)
 	c.defaultRoute.FingerprintHeaders, c.defaultRoute.ScopeHeaders = cli.SplitList(fpHeaders), cli.SplitList(scopeHeaders)
 	if upstream == "" {
 		return c, errors.New("--upstream is required")

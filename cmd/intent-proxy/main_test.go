@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intentledger/intentd/proxy"
+	"github.com/intentledger/intentd/frontend/idemproxy"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -19,8 +19,8 @@ func TestParseConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.listen != "127.0.0.1:8480" || c.maxBody != 64<<10 || c.maxPayload != 64<<10 || c.maxResult != 64<<10 ||
-		len(c.ledger) != 2 || c.upstreamTimeout != 30*time.Second || c.defaultRoute.Key != proxy.KeyRequired ||
-		c.defaultRoute.On5xx != proxy.On5xxRecord || c.defaultRoute.Tool != "http" || c.apiKey != "" || c.metricsListen != "" || c.pprof != "" {
+		len(c.ledger) != 2 || c.upstreamTimeout != 30*time.Second || c.defaultRoute.Key != idemproxy.KeyRequired ||
+		c.defaultRoute.On5xx != idemproxy.On5xxRecord || c.defaultRoute.Tool != "http" || c.apiKey != "" || c.metricsListen != "" || c.pprof != "" {
 		t.Errorf("defaults: %+v", c)
 	}
 	routes, err := c.loadRoutes()
@@ -45,7 +45,7 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.upstream.Host != "up:1" || c.apiKey != "ik_env" || c.defaultRoute.On5xx != proxy.On5xxInDoubt ||
+	if c.upstream.Host != "up:1" || c.apiKey != "ik_env" || c.defaultRoute.On5xx != idemproxy.On5xxInDoubt ||
 		strings.Join(c.defaultRoute.FingerprintHeaders, ",") != "content-type,x-account" || time.Duration(c.defaultRoute.Lease) != 10*time.Second || c.pprof != "127.0.0.1:6061" {
 		t.Errorf("env: %+v", c)
 	}
@@ -85,7 +85,7 @@ func TestLoadRoutesFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	routes, err := c.loadRoutes()
-	if err != nil || len(routes) != 2 || routes[0].Tool != "stripe.charge" || routes[1].Tool != "api" || routes[1].On5xx != proxy.On5xxRetry {
+	if err != nil || len(routes) != 2 || routes[0].Tool != "stripe.charge" || routes[1].Tool != "api" || routes[1].On5xx != idemproxy.On5xxRetry {
 		t.Fatalf("%+v, %v", routes, err)
 	}
 	if err := os.WriteFile(file, []byte(`[{"path":"/x","dedupe_window":"1h"}]`), 0o600); err != nil {

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intentledger/intentd/internal/nodetest"
-	"github.com/intentledger/intentd/proxy"
+	"github.com/intentledger/intentd/frontend/idemproxy"
+	"github.com/intentledger/intentd/testkit/nodetest"
 )
 
 // proxyProc is one intent-proxy process; start may be called again after
@@ -155,7 +155,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Upstream-N", strconv.Itoa(n))
-	w.Header().Set("X-Fencing-Token-Seen", r.Header.Get(proxy.HeaderFencingToken))
+	w.Header().Set("X-Fencing-Token-Seen", r.Header.Get(idemproxy.HeaderFencingToken))
 	w.WriteHeader(status)
 	fmt.Fprintf(w, `{"key":%q,"n":%d,"body":%q}`+"\n", key, n, body)
 }
@@ -170,17 +170,17 @@ type reply struct {
 func (r reply) String() string { return fmt.Sprintf("%d %v %.300s", r.code, r.header, r.body) }
 
 // problemCode is the code of a problem answer ("" for anything else).
-func (r reply) problemCode() proxy.Code {
+func (r reply) problemCode() idemproxy.Code {
 	if r.header.Get("Content-Type") != "application/problem+json" {
 		return ""
 	}
-	var p proxy.Problem
+	var p idemproxy.Problem
 	_ = json.Unmarshal(r.body, &p)
 	return p.Code
 }
 
 func (r reply) replayed() bool {
-	return r.header.Get(proxy.HeaderReplayed) == "true" && r.header.Get(proxy.HeaderStripeReplayed) == "true"
+	return r.header.Get(idemproxy.HeaderReplayed) == "true" && r.header.Get(idemproxy.HeaderStripeReplayed) == "true"
 }
 
 var httpClient = &http.Client{Timeout: 2 * time.Minute}
@@ -196,7 +196,7 @@ func send(base, method, path, key, body string, hdr ...string) (reply, error) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if key != "" {
-		req.Header.Set(proxy.HeaderIdempotencyKey, strconv.Quote(key))
+		req.Header.Set(idemproxy.HeaderIdempotencyKey, strconv.Quote(key))
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Add(hdr[i], hdr[i+1])

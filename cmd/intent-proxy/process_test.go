@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/internal/nodetest"
-	"github.com/intentledger/intentd/proxy"
+	"github.com/intentledger/intentd/frontend/idemproxy"
+	"github.com/intentledger/intentd/testkit/nodetest"
 )
 
 // These tests run everything as it runs in production: a 3-node intentd
@@ -82,7 +82,7 @@ func startWorld(t *testing.T) *world {
 // ledgerKey is the ledger key of an Idempotency-Key on a route's tool, for
 // a client that sends no credentials (the routes scope keys by them).
 func ledgerKey(tool, key string) string {
-	return proxy.LedgerKey(tool, proxy.ScopeDigest(http.Header{}, proxy.DefaultScopeHeaders), key)
+	return idemproxy.LedgerKey(tool, idemproxy.ScopeDigest(http.Header{}, idemproxy.DefaultScopeHeaders), key)
 }
 
 func TestProxyProcesses(t *testing.T) {
@@ -106,13 +106,13 @@ func TestProxyProcesses(t *testing.T) {
 	})
 
 	t.Run("key rules", func(t *testing.T) {
-		if r := mustSend(t, A, "POST", "/v1/charges", "", `{}`); r.code != 400 || r.problemCode() != proxy.CodeMissingKey {
+		if r := mustSend(t, A, "POST", "/v1/charges", "", `{}`); r.code != 400 || r.problemCode() != idemproxy.CodeMissingKey {
 			t.Errorf("missing: %v", r)
 		}
-		if r := mustSend(t, A, "POST", "/v1/charges", "", `{}`, proxy.HeaderIdempotencyKey, `"open`); r.code != 400 || r.problemCode() != proxy.CodeInvalidKey {
+		if r := mustSend(t, A, "POST", "/v1/charges", "", `{}`, idemproxy.HeaderIdempotencyKey, `"open`); r.code != 400 || r.problemCode() != idemproxy.CodeInvalidKey {
 			t.Errorf("invalid: %v", r)
 		}
-		if r := mustSend(t, A, "POST", "/v1/charges", "", `{}`, proxy.HeaderIdempotencyKey, strings.Repeat("k", 256)); r.code != 400 || r.problemCode() != proxy.CodeInvalidKey {
+		if r := mustSend(t, A, "POST", "/v1/charges", "", `{}`, idemproxy.HeaderIdempotencyKey, strings.Repeat("k", 256)); r.code != 400 || r.problemCode() != idemproxy.CodeInvalidKey {
 			t.Errorf("too long: %v", r)
 		}
 		for i := 0; i < 2; i++ {
@@ -130,7 +130,7 @@ func TestProxyProcesses(t *testing.T) {
 
 	t.Run("fingerprint mismatch", func(t *testing.T) {
 		first := mustSend(t, A, "POST", "/v1/charges", "fp", `{"amount":1}`)
-		if r := mustSend(t, B, "POST", "/v1/charges", "fp", `{"amount":2}`); r.code != 422 || r.problemCode() != proxy.CodeFingerprintMismatch {
+		if r := mustSend(t, B, "POST", "/v1/charges", "fp", `{"amount":2}`); r.code != 422 || r.problemCode() != idemproxy.CodeFingerprintMismatch {
 			t.Errorf("other body: %v", r)
 		}
 		if r := mustSend(t, B, "POST", "/v1/charges?dry=1", "fp", `{"amount":1}`); r.code != 422 {
@@ -181,7 +181,7 @@ func TestProxyProcesses(t *testing.T) {
 
 	t.Run("body limits", func(t *testing.T) {
 		big := `"` + strings.Repeat("x", 64<<10) + `"`
-		if r := mustSend(t, A, "POST", "/v1/charges", "too-big", big); r.code != 413 || r.problemCode() != proxy.CodeBodyTooLarge {
+		if r := mustSend(t, A, "POST", "/v1/charges", "too-big", big); r.code != 413 || r.problemCode() != idemproxy.CodeBodyTooLarge {
 			t.Errorf("over --max-body: %v", r)
 		}
 		if _, err := w.ledger.Get(context.Background(), ledgerKey("charge", "too-big"), client.GetOptions{}); !errors.Is(err, client.ErrNotFound) {
@@ -190,7 +190,7 @@ func TestProxyProcesses(t *testing.T) {
 		first := mustSend(t, A, "POST", "/v1/charges", "large", `{}`, "X-Upstream", "big=100000")
 		again := mustSend(t, B, "POST", "/v1/charges", "large", `{}`)
 		if first.code != 200 || len(first.body) != 100000 || again.code != 200 || len(again.body) != 0 ||
-			again.header.Get(proxy.HeaderBodyOmitted) != "true" || !again.replayed() {
+			again.header.Get(idemproxy.HeaderBodyOmitted) != "true" || !again.replayed() {
 			t.Errorf("large answer: %d (%d bytes), replay %v", first.code, len(first.body), again)
 		}
 	})
@@ -225,7 +225,7 @@ func TestProxyProcesses(t *testing.T) {
 
 	t.Run("upstream hangs", func(t *testing.T) {
 		r := mustSend(t, A, "POST", "/v1/charges", "hung", `{}`, "X-Upstream", "hang")
-		if r.code != 504 || r.problemCode() != proxy.CodeUpstreamNoAnswer {
+		if r.code != 504 || r.problemCode() != idemproxy.CodeUpstreamNoAnswer {
 			t.Fatalf("%v", r)
 		}
 		untilInDoubt(t, w, B, "/v1/charges", "hung")
@@ -237,7 +237,7 @@ func TestProxyProcesses(t *testing.T) {
 	t.Run("upstream resets", func(t *testing.T) {
 		mustSend(t, A, "POST", "/v1/charges", "warm", `{}`) // the reset comes on a reused connection
 		r := mustSend(t, A, "POST", "/v1/charges", "reset", `{}`, "X-Upstream", "reset")
-		if r.code != 502 || r.problemCode() != proxy.CodeUpstreamNoAnswer {
+		if r.code != 502 || r.problemCode() != idemproxy.CodeUpstreamNoAnswer {
 			t.Fatalf("%v", r)
 		}
 		untilInDoubt(t, w, A, "/v1/charges", "reset")
@@ -251,7 +251,7 @@ func TestProxyProcesses(t *testing.T) {
 		go func() { r, _ := send(A, "POST", "/v1/charges", "killed", `{}`, "X-Upstream", "block"); done <- r }()
 		awaitArrival(t, w, `"killed"`)
 		w.up.CloseClientConnections() // as a crash of the upstream looks from the proxy
-		if r := <-done; r.code != 502 || r.problemCode() != proxy.CodeUpstreamNoAnswer {
+		if r := <-done; r.code != 502 || r.problemCode() != idemproxy.CodeUpstreamNoAnswer {
 			t.Fatalf("%v", r)
 		}
 		untilInDoubt(t, w, B, "/v1/charges", "killed")
@@ -271,13 +271,13 @@ func TestProxyProcesses(t *testing.T) {
 		}
 		// The other proxy answers from the ledger at once: the key is held.
 		if r := mustSend(t, B, "POST", "/v1/charges", "crash", `{}`); r.code != 409 ||
-			(r.problemCode() != proxy.CodeInFlight && r.problemCode() != proxy.CodeInDoubt) {
+			(r.problemCode() != idemproxy.CodeInFlight && r.problemCode() != idemproxy.CodeInDoubt) {
 			t.Errorf("retry through the other proxy: %v", r)
 		}
 		w.a.start(t)
 		untilInDoubt(t, w, A, "/v1/charges", "crash")
 		close(w.up.gate(`"crash"`)) // the first upstream request ends: nobody records it
-		if r := mustSend(t, A, "POST", "/v1/charges", "crash", `{}`); r.problemCode() != proxy.CodeInDoubt {
+		if r := mustSend(t, A, "POST", "/v1/charges", "crash", `{}`); r.problemCode() != idemproxy.CodeInDoubt {
 			t.Errorf("after the upstream answered into the void: %v", r)
 		}
 		if w.up.count(`"crash"`) != 1 {
@@ -369,9 +369,9 @@ func untilInDoubt(t *testing.T, w *world, base, path, key string) {
 	nodetest.WaitFor(t, time.Minute, key+" in doubt", func() bool {
 		r := mustSend(t, base, "POST", path, key, `{}`)
 		switch r.problemCode() {
-		case proxy.CodeInDoubt:
+		case idemproxy.CodeInDoubt:
 			return true
-		case proxy.CodeInFlight:
+		case idemproxy.CodeInFlight:
 			if r.code != 409 || r.header.Get("Retry-After") == "" {
 				t.Errorf("in-flight answer: %v", r)
 			}
@@ -381,7 +381,7 @@ func untilInDoubt(t *testing.T, w *world, base, path, key string) {
 		return false
 	})
 	for i := 0; i < 3; i++ {
-		if r := mustSend(t, base, "POST", path, key, `{}`); r.code != 409 || r.problemCode() != proxy.CodeInDoubt {
+		if r := mustSend(t, base, "POST", path, key, `{}`); r.code != 409 || r.problemCode() != idemproxy.CodeInDoubt {
 			t.Errorf("in doubt, retry %d: %v", i, r)
 		}
 	}
@@ -450,7 +450,7 @@ func concurrentDuplicates(t *testing.T, w *world, path, key string, proxies []st
 		for len(conflicts) < n-1 {
 			select {
 			case res := <-results:
-				if res.err != nil || res.r.code != 409 || res.r.problemCode() != proxy.CodeInFlight || res.r.header.Get("Retry-After") == "" {
+				if res.err != nil || res.r.code != 409 || res.r.problemCode() != idemproxy.CodeInFlight || res.r.header.Get("Retry-After") == "" {
 					t.Fatalf("a duplicate while the first is in flight: %v %v", res.r, res.err)
 				}
 				conflicts = append(conflicts, res.r)

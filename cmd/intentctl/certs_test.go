@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/intentledger/intentd/internal/clienttest"
 	"github.com/intentledger/intentd/internal/tlsutil"
+	"github.com/intentledger/intentd/testkit/clienttest"
 )
 
 func TestCertsAndTLSFlags(t *testing.T) {

@@ -14,9 +14,9 @@ import (
 
 	"github.com/intentledger/intentd/client"
 	"github.com/intentledger/intentd/cluster"
-	"github.com/intentledger/intentd/internal/clienttest"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
+	"github.com/intentledger/intentd/testkit/clienttest"
 )
 
 // epoch is where the test server's clock starts.

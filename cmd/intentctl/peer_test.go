@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/intentledger/intentd/cluster"
-	"github.com/intentledger/intentd/internal/clienttest"
+	"github.com/intentledger/intentd/testkit/clienttest"
 )
 
 // peerCluster is fakeCluster that removes "n2", refuses the leader n1, and

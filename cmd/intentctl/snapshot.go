@@ -111,7 +111,7 @@ func snapshotRestore(ctx context.Context, c *cli, args []string) error {
 }
 
 // snapshotDump verifies a snapshot file and writes it again as a JSON
-// dump (fsm.Ledger.WriteSnapshotJSON): a header line, one JSON object per
+// dump (fsm.Machine.WriteSnapshotJSON): a header line, one JSON object per
 // intent, one per audit log event and the SHA-256 trailer. jq reads it;
 // it is a view, not a snapshot (restore refuses it).
 func snapshotDump(c *cli, args []string) error {

@@ -12,17 +12,17 @@ import (
 
 	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/fsm"
-	"github.com/intentledger/intentd/internal/clienttest"
+	"github.com/intentledger/intentd/testkit/clienttest"
 )
 
-// fakeSnaps serves snapshots of an in-memory fsm.Ledger.
+// fakeSnaps serves snapshots of an in-memory fsm.Machine.
 type fakeSnaps struct {
 	mu       sync.Mutex
-	l        *fsm.Ledger
+	l        *fsm.Machine
 	restored []byte
 }
 
-type fakeSnap struct{ l *fsm.Ledger }
+type fakeSnap struct{ l *fsm.Machine }
 
 func (s fakeSnap) Index() uint64 { return s.l.AppliedIndex() }
 func (s fakeSnap) Intents() int  { return s.l.Len() }
@@ -50,7 +50,7 @@ func (f *fakeSnaps) Restore(_ context.Context, data []byte, force bool) (cluster
 	return cluster.SnapshotInfo{Index: l.AppliedIndex(), Intents: l.Len(), Digest: l.Digest(), Bytes: int64(len(data))}, nil
 }
 
-func ledgerWithClaims(t *testing.T, keys ...string) *fsm.Ledger {
+func ledgerWithClaims(t *testing.T, keys ...string) *fsm.Machine {
 	t.Helper()
 	l := fsm.New()
 	for i, k := range keys {

@@ -20,7 +20,7 @@ import (
 
 // decodedSnapshot is a snapshot decoded and checked completely: format,
 // key order, count, every value, and the SHA-256 trailer.
-type decodedSnapshot struct{ l *fsm.Ledger }
+type decodedSnapshot struct{ l *fsm.Machine }
 
 // decodeSnapshot reads a snapshot up to its trailer.
 func decodeSnapshot(r io.Reader) (decodedSnapshot, error) {

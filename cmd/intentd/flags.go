@@ -3,7 +3,7 @@ package main
 import (
 	"flag"
 
-	"github.com/intentledger/intentd/internal/node"
+	"github.com/intentledger/intentd/node"
 )
 
 // registerSecurityFlags adds the security flags to fs (and so to the

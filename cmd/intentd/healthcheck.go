@@ -12,8 +12,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/intentledger/intentd/internal/node"
 	"github.com/intentledger/intentd/internal/tlsutil"
+	"github.com/intentledger/intentd/node"
 )
 
 // runHealthcheck is "intentd healthcheck [flags]": it asks the node

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/intentledger/intentd/internal/node"
 	"github.com/intentledger/intentd/internal/tlsutil"
+	"github.com/intentledger/intentd/node"
 )
 
 // TestHealthcheckSpeaksTLSWithTheNodesOwnFiles: the container healthcheck

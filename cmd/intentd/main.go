@@ -25,7 +25,7 @@ import (
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/internal/faults"
-	"github.com/intentledger/intentd/internal/node"
+	"github.com/intentledger/intentd/node"
 )
 
 // privateUmask makes every file and directory the node creates readable by

@@ -9,7 +9,7 @@ import (
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/internal/faults"
-	"github.com/intentledger/intentd/internal/node"
+	"github.com/intentledger/intentd/node"
 )
 
 // testGossipKey is a gossip key for configurations that require one.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intentledger/intentd/internal/nodetest"
+	"github.com/intentledger/intentd/testkit/nodetest"
 )
 
 // These tests run real intentd processes: kill -9 is a real crash.

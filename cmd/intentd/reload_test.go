@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/auth"
-	"github.com/intentledger/intentd/internal/nodetest"
+	"github.com/intentledger/intentd/testkit/nodetest"
 )
 
 // TestBadKeysFileFailsBeforeRaft: a keys file that does not validate

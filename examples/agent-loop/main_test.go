@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/internal/clienttest"
+	"github.com/intentledger/intentd/testkit/clienttest"
 )
 
 // tool is a stand-in for examples/charge-tool: with a ledger it charges

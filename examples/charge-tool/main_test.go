@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/internal/clienttest"
+	"github.com/intentledger/intentd/testkit/clienttest"
 )
 
 func post(t *testing.T, url string, req ChargeRequest) (int, map[string]any) {

@@ -26,7 +26,6 @@ var allowed = map[string][]string{
 	"internal/peerauth":        nil,
 	"internal/jsonexact":       nil, // the integers canonical JSON would change: the ledger's and the proxy's one rule
 	"internal/tlsutil":         nil,
-	"internal/nodetest":        nil,
 	"internal/progress":        nil, // status lines redrawn on a terminal, plain lines in a log
 	"internal/cli":             nil, // the commands' logger, flags from the environment, list flags
 	"internal/doccheck":        nil, // Markdown and shell scanning; its tests start a local cluster
@@ -46,29 +45,32 @@ var allowed = map[string][]string{
 	"httpapi":           {"auth", "cluster", "fsm", "ledger", "token", "internal/jsonenc", "internal/namespace", "internal/peerauth"},
 
 	// The wiring and what starts it.
-	"internal/node":         {"auth", "cluster", "console", "fsm", "httpapi", "ledger", "token", "internal/faults", "internal/peerauth", "internal/probe", "internal/tlsutil"},
-	"internal/localcluster": {"cluster", "httpapi", "internal/node"},
-	"internal/clienttest":   {"auth", "cluster", "httpapi", "ledger", "ledger/ledgertest", "internal/localcluster"},
-	"cmd/intentd":           {"auth", "internal/cli", "internal/faults", "internal/node", "internal/tlsutil"},
+	"node":        {"auth", "cluster", "console", "fsm", "httpapi", "ledger", "token", "internal/faults", "internal/peerauth", "internal/probe", "internal/tlsutil"},
+	"cmd/intentd": {"auth", "internal/cli", "internal/faults", "node", "internal/tlsutil"},
+
+	// Test kits: what tests start (real nodes, clusters, processes, an MCP
+	// server). Above the wiring, below nothing but tests and the canary.
+	"testkit/nodetest":     nil,
+	"testkit/mcpupstream":  nil, // the MCP server behind the gate in process tests and make bench-mcp
+	"testkit/localcluster": {"cluster", "httpapi", "node"},
+	"testkit/clienttest":   {"auth", "cluster", "httpapi", "ledger", "ledger/ledgertest", "testkit/localcluster"},
 
 	// Tools that speak to a cluster from outside: through the SDK. intentctl
 	// also reads and checks snapshot files offline (fsm's codecs), as
 	// etcdutl reads etcd's.
-	"cmd/intentctl":    {"auth", "client", "fsm", "internal/cli", "internal/namespace", "internal/tlsutil", "token"},
-	"cmd/intent-bench": {"client", "internal/progress"},
-	// The Idempotency-Key reverse proxy: the ledger through the SDK only.
-	"proxy":            {"client", "internal/jsonexact", "internal/toolname"},
-	"cmd/intent-proxy": {"client", "internal/cli", "internal/probe", "proxy"},
-	// The MCP gate: the ledger through the SDK only, MCP through go-sdk.
-	"mcpgate": {"client", "internal/toolname"},
+	"cmd/intentctl": {"auth", "client", "fsm", "internal/cli", "internal/namespace", "internal/tlsutil", "token"},
+	// The front ends, side by side: clients of the ledger through the SDK
+	// only. The Idempotency-Key reverse proxy; the MCP gate (MCP through
+	// go-sdk).
+	"frontend/idemproxy": {"client", "internal/jsonexact", "internal/toolname"},
+	"frontend/mcpgate":   {"client", "internal/toolname"},
+	"cmd/intent-proxy":   {"client", "internal/cli", "internal/probe", "frontend/idemproxy"},
 	// auth: --caller-keys, read in the ledger's keys-file format.
-	"cmd/intent-mcp":                       {"auth", "client", "internal/cli", "internal/probe", "mcpgate"},
-	"cmd/intent-mcp/internal/testupstream": nil,                             // the process tests' upstream MCP server
-	"cmd/intent-mcp/internal/mcpbench":     {"client", "internal/progress"}, // make bench-mcp's driver
-	"canary":                               {"client", "mcpgate", "proxy"},  // --via http-proxy: proxy.Handler before a plain tool; --via mcp: mcpgate before a plain MCP server
-	"cmd/canary":                           {"canary", "internal/localcluster", "internal/progress"},
-	"examples/":                            {"client"},
-	"sdk/":                                 {"client"}, // the SDK conformance suite (its code is tests)
+	"cmd/intent-mcp": {"auth", "client", "internal/cli", "internal/probe", "frontend/mcpgate"},
+	"canary":         {"client", "frontend/idemproxy", "frontend/mcpgate"}, // --via http-proxy: idemproxy.Handler before a plain tool; --via mcp: mcpgate before a plain MCP server
+	"cmd/canary":     {"canary", "testkit/localcluster", "internal/progress"},
+	"examples/":      {"client"},
+	"sdk/":           {"client"}, // the SDK conformance suite (its code is tests)
 
 	// The fault suite: processes, namespaces and histories; never the
 	// server's packages but the state machine's codecs and the test PKI.
@@ -167,7 +169,7 @@ func inClient(rel string) bool { return rel == "client" || strings.HasPrefix(rel
 
 // clientMayImport is the client rule: the SDK a user adds to their program
 // brings nothing but itself and the standard library (its tests may use
-// internal/clienttest and the server; they do not ship). It holds whatever
+// testkit/clienttest and the server; they do not ship). It holds whatever
 // allowed says.
 func clientMayImport(imp string) bool {
 	if dep, ok := strings.CutPrefix(imp, module); ok {
@@ -202,7 +204,7 @@ func allowedFor(arch map[string][]string, rel string) ([]string, bool) {
 // even where allowed (wrongly) permits it.
 func TestClientRule(t *testing.T) {
 	lax := maps.Clone(allowed)
-	lax["client/clienttest"] = []string{"cluster", "httpapi", "ledger", "ledger/ledgertest", "internal/localcluster"}
+	lax["client/clienttest"] = []string{"cluster", "httpapi", "ledger", "ledger/ledgertest", "testkit/localcluster"}
 	lax["client"] = []string{"fsm", "client/"}
 	cases := []struct {
 		name    string
@@ -215,8 +217,8 @@ func TestClientRule(t *testing.T) {
 		{"under client: the client itself", "client/sub", []string{"io", module + "client"}, false},
 		{"clienttest re-added under client", "client/clienttest", []string{"testing", module + "httpapi"}, true},
 		{"client imports fsm", "client", []string{module + "fsm"}, true},
-		{"client imports internal/node", "client", []string{module + "internal/node"}, true},
-		{"client imports internal/clienttest", "client", []string{module + "internal/clienttest"}, true},
+		{"client imports node", "client", []string{module + "node"}, true},
+		{"client imports testkit/clienttest", "client", []string{module + "testkit/clienttest"}, true},
 		{"client imports a third-party module", "client", []string{"github.com/labstack/echo/v4"}, true},
 		{"under client imports ledger", "client/sub", []string{module + "ledger"}, true},
 		{"not the SDK: intentctl may read fsm", "cmd/intentctl", []string{module + "fsm", module + "client"}, false},

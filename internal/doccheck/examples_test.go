@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intentledger/intentd/internal/localcluster"
+	"github.com/intentledger/intentd/testkit/localcluster"
 )
 
 // curlDocs are the documents whose curl examples run against a cluster:

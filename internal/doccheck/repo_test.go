@@ -150,12 +150,12 @@ func TestBenchCompareRewritesTheBenchmarksPage(t *testing.T) {
 	if begin < 0 || end < begin {
 		t.Error("docs/benchmarks.md lacks the bench-compare:begin / bench-compare:end markers in order")
 	}
-	script, err := os.ReadFile(filepath.Join(root, "scripts", "bench-compare.sh"))
+	script, err := os.ReadFile(filepath.Join(root, "bench", "scripts", "bench-compare.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(script), "BENCH_README-docs/benchmarks.md") {
-		t.Error("scripts/bench-compare.sh does not default --readme to docs/benchmarks.md")
+		t.Error("bench/scripts/bench-compare.sh does not default --readme to docs/benchmarks.md")
 	}
 	for _, f := range []string{"README.md", "docs/benchmarks.md"} {
 		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))

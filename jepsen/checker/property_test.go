@@ -15,12 +15,12 @@ import (
 
 // simulation generates valid single-copy histories: concurrent W1/W2
 // clients whose ops take effect atomically, at one point between
-// invocation and return, on the real state machine (fsm.Ledger). Answers
+// invocation and return, on the real state machine (fsm.Machine). Answers
 // are lost at random (info), some ops never reach the ledger, and some
 // are refused before it (fail).
 type simulation struct {
 	rng     *rand.Rand
-	ledger  *fsm.Ledger
+	ledger  *fsm.Machine
 	index   uint64
 	now     time.Duration
 	ops     []history.Op

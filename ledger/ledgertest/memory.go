@@ -1,5 +1,5 @@
 // Package ledgertest provides an in-memory Replicator for tests of code
-// above the cluster: it applies commands straight to one fsm.Ledger and
+// above the cluster: it applies commands straight to one fsm.Machine and
 // reports the intents each one may have changed, as the cluster does.
 package ledgertest
 
@@ -16,7 +16,7 @@ import (
 // be moved by tests and its next proposals can be made to fail.
 type Memory struct {
 	mu       sync.Mutex
-	l        *fsm.Ledger
+	l        *fsm.Machine
 	index    uint64
 	now      time.Time
 	failing  []error
@@ -137,7 +137,7 @@ func (m *Memory) SubscribeChanges(sink ledger.ChangeSink) (unsubscribe func()) {
 func (m *Memory) WaitApplied(ctx context.Context, _ uint64) error { return ctx.Err() }
 
 // Read implements ledger.Replicator.
-func (m *Memory) Read(ctx context.Context, _ ledger.Consistency, fn func(*fsm.Ledger)) error {
+func (m *Memory) Read(ctx context.Context, _ ledger.Consistency, fn func(*fsm.Machine)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func (m *Memory) Proposed() int {
 }
 
 // Ledger returns a clone of the state for inspection.
-func (m *Memory) Ledger() *fsm.Ledger {
+func (m *Memory) Ledger() *fsm.Machine {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.l.Clone()

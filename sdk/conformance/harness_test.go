@@ -17,7 +17,7 @@ import (
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/client"
-	"github.com/intentledger/intentd/internal/nodetest"
+	"github.com/intentledger/intentd/testkit/nodetest"
 )
 
 // The namespace and key names of the harness's cluster.

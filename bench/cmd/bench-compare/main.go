@@ -11,7 +11,7 @@
 // over gRPC and, separately, over etcd's HTTP/JSON gateway (/v3/kv/txn).
 // Both systems fsync every commit (neither is configured otherwise).
 //
-// scripts/bench-compare.sh builds the binaries and runs this; see
+// bench/scripts/bench-compare.sh builds the binaries and runs this; see
 // docs/performance.md for the method and the findings.
 package main
 

@@ -30,7 +30,7 @@ type proc struct {
 // startProc starts bin in its own process group (so a signal to the
 // benchmark's group does not race its own cleanup), killed if the
 // benchmark dies, with output in logPath. Its pid is appended to pidFile
-// so scripts/bench-compare.sh can kill leftovers by id.
+// so bench/scripts/bench-compare.sh can kill leftovers by id.
 func startProc(name, bin, logPath, pidFile string, args ...string) (*proc, error) {
 	lf, err := os.Create(logPath)
 	if err != nil {
