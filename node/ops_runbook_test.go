@@ -25,7 +25,7 @@ import (
 // (intentd_forwarded_commands_total), as two series with their own
 // legends. TestMetricsExportOperationalSeries checks both are exported.
 func TestDashboardForwardedPanelPlotsReadsAndWrites(t *testing.T) {
-	raw, err := os.ReadFile("../../deploy/grafana-dashboard.json")
+	raw, err := os.ReadFile("../deploy/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -211,7 +211,7 @@ func TestMetricsExportOperationalSeries(t *testing.T) {
 		}
 	}
 	// Every intentd series the Grafana dashboard queries is exported.
-	dash, err := os.ReadFile("../../deploy/grafana-dashboard.json")
+	dash, err := os.ReadFile("../deploy/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}
