@@ -20,8 +20,10 @@ const TypeNoteDivergent CommandType = 17
 // audit trails and the namespace's audit log complete.
 //
 // Applying a note, while its intent is still the record the claims were
-// refused against (the same fingerprint, fencing token and creation time,
-// whatever its state now), adds Count to the intent's Divergent counter
+// refused against (the same fingerprint and creation time, and a grant no
+// earlier than the one they saw; whatever its state now: the counter
+// belongs to the record, and a claim applied in the log would have
+// counted on it across a re-grant too), adds Count to the intent's Divergent counter
 // and records one event (op "claim", status divergent, the first owner
 // and the first fingerprint, reason "N divergent claims with fingerprints
 // ... by owners ... between t1 and t2"), which joins the key's trail as a
@@ -41,10 +43,11 @@ type NoteDivergent struct {
 type DivergentNote struct {
 	Namespace string
 	Key       string
-	// Fingerprint, FencingToken and CreatedAt name the record the claims
-	// were refused against: its fingerprint, its current grant (0 before
-	// any) and when it was created. A record purged and claimed again is
-	// another one, and the note does not count on it.
+	// Fingerprint and CreatedAt name the record the claims were refused
+	// against: its fingerprint and when it was created; FencingToken is
+	// its grant then (0 before any), which only grows on one record. A
+	// record purged and claimed again is another one, and the note does
+	// not count on it.
 	Fingerprint  string
 	FencingToken uint64
 	CreatedAt    int64
@@ -120,8 +123,8 @@ func divergentReason(node string, n DivergentNote) string {
 	if n.MoreFingerprints > 0 {
 		fps += fmt.Sprintf(" and %d more", n.MoreFingerprints)
 	}
-	return fmt.Sprintf("%d divergent claims with fingerprints %s by owners %s between %d and %d, against fingerprint %s, answered by leader %s from its state",
-		n.Count, fps, owners, n.First, n.Last, n.Fingerprint, node)
+	return fmt.Sprintf("%d divergent claims with fingerprints %s by owners %s between %d and %d, against fingerprint %s (fencing token %d), answered by leader %s from its state",
+		n.Count, fps, owners, n.First, n.Last, n.Fingerprint, n.FencingToken, node)
 }
 
 // noteDivergentOne applies one note and reports whether it was recorded
@@ -130,7 +133,7 @@ func (a *applier) noteDivergentOne(node string, n DivergentNote) bool {
 	ev := AuditEvent{Op: "claim", Status: StatusDivergent, Owner: n.Owners[0], Fingerprint: n.Fingerprints[0],
 		Reason: divergentReason(node, n)}
 	orig, w := a.begin(n.Namespace, n.Key)
-	if w == nil || w.Fingerprint != n.Fingerprint || w.FencingToken != n.FencingToken || w.CreatedAt != n.CreatedAt {
+	if w == nil || w.Fingerprint != n.Fingerprint || w.CreatedAt != n.CreatedAt || w.FencingToken < n.FencingToken {
 		ev.Index, ev.At = a.index, a.now
 		ev.Reason += "; the record has moved on since"
 		a.l.appendChain(n.Namespace, n.Key, ev)

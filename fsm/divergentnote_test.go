@@ -203,6 +203,15 @@ func TestNoteDivergent(t *testing.T) {
 		eq(t, "version", after.Version, h.idx)
 		eq(t, "namespace log events", h.l.AuditHead(ns).LastSeq, uint64(len(after.Audit)))
 	})
+	t.Run("recorded across a re-grant of the record, as the claims would have counted", func(t *testing.T) {
+		h := newHarness(t)
+		h.run(toState(fsm.StateFailed))
+		created := h.get("k").CreatedAt
+		h.must(claim("k", "B", payloadA), fsm.StatusGranted) // fencing token 3
+		eq(t, "recorded", h.must(&fsm.NoteDivergent{Node: "n1", Notes: []fsm.DivergentNote{divergentNote("k", 1, created, 3, "C")}},
+			fsm.StatusOK).Count, 1)
+		eq(t, "divergent", h.get("k").Divergent, 3)
+	})
 	t.Run("recorded whatever the state now", func(t *testing.T) {
 		h := newHarness(t)
 		h.run(toState(fsm.StateExecuted))
@@ -215,11 +224,13 @@ func TestNoteDivergent(t *testing.T) {
 		name  string
 		setup func(h *harness) fsm.DivergentNote
 	}{
-		{"a later grant", func(h *harness) fsm.DivergentNote {
-			h.run(toState(fsm.StateFailed))
-			created := h.get("k").CreatedAt
-			h.must(claim("k", "B", payloadA), fsm.StatusGranted) // fencing token 3
-			return divergentNote("k", 1, created, 3, "C")
+		{"a note from the future: a grant the record never had", func(h *harness) fsm.DivergentNote {
+			h.run(toState(fsm.StateDeclared))
+			return divergentNote("k", 99, h.get("k").CreatedAt, 3, "C")
+		}},
+		{"another creation time", func(h *harness) fsm.DivergentNote {
+			h.run(toState(fsm.StateDeclared))
+			return divergentNote("k", 1, h.get("k").CreatedAt-1, 3, "C")
 		}},
 		{"purged and claimed again", func(h *harness) fsm.DivergentNote {
 			h.run(toState(fsm.StateExecuted))
