@@ -110,14 +110,15 @@ bench-compare:
 bench-fsm:
 	$(GO) test -run '^$$' -bench '1M' -benchtime 1x -timeout 30m ./fsm/
 
-## bench-storm: a retry storm on one held key (STORM retriers, naive and polite, each level HOLD long) beside 200 unrelated claims/s on a fresh local cluster, rate limits off so the ledger sees every retry; STORM_BIN=dir runs another build's intentd (docs/benchmarks.md)
+## bench-storm: a retry storm on one held key (STORM retriers of each of STORM_KINDS: naive, polite, divergent; each level HOLD long) beside 200 unrelated claims/s on a fresh local cluster, rate limits off so the ledger sees every retry; STORM_BIN=dir runs another build's intentd (docs/benchmarks.md)
 .PHONY: bench-storm
 STORM ?= 50,200,1000
 HOLD ?= 10s
+STORM_KINDS ?= naive,polite
 STORM_BIN ?= $(BIN)
 bench-storm: build
 	BIN=$(STORM_BIN) INTENTD_RATE_LIMIT_KEY=0 INTENTD_RATE_LIMIT_CLIENT=0 INTENTD_RUN_DIR=$$(mktemp -d "$${TMPDIR:-/tmp}/intentd-storm.XXXXXX") \
-		./scripts/run-local.sh --then $(BIN)/intent-bench --storm $(STORM) --storm-hold $(HOLD)
+		./scripts/run-local.sh --then $(BIN)/intent-bench --storm $(STORM) --storm-hold $(HOLD) --storm-kinds $(STORM_KINDS)
 
 ## bench-sdk: the Go, Python and TypeScript SDKs side by side on one local cluster (ROUNDS, DURATION, LEVELS)
 bench-sdk: build

@@ -233,6 +233,8 @@ func newCommand(t CommandType) Command {
 		return &NoteDuplicates{}
 	case TypeNoteRefusals:
 		return &NoteRefusals{}
+	case TypeNoteDivergent:
+		return &NoteDivergent{}
 	}
 	return nil
 }

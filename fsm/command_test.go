@@ -50,6 +50,14 @@ func everyCommand() []fsm.Command {
 				Owners: []string{"agent-9 <retry>", "agent-10"}, MoreOwners: 3, First: 1_740_000_000_123_456_789, Last: 1_740_000_001_000_000_000},
 			{Namespace: "other", Key: "k", Status: fsm.StatusInDoubt, FencingToken: 7, Count: 1, Owners: []string{"o"}, First: -1, Last: -1},
 		}},
+		&fsm.NoteDivergent{Node: "n1", Notes: []fsm.DivergentNote{
+			{Namespace: ns, Key: "refund:ord_98231", Fingerprint: mustFP(payloadA), FencingToken: 42, CreatedAt: 1_740_000_000_000_000_001,
+				Count: 1234, Owners: []string{"agent-9 <retry>", "agent-10"}, MoreOwners: 2,
+				Fingerprints: []string{mustFP(payloadB), "not-hex"}, MoreFingerprints: 5,
+				First: 1_740_000_000_123_456_789, Last: 1_740_000_001_000_000_000},
+			{Namespace: "other", Key: "k", Fingerprint: "not-hex", Count: 1, Owners: []string{"o"},
+				Fingerprints: []string{mustFP(payloadA)}, First: -1, Last: -1},
+		}},
 	}
 }
 
@@ -88,7 +96,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			seen[cmd.Type()] = true
 		})
 	}
-	for typ := fsm.TypeClaim; typ <= fsm.TypeNoteRefusals; typ++ {
+	for typ := fsm.TypeClaim; typ <= fsm.TypeNoteDivergent; typ++ {
 		if !seen[typ] {
 			t.Errorf("command type %d not covered", typ)
 		}

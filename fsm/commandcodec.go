@@ -65,7 +65,7 @@ func rawJSONOf(cmd Command) []byte {
 func hasBinary(t CommandType) bool {
 	switch t {
 	case TypeClaim, TypeComplete, TypeRenew, TypeCommit, TypeResolve, TypeApprove, TypeReject,
-		TypeExpire, TypePurge, TypeUseToken, TypeNoteDuplicates, TypeNoteRefusals:
+		TypeExpire, TypePurge, TypeUseToken, TypeNoteDuplicates, TypeNoteRefusals, TypeNoteDivergent:
 		return true
 	}
 	return false
@@ -243,10 +243,52 @@ func appendBinary(b []byte, cmd Command) []byte {
 			b = appendVarint(b, n.First)
 			b = appendVarint(b, n.Last)
 		}
+	case *NoteDivergent:
+		b = appendString(b, c.Node)
+		b = appendUvarint(b, uint64(len(c.Notes)))
+		for _, n := range c.Notes {
+			b = appendString(b, n.Namespace)
+			b = appendString(b, n.Key)
+			b = appendFingerprint(b, n.Fingerprint)
+			b = appendUvarint(b, n.FencingToken)
+			b = appendVarint(b, n.CreatedAt)
+			b = appendUvarint(b, n.Count)
+			b = appendStrings(b, n.Owners)
+			b = appendUvarint(b, n.MoreOwners)
+			b = appendUvarint(b, uint64(len(n.Fingerprints)))
+			for _, fp := range n.Fingerprints {
+				b = appendFingerprint(b, fp)
+			}
+			b = appendUvarint(b, n.MoreFingerprints)
+			b = appendVarint(b, n.First)
+			b = appendVarint(b, n.Last)
+		}
 	default:
 		panic(fmt.Sprintf("fsm: no binary encoding for %T", cmd)) // hasBinary said there is
 	}
 	return b
+}
+
+// appendStrings appends a count and the strings.
+func appendStrings(b []byte, ss []string) []byte {
+	b = appendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
+}
+
+// strings reads what appendStrings wrote (nil for none).
+func (d *reader) strings() []string {
+	k := d.count(1)
+	if k == 0 {
+		return nil
+	}
+	out := make([]string, 0, min(k, maxPrealloc))
+	for range k {
+		out = append(out, d.text())
+	}
+	return out
 }
 
 // appendCaller appends a report's caller: its principal and override.
@@ -351,6 +393,25 @@ func decodeBinary(body []byte, cmd Command) error {
 					}
 				}
 				note.MoreOwners, note.First, note.Last = d.uvarint(), d.varint(), d.varint()
+				c.Notes = append(c.Notes, note)
+			}
+		}
+	case *NoteDivergent:
+		c.Node = d.text()
+		if n := d.count(13); n > 0 {
+			c.Notes = make([]DivergentNote, 0, min(n, maxPrealloc))
+			for range n {
+				note := DivergentNote{Namespace: d.text(), Key: d.text(), Fingerprint: d.fingerprint(),
+					FencingToken: d.uvarint(), CreatedAt: d.varint(), Count: d.uvarint()}
+				note.Owners = d.strings()
+				note.MoreOwners = d.uvarint()
+				if k := d.count(2); k > 0 {
+					note.Fingerprints = make([]string, 0, min(k, maxPrealloc))
+					for range k {
+						note.Fingerprints = append(note.Fingerprints, d.fingerprint())
+					}
+				}
+				note.MoreFingerprints, note.First, note.Last = d.uvarint(), d.varint(), d.varint()
 				c.Notes = append(c.Notes, note)
 			}
 		}

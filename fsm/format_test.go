@@ -30,10 +30,10 @@ const goldenDir = "testdata/v1"
 // plaintext signing key and a policy.
 func goldenLedger(t *testing.T) *fsm.Machine {
 	l, last := fuzzLedger(t)
-	// The snapshot's content was pinned before NoteDuplicates and
-	// NoteRefusals existed.
+	// The snapshot's content was pinned before NoteDuplicates,
+	// NoteRefusals and NoteDivergent existed.
 	cmds := slices.DeleteFunc(everyCommand(), func(c fsm.Command) bool {
-		return c.Type() == fsm.TypeNoteDuplicates || c.Type() == fsm.TypeNoteRefusals
+		return c.Type() == fsm.TypeNoteDuplicates || c.Type() == fsm.TypeNoteRefusals || c.Type() == fsm.TypeNoteDivergent
 	})
 	cmds = append(cmds,
 		&fsm.AddSigningKey{Key: fsm.SigningKey{ID: "k-plain", Seed: bytes.Repeat([]byte{7}, 32)}},

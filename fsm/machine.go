@@ -267,6 +267,8 @@ func (l *Machine) ApplyCommand(index uint64, cmd Command) *Result {
 		r = a.noteDuplicates(c)
 	case *NoteRefusals:
 		r = a.noteRefusals(c)
+	case *NoteDivergent:
+		r = a.noteDivergent(c)
 	case *Expire:
 		r = a.expire(c)
 	case *Purge:

@@ -200,8 +200,8 @@ func (e AuditEvent) ChangesState() bool {
 //
 // Only the leader, after confirming its leadership (a linearizable read),
 // may give this answer: a lagging copy could refuse a key that was
-// completed. A divergent claim is never answered here: it counts on the
-// intent and its event names the other fingerprint.
+// completed. A divergent claim is never answered here: LocalDivergent
+// answers it, and NoteDivergent counts it.
 func (l *Machine) LocalRefusal(c *Claim, now int64) (*Result, bool) {
 	r := l.get(c.Namespace, c.Key)
 	if r == nil || c.Fingerprint == "" || r.fingerprint() != c.Fingerprint {
@@ -212,19 +212,7 @@ func (l *Machine) LocalRefusal(c *Claim, now int64) (*Result, bool) {
 	if now > MaxSnapshotTime || (st != StateDeclared && st != StateInDoubt) || leasePassed(st, r.leaseDeadline, now) {
 		return nil, false
 	}
-	payload, err := compactJSON(c.Payload)
-	if err != nil || c.Owner == "" || !windowOK(c.LeaseMS) || !windowOK(c.DefaultLeaseMS) || !windowOK(c.DedupeWindowMS) ||
-		!principalOK(c.Principal) {
-		return nil, false
-	}
-	pol, err := l.policyFor(c.Policy, c.Tool)
-	if err != nil {
-		return nil, false
-	}
-	if limit := l.effective(pol, func(p *Policy) int64 { return int64(p.MaxPayloadBytes) }, 0); limit > 0 && int64(len(payload)) > limit {
-		return nil, false
-	}
-	if c.LeaseMS == 0 && l.effective(pol, func(p *Policy) int64 { return p.LeaseMS }, c.DefaultLeaseMS) <= 0 {
+	if !l.claimChecksPass(c) {
 		return nil, false
 	}
 	w := r.intent()
@@ -237,6 +225,27 @@ func (l *Machine) LocalRefusal(c *Claim, now int64) (*Result, bool) {
 	default:
 		return &Result{Status: StatusInDoubt, Intent: w, Detail: inDoubtDetail(w), Index: l.index, Local: true}, true
 	}
+}
+
+// claimChecksPass reports whether claim c passes the checks the state
+// machine's claim makes before it looks at the key: a JSON payload, an
+// owner, windows and a principal it records, a policy for its tool, a
+// payload within the policy's limit and a lease from somewhere. A claim
+// that fails one is answered by the log, never from the state.
+func (l *Machine) claimChecksPass(c *Claim) bool {
+	payload, err := compactJSON(c.Payload)
+	if err != nil || c.Owner == "" || !windowOK(c.LeaseMS) || !windowOK(c.DefaultLeaseMS) || !windowOK(c.DedupeWindowMS) ||
+		!principalOK(c.Principal) {
+		return false
+	}
+	pol, err := l.policyFor(c.Policy, c.Tool)
+	if err != nil {
+		return false
+	}
+	if limit := l.effective(pol, func(p *Policy) int64 { return int64(p.MaxPayloadBytes) }, 0); limit > 0 && int64(len(payload)) > limit {
+		return false
+	}
+	return c.LeaseMS != 0 || l.effective(pol, func(p *Policy) int64 { return p.LeaseMS }, c.DefaultLeaseMS) > 0
 }
 
 // inFlightDetail and inDoubtDetail explain a claim's refusal on w, the

@@ -208,6 +208,15 @@ func TestNoteRefusalsSpareTheGrant(t *testing.T) {
 	eq(t, "trail", len(in.Audit), most)
 	eq(t, "first event", in.Audit[0].Status, fsm.StatusGranted)
 	eq(t, "dropped", in.AuditDropped, uint64(3*fsm.MaxAuditEvents+2-most))
+	// A snapshot of the trail the notes left (48 events, some dropped)
+	// restores: a follower sent it must be able to install it.
+	var spared bytes.Buffer
+	if err := h.l.WriteSnapshot(&spared); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsm.Restore(&spared); err != nil {
+		t.Fatalf("restore of the spared trail: %v", err)
+	}
 	for range 15 {
 		h.must(claim("k", "B", payloadA), fsm.StatusInFlight) // through the log, as from an old node
 	}

@@ -370,12 +370,14 @@ func (b restoreBounds) recordValues(r *record) error {
 		return fmt.Errorf("used token %d is above the fencing token %d", x.tokenUsed, r.fence)
 	case t.policyVersion > r.version:
 		return fmt.Errorf("policy version %d is above the record's version %d", t.policyVersion, r.version)
-	case x.duplicates > r.version*MaxDuplicateNotes || x.divergent > r.version ||
+	case x.duplicates > r.version*MaxDuplicateNotes || x.divergent/MaxDivergentCount > r.version*MaxDivergentNotes ||
 		x.auditDropped > r.version*(MaxDuplicateNotes+1):
-		// A command counts at most one divergent claim, and at most one
-		// duplicate except a NoteDuplicates batch (up to MaxDuplicateNotes
-		// for one key); it appends at most that many audit events plus a
-		// lazy expiry's.
+		// A command counts at most one divergent claim except a
+		// NoteDivergent batch (up to MaxDivergentNotes notes of up to
+		// MaxDivergentCount each for one key), and at most one duplicate
+		// except a NoteDuplicates batch (up to MaxDuplicateNotes for one
+		// key); it appends at most that many audit events plus a lazy
+		// expiry's.
 		return fmt.Errorf("counters (%d duplicates, %d divergent, %d audit events dropped) are more than %d commands make",
 			x.duplicates, x.divergent, x.auditDropped, r.version)
 	}
@@ -476,8 +478,8 @@ func (b restoreBounds) grantValues(r *record, st State, leaseMS int64) error {
 }
 
 // trailValues checks the record's audit trail, which decodeRecord found
-// well formed: at most MaxAuditEvents events (exactly that many once some
-// were dropped), in index and time order, none after the record's version
+// well formed: at most MaxAuditEvents events (at least
+// MaxAuditEvents-noteTrailRoom once some were dropped), in index and time order, none after the record's version
 // or the clock, none before the record was created.
 func (b restoreBounds) trailValues(r *record, dropped uint64) error {
 	// Only indexes and times are checked: an owner or fingerprint written
@@ -504,7 +506,10 @@ func (b restoreBounds) trailValues(r *record, dropped uint64) error {
 		}
 		index, at = ev.Index, ev.At
 	}
-	if dropped > 0 && n != MaxAuditEvents {
+	if dropped > 0 && n < MaxAuditEvents-noteTrailRoom {
+		// A note's event (eventSparing) leaves MaxAuditEvents-noteTrailRoom
+		// events after dropping; the other commands drop only at
+		// MaxAuditEvents.
 		return fmt.Errorf("%d audit events dropped, yet only %d kept", dropped, n)
 	}
 	return nil

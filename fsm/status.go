@@ -125,8 +125,9 @@ type Result struct {
 	// Policy is the policy a policy command stored or removed.
 	Policy *Policy
 	// Local is true for a duplicate a node answered from its own copy of
-	// the ledger (Machine.LocalDuplicate), or a refusal the leader answered
-	// from its state (Machine.LocalRefusal), without proposing anything.
+	// the ledger (Machine.LocalDuplicate), or a refusal or divergent claim
+	// the leader answered from its state (Machine.LocalRefusal,
+	// Machine.LocalDivergent), without proposing anything.
 	Local bool
 	// Attempt is, for an in_flight refusal the leader answered from its
 	// state, how many times the claim's owner has been refused on that

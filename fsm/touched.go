@@ -39,6 +39,11 @@ func Touched(dst []Ref, cmd Command) (refs []Ref, all bool) {
 			dst = append(dst, Ref{Namespace: n.Namespace, Key: n.Key})
 		}
 		return dst, false
+	case *NoteDivergent:
+		for _, n := range c.Notes {
+			dst = append(dst, Ref{Namespace: n.Namespace, Key: n.Key})
+		}
+		return dst, false
 	case *Expire:
 		return append(dst, c.Keys...), false
 	case *Purge:

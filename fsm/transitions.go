@@ -235,8 +235,7 @@ func (a *applier) claim(c *Claim) *Result {
 	attempt := AuditEvent{Op: "claim", Owner: c.Owner, Fingerprint: c.Fingerprint}
 	if w.Fingerprint != c.Fingerprint {
 		w.Divergent++
-		r := a.refuse(orig, w, StatusDivergent, attempt,
-			"key %q was claimed with fingerprint %s; this claim has fingerprint %s", c.Key, w.Fingerprint, c.Fingerprint)
+		r := a.refuse(orig, w, StatusDivergent, attempt, "%s", divergentDetail(c.Key, w.Fingerprint, c.Fingerprint))
 		r.Fingerprint = c.Fingerprint
 		return r
 	}

@@ -27,6 +27,14 @@ import (
 // fsm.DuplicateNote, and the notes of an Interval proposed together as
 // fsm.NoteDuplicates entries (fsm.MaxDuplicateNotes notes each), so every
 // duplicate is still counted and audited, later.
+//
+// A divergent claim (another payload than the key's:
+// fsm.Machine.LocalDivergent) is answered the same way once a divergent
+// claim on the key went through the log: from the leader's confirmed
+// state, counted per key and record, and the counts of an Interval
+// proposed together as fsm.NoteDivergent entries, which add them to the
+// intents' Divergent counters and audit them (how many, which owners and
+// fingerprints, first and last time).
 type RefusalNotes struct {
 	// Interval is how often the counted refusals are proposed (default
 	// 1 s).
@@ -58,6 +66,11 @@ type RefusalStats struct {
 	// since, DuplicatesLost those whose notes were not. Their
 	// NoteDuplicates entries count in Entries.
 	DuplicatesAnswered, DuplicatesNoted, DuplicatesLost uint64
+	// DivergentAnswered is the divergent claims answered from the
+	// leader's state; DivergentNoted those whose notes were recorded
+	// since, DivergentLost those whose notes were not. Their
+	// NoteDivergent entries count in Entries.
+	DivergentAnswered, DivergentNoted, DivergentLost uint64
 }
 
 // maxPendingDuplicates bounds the duplicate notes that wait for the next
@@ -88,6 +101,25 @@ type refusalCount struct {
 	// proposals, bounded by maxOwnerAttempts) for the Retry-After hint.
 	attempts map[string]uint64
 	used     int64
+}
+
+// divergentKey is what divergent claims are counted by: one key, one
+// record (its fingerprint, grant and creation time, as the note names it).
+type divergentKey struct {
+	ns, key     string
+	fingerprint string
+	fence       uint64
+	createdAt   int64
+}
+
+// divergentCount is the divergent claims of one divergentKey since the
+// last proposal.
+type divergentCount struct {
+	pending               uint64
+	owners, fingerprints  []string
+	seen, seenFingerprint map[string]bool
+	moreOwners, moreFps   uint64
+	first, last, used     int64
 }
 
 // dupHold is a key in refusals.dupHeld.
@@ -122,6 +154,14 @@ type refusals struct {
 	// their claims are checked for a duplicate against the state, so every
 	// grant's first duplicate is answered by the log. Bounded by MaxKeys.
 	dupHeld map[[2]string]dupHold
+	// divHeld are the keys whose divergent claim the log lately refused,
+	// with when: only their claims are checked for a divergent answer
+	// against the state, so every key's first divergent claim is answered
+	// by the log. Bounded by MaxKeys.
+	divHeld map[[2]string]int64
+	// divCounts are the divergent claims answered from the state since
+	// the last proposal. Bounded by MaxKeys.
+	divCounts map[divergentKey]*divergentCount
 	// loop is started by the first counted refusal.
 	loop    sync.Once
 	stop    chan struct{}
@@ -136,6 +176,8 @@ type refusals struct {
 	dups                           []fsm.DuplicateNote
 	dupSeq                         atomic.Uint64
 	dupAnswered, dupNoted, dupLost atomic.Uint64
+
+	divAnswered, divNoted, divLost atomic.Uint64
 
 	// confirm shares the leadership confirmations of concurrent refusals.
 	confirm confirmer
@@ -224,8 +266,8 @@ func newRefusals(cfg RefusalNotes, clock func() time.Time) *refusals {
 		cfg.Log = slog.Default()
 	}
 	rf := &refusals{cfg: cfg, node: "leader", counts: map[refusalKey]*refusalCount{}, held: map[[2]string]int64{},
-		dupHeld: map[[2]string]dupHold{},
-		stop:    make(chan struct{}), done: make(chan struct{})}
+		dupHeld: map[[2]string]dupHold{}, divHeld: map[[2]string]int64{}, divCounts: map[divergentKey]*divergentCount{},
+		stop: make(chan struct{}), done: make(chan struct{})}
 	rf.dupSeq.Store(uint64(cfg.Now().UnixNano()))
 	return rf
 }
@@ -245,7 +287,8 @@ func (s *Service) SetRefusalNotes(node string, cfg RefusalNotes) {
 func (s *Service) RefusalStats() RefusalStats {
 	rf := s.refusals
 	return RefusalStats{Answered: rf.answered.Load(), Noted: rf.noted.Load(), Lost: rf.lost.Load(), Entries: rf.entries.Load(),
-		DuplicatesAnswered: rf.dupAnswered.Load(), DuplicatesNoted: rf.dupNoted.Load(), DuplicatesLost: rf.dupLost.Load()}
+		DuplicatesAnswered: rf.dupAnswered.Load(), DuplicatesNoted: rf.dupNoted.Load(), DuplicatesLost: rf.dupLost.Load(),
+		DivergentAnswered: rf.divAnswered.Load(), DivergentNoted: rf.divNoted.Load(), DivergentLost: rf.divLost.Load()}
 }
 
 // mayForwardKey is the context key of WithForwardableClaim.
@@ -268,7 +311,9 @@ func WithForwardableClaim(ctx context.Context) context.Context {
 // the next NoteRefusals; or, when the state machine would answer it as a
 // duplicate of a settled key (fsm.Machine.LocalDuplicate), answers it as a
 // follower with local duplicates does and queues its note for the next
-// NoteDuplicates. nil, nil means "propose it". It looks only at
+// NoteDuplicates; or, when the state machine would refuse it as divergent
+// (fsm.Machine.LocalDivergent), counts it for the next NoteDivergent.
+// nil, nil means "propose it". It looks only at
 // keys a claim through this node was lately refused on (noteRefused), so
 // other claims cost a map lookup: the first refusal of a storm goes
 // through the log, the rest are answered from the state. On a follower it
@@ -277,19 +322,37 @@ func WithForwardableClaim(ctx context.Context) context.Context {
 func (s *Service) refuseLocally(ctx context.Context, c *fsm.Claim) (*fsm.Result, error) {
 	rf := s.refusals
 	now := rf.cfg.Now().UnixNano()
-	held, dupFence := rf.isHeld(c.Namespace, c.Key, now)
-	if !held && dupFence == 0 {
+	held, dupFence, div := rf.isHeld(c.Namespace, c.Key, now)
+	if !held && dupFence == 0 && !div {
 		return nil, nil
 	}
 	var r *fsm.Result
-	var keepDup bool
+	var keepDup, keepDiv bool
 	err := rf.confirm.confirm(ctx, s.r)
 	if err == nil {
 		// Leadership was confirmed after this claim arrived, and this
 		// copy has applied what was committed then: reading it now is
 		// a linearizable read.
 		err = s.r.Read(ctx, Stale, func(l *fsm.Machine) {
-			if r, _ = l.LocalRefusal(c, now); r != nil || dupFence == 0 {
+			if held || dupFence != 0 {
+				// A key held only for its divergent claims leaves its
+				// first in_flight or in_doubt refusal to the log, as
+				// any other key does.
+				if r, _ = l.LocalRefusal(c, now); r != nil {
+					return
+				}
+			}
+			if div {
+				if r, _ = l.LocalDivergent(c, now); r != nil {
+					return
+				}
+				// Not a divergent claim the state can answer (the same
+				// payload, a lease that passed, a claim the log refuses
+				// first): the key keeps its divergent claims while it
+				// has a record.
+				keepDiv = l.Get(c.Namespace, c.Key) != nil
+			}
+			if dupFence == 0 {
 				return
 			}
 			// No margin: this is the leader's own clock, the one its
@@ -317,15 +380,33 @@ func (s *Service) refuseLocally(ctx context.Context, c *fsm.Claim) (*fsm.Result,
 		// A follower sends the claim to the leader only when its own
 		// copy says the leader would likely refuse it.
 		var likely bool
-		if s.r.Read(ctx, Stale, func(l *fsm.Machine) { _, likely = l.LocalRefusal(c, now) }) != nil || !likely {
+		if s.r.Read(ctx, Stale, func(l *fsm.Machine) {
+			if held || dupFence != 0 {
+				_, likely = l.LocalRefusal(c, now)
+			}
+			if !likely && div {
+				_, likely = l.LocalDivergent(c, now)
+			}
+		}) != nil || !likely {
 			return nil, nil
 		}
 		return nil, err
 	case err != nil:
 		return nil, nil
 	case r == nil:
-		rf.unhold(c.Namespace, c.Key, keepDup) // the key moved on
+		rf.unhold(c.Namespace, c.Key, keepDup, keepDiv) // the key moved on
 		return nil, nil
+	case r.Status == fsm.StatusDivergent:
+		before, ok := rf.countDivergent(r, c, now)
+		if !ok {
+			return nil, nil // too many keys or claims counted: the log answers
+		}
+		// The claims answered before this one and not proposed yet count
+		// in the answer, as they will once noted.
+		r.Intent.Divergent += before
+		rf.divAnswered.Add(1)
+		rf.loop.Do(func() { go rf.run(s) })
+		return r, nil
 	case r.Status == fsm.StatusDuplicate:
 		if !rf.queueDuplicate(c, r.Intent.FencingToken, now) {
 			return nil, nil // too many notes waiting: the log answers
@@ -354,6 +435,10 @@ func (s *Service) noteRefused(r *fsm.Result, owner string) {
 		rf.holdDuplicates(r.Intent.Namespace, r.Intent.Key, r.Intent.FencingToken, rf.cfg.Now().UnixNano())
 		return
 	}
+	if r.Intent != nil && r.Status == fsm.StatusDivergent {
+		rf.holdDivergent(r.Intent.Namespace, r.Intent.Key, rf.cfg.Now().UnixNano())
+		return
+	}
 	if r.Intent == nil || (r.Status != fsm.StatusInFlight && r.Status != fsm.StatusInDoubt) {
 		return
 	}
@@ -363,18 +448,97 @@ func (s *Service) noteRefused(r *fsm.Result, owner string) {
 }
 
 // isHeld reports whether a claim on (ns, key) was lately refused here,
-// and the fencing token of the grant a duplicate claim on it was lately
-// answered against by the log (0 if none).
-func (rf *refusals) isHeld(ns, key string, now int64) (bool, uint64) {
+// the fencing token of the grant a duplicate claim on it was lately
+// answered against by the log (0 if none), and whether a divergent claim
+// on it was lately refused by the log.
+func (rf *refusals) isHeld(ns, key string, now int64) (held bool, dupFence uint64, div bool) {
 	rf.mu.Lock()
 	defer rf.mu.Unlock()
 	k := [2]string{ns, key}
-	_, ok := rf.held[k]
+	_, held = rf.held[k]
+	_, div = rf.divHeld[k]
 	h := rf.dupHeld[k]
 	if h.notLeader != 0 && now-h.notLeader < notLeaderPause {
-		return ok, 0
+		return held, 0, div
 	}
-	return ok, h.fence
+	return held, h.fence, div
+}
+
+// holdDivergent remembers (ns, key) as a key whose divergent claims are
+// answered from the state, while fewer than MaxKeys keys are.
+func (rf *refusals) holdDivergent(ns, key string, now int64) {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	k := [2]string{ns, key}
+	if _, ok := rf.divHeld[k]; rf.stopped || (!ok && len(rf.divHeld) >= rf.cfg.MaxKeys) {
+		return
+	}
+	rf.divHeld[k] = now
+}
+
+// countDivergent counts c, a divergent claim answered from the state as
+// r at now, for the next NoteDivergent, and returns how many claims on
+// the record it counted before since the last proposal; false when the
+// bound of keys or of one note's count is reached or the loop has
+// stopped.
+func (rf *refusals) countDivergent(r *fsm.Result, c *fsm.Claim, now int64) (uint64, bool) {
+	in := r.Intent
+	k := divergentKey{ns: in.Namespace, key: in.Key, fingerprint: in.Fingerprint, fence: in.FencingToken, createdAt: in.CreatedAt}
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	if rf.stopped {
+		return 0, false
+	}
+	dc := rf.divCounts[k]
+	if dc == nil {
+		if len(rf.divCounts) >= rf.cfg.MaxKeys {
+			return 0, false
+		}
+		dc = &divergentCount{seen: map[string]bool{}, seenFingerprint: map[string]bool{}}
+		rf.divCounts[k] = dc
+	}
+	if dc.pending >= fsm.MaxDivergentCount {
+		return 0, false
+	}
+	rf.divHeld[[2]string{k.ns, k.key}] = now
+	dc.used = now
+	if dc.pending == 0 {
+		dc.first = now
+	}
+	before := dc.pending
+	dc.pending++
+	dc.last = now
+	dc.owners, dc.moreOwners = addDistinct(dc.owners, dc.seen, dc.moreOwners, c.Owner, fsm.MaxRefusalOwners)
+	dc.fingerprints, dc.moreFps = addDistinct(dc.fingerprints, dc.seenFingerprint, dc.moreFps, c.Fingerprint, fsm.MaxDivergentFingerprints)
+	return before, true
+}
+
+// addDistinct adds v to list (at most limit long) or to the count of
+// more the first time seen has it.
+func addDistinct(list []string, seen map[string]bool, more uint64, v string, limit int) ([]string, uint64) {
+	if seen[v] {
+		return list, more
+	}
+	seen[v] = true
+	if len(list) < limit {
+		return append(list, v), more
+	}
+	return list, more + 1
+}
+
+// takeDivergent returns the divergent notes counted since the last call
+// and forgets the records counted then.
+func (rf *refusals) takeDivergent() []fsm.DivergentNote {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	out := make([]fsm.DivergentNote, 0, len(rf.divCounts))
+	for k, dc := range rf.divCounts {
+		out = append(out, fsm.DivergentNote{Namespace: k.ns, Key: k.key, Fingerprint: k.fingerprint, FencingToken: k.fence,
+			CreatedAt: k.createdAt, Count: dc.pending, Owners: dc.owners, MoreOwners: dc.moreOwners,
+			Fingerprints: dc.fingerprints, MoreFingerprints: dc.moreFps, First: dc.first, Last: dc.last})
+	}
+	clear(rf.divCounts)
+	return out
 }
 
 // notLeader remembers that this node was not the leader at now when it
@@ -431,13 +595,17 @@ func (rf *refusals) takeDuplicates() []fsm.DuplicateNote {
 }
 
 // unhold forgets (ns, key): its claims go to the log until one is refused
-// again (or, unless keepDup, answered as a duplicate).
-func (rf *refusals) unhold(ns, key string, keepDup bool) {
+// again (or, unless keepDup, answered as a duplicate; unless keepDiv,
+// refused as divergent).
+func (rf *refusals) unhold(ns, key string, keepDup, keepDiv bool) {
 	rf.mu.Lock()
 	defer rf.mu.Unlock()
 	delete(rf.held, [2]string{ns, key})
 	if !keepDup {
 		delete(rf.dupHeld, [2]string{ns, key})
+	}
+	if !keepDiv {
+		delete(rf.divHeld, [2]string{ns, key})
 	}
 }
 
@@ -521,6 +689,11 @@ func (rf *refusals) take(now int64) []fsm.RefusalNote {
 			delete(rf.dupHeld, k)
 		}
 	}
+	for k, used := range rf.divHeld {
+		if now-used > int64(time.Minute) {
+			delete(rf.divHeld, k)
+		}
+	}
 	return out
 }
 
@@ -565,6 +738,29 @@ func (rf *refusals) flush(s *Service) {
 			continue
 		}
 		rf.noted.Add(count)
+	}
+	div := rf.takeDivergent()
+	for len(div) > 0 {
+		n := min(len(div), fsm.MaxDivergentNotes)
+		batch := div[:n]
+		div = div[n:]
+		var count uint64
+		for _, note := range batch {
+			count += note.Count
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r, err := s.r.Propose(ctx, &fsm.NoteDivergent{Node: rf.node, Notes: batch})
+		cancel()
+		rf.entries.Add(1)
+		if err != nil || r.Status != fsm.StatusOK {
+			// Not retried, as refusal notes are not: a second copy of a
+			// note would count its claims twice.
+			rf.divLost.Add(count)
+			rf.cfg.Log.Warn("ledger: divergent claims answered from the leader's state are missing from their intents' counters and audit trails",
+				"claims", count, "keys", n, "first_key", batch[0].Key, "err", err)
+			continue
+		}
+		rf.divNoted.Add(count)
 	}
 	dups := rf.takeDuplicates()
 	for len(dups) > 0 {

@@ -71,8 +71,9 @@ func TestStormCostsOneEntry(t *testing.T) {
 	eq(t, "grant still in the trail", in.Audit[0].Status, fsm.StatusGranted)
 }
 
-// TestRefusalsThatChangeSomethingGoThroughTheLog: a divergent claim (it
-// counts), the owner's repeat (granted again), and the first claim after
+// TestRefusalsThatChangeSomethingGoThroughTheLog: the first divergent
+// claim (it counts; the next is answered from the state and counted by a
+// note), the owner's repeat (granted again), and the first claim after
 // the lease passed (it expires the grant) are proposed; an in_doubt
 // refusal after that is answered from the state.
 func TestRefusalsThatChangeSomethingGoThroughTheLog(t *testing.T) {
@@ -92,7 +93,7 @@ func TestRefusalsThatChangeSomethingGoThroughTheLog(t *testing.T) {
 		{"owner's repeat", 0, claimReq(key, owner, `{"a":1}`), fsm.StatusGranted, false},
 		{"first in_flight", 0, claimReq(key, "other", `{"a":1}`), fsm.StatusInFlight, false},
 		{"in_flight", 0, claimReq(key, "other", `{"a":1}`), fsm.StatusInFlight, true},
-		{"divergent on a held key", 0, claimReq(key, "other", `{"a":3}`), fsm.StatusDivergent, false},
+		{"divergent on a held key: the second divergent claim", 0, claimReq(key, "other", `{"a":3}`), fsm.StatusDivergent, true},
 		{"lease passed", 2 * time.Second, claimReq(key, "other", `{"a":1}`), fsm.StatusInDoubt, false},
 		{"in_doubt", 0, claimReq(key, "third", `{"a":1}`), fsm.StatusInDoubt, true},
 	}
@@ -107,6 +108,7 @@ func TestRefusalsThatChangeSomethingGoThroughTheLog(t *testing.T) {
 		}
 		eq(t, st.name+": proposed", m.Proposed()-before, proposed)
 	}
+	s.Close() // the second divergent claim is counted by its note
 	eq(t, "divergent counted", m.Ledger().Get("default", key).Divergent, uint64(2))
 }
 
@@ -134,18 +136,28 @@ func TestFollowerSendsLikelyRefusalsToTheLeader(t *testing.T) {
 		leader      string
 		payload     string
 		wantForward bool
+		// mark is the payload of the claim through the log that marks
+		// the key: in_flight unless it diverges.
+		mark string
 	}{
-		{"forwardable", true, "http://10.0.0.2:8080", `{"a":1}`, true},
-		{"already forwarded", false, "http://10.0.0.2:8080", `{"a":1}`, false},
-		{"leader's address unknown", true, "", `{"a":1}`, false},
-		{"divergent", true, "http://10.0.0.2:8080", `{"a":2}`, false},
+		{"forwardable", true, "http://10.0.0.2:8080", `{"a":1}`, true, `{"a":1}`},
+		{"already forwarded", false, "http://10.0.0.2:8080", `{"a":1}`, false, `{"a":1}`},
+		{"leader's address unknown", true, "", `{"a":1}`, false, `{"a":1}`},
+		{"divergent on a key marked in_flight", true, "http://10.0.0.2:8080", `{"a":2}`, false, `{"a":1}`},
+		{"divergent on a key marked divergent", true, "http://10.0.0.2:8080", `{"a":2}`, true, `{"a":3}`},
+		{"divergent already forwarded", false, "http://10.0.0.2:8080", `{"a":2}`, false, `{"a":3}`},
+		{"in_flight on a key marked divergent only", true, "http://10.0.0.2:8080", `{"a":1}`, false, `{"a":3}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m := ledgertest.NewMemory(start)
 			s := refusalSetup(t, notLeading{Memory: m, leader: tc.leader}, m)
 			mustClaim(t, s, claimReq(key, owner, `{"a":1}`), fsm.StatusGranted)
-			mustClaim(t, s, claimReq(key, "first", `{"a":1}`), fsm.StatusInFlight) // through the log: marks the key
+			want := fsm.StatusInFlight
+			if tc.mark != `{"a":1}` {
+				want = fsm.StatusDivergent
+			}
+			mustClaim(t, s, claimReq(key, "first", tc.mark), want) // through the log: marks the key
 			ctx := context.Background()
 			if tc.forwardable {
 				ctx = ledger.WithForwardableClaim(ctx)

@@ -68,6 +68,7 @@ type config struct {
 	serve        string // --serve-upstream: serve the trivial upstream here instead of driving load
 	storm        []int  // --storm: retrier levels of the storm mode (storm.go)
 	stormHold    time.Duration
+	stormKinds   []string // --storm-kinds: naive, polite, divergent
 	steadyRate   int
 }
 
@@ -92,6 +93,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	storm := fs.String("storm", "", "storm mode: comma-separated retrier counts (e.g. 50,200,1000) hammering one held key, naive and polite, beside --steady-rate unrelated claims/s (storm.go)")
 	fs.DurationVar(&c.stormHold, "storm-hold", 10*time.Second, "storm mode: how long each level holds its key")
 	fs.IntVar(&c.steadyRate, "steady-rate", 200, "storm mode: unrelated claims per second")
+	kinds := fs.String("storm-kinds", "naive,polite", "storm mode: the retriers of each level: naive (same payload, again at once), "+
+		"polite (same payload, after retry_after_ms), divergent (each its own payload, again at once)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -102,6 +105,13 @@ func parse(args []string, stderr io.Writer) (config, error) {
 				return c, fmt.Errorf("--storm: bad level %q", s)
 			}
 			c.storm = append(c.storm, n)
+		}
+		for _, k := range strings.Split(*kinds, ",") {
+			k = strings.TrimSpace(k)
+			if !slices.Contains([]string{"naive", "polite", "divergent"}, k) {
+				return c, fmt.Errorf("--storm-kinds: unknown kind %q (naive, polite, divergent)", k)
+			}
+			c.stormKinds = append(c.stormKinds, k)
 		}
 		if c.stormHold <= 0 || c.steadyRate < 1 {
 			return c, errors.New("bad flags: --storm needs a positive --storm-hold and --steady-rate")

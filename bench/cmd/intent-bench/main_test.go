@@ -156,7 +156,7 @@ func TestServeUpstreamAnswersUntilStopped(t *testing.T) {
 func TestBenchRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"--clients", "0"}, {"--mode", "x"}, {"--target", "x"}, {"--duration", "0s"},
 		{"--via", "idem"}, {"--via", "idem", "--url", "ftp://x/y"}, {"--via", "idem", "--url", "http://x/", "--mode", "contended"},
-		{"--url", "http://x/"}} {
+		{"--url", "http://x/"}, {"--storm", "10", "--storm-kinds", "rude"}, {"--storm", "10", "--storm-kinds", "naive,"}} {
 		if code := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); code != 2 {
 			t.Errorf("run(%q) = %d, want 2", args, code)
 		}

@@ -18,9 +18,11 @@ import (
 // The storm mode (--storm 50,200,1000): one key held for --storm-hold by a
 // holder that never reports, hammered by N retriers of other owners with
 // the same payload, beside a steady open-loop workload of unrelated claims
-// (each completed) at --steady-rate per second. Each level runs twice:
-// naive retriers claim again as soon as they are refused, polite ones wait
-// the answer's retry_after_ms first. A level with no storm first gives the
+// (each completed) at --steady-rate per second. Each level runs once per
+// --storm-kinds: naive retriers claim again as soon as they are refused,
+// polite ones wait the answer's retry_after_ms first, divergent ones claim
+// again at once with a payload of their own (refused as divergent, 422).
+// A level with no storm first gives the
 // baseline. For each it reports the Raft entries per second the storm
 // added (the leader's commit index before and after, less two entries per
 // steady op), the leader's CPU (process_cpu_seconds_total from its
@@ -47,7 +49,7 @@ func runStorm(ctx context.Context, cfg config, hc *http.Client, leader string, s
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
 	levels := append([]int{0}, cfg.storm...)
 	for _, n := range levels {
-		kinds := []string{"naive", "polite"}
+		kinds := cfg.stormKinds
 		if n == 0 {
 			kinds = []string{"none"}
 		}
@@ -96,13 +98,17 @@ func stormLevel(ctx context.Context, cfg config, hc *http.Client, leader, prefix
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body, _ := json.Marshal(map[string]any{"key": key, "tool": "bench.tool", "owner": fmt.Sprintf("retrier-%d", i), "payload": payload})
+			mine, want := any(payload), http.StatusConflict
+			if kind == "divergent" {
+				mine, want = map[string]any{"d": "storm", "retrier": i}, http.StatusUnprocessableEntity
+			}
+			body, _ := json.Marshal(map[string]any{"key": key, "tool": "bench.tool", "owner": fmt.Sprintf("retrier-%d", i), "payload": mine})
 			for ctx.Err() == nil {
 				code, resp, err := postJSON(ctx, hc, cfg.apiKey, leader+"/v1/intents", body)
 				if ctx.Err() != nil {
 					return
 				}
-				if err != nil || code != http.StatusConflict {
+				if err != nil || code != want {
 					errs.Add(1)
 					continue
 				}
