@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/intentledger/intentd/fsm"
-	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/replication"
 )
 
 // SnapshotInfo describes a ledger snapshot (a backup).
@@ -92,12 +92,12 @@ type Snapshot interface {
 type ledgerSnapshot struct{ l *fsm.Ledger }
 
 // TakeSnapshot takes a consistent view of the ledger: it is read
-// linearizably on the leader (a follower answers ledger.NotLeaderError), so
+// linearizably on the leader (a follower answers replication.NotLeaderError), so
 // it holds every write acknowledged before the call. The clone costs O(1)
 // and writes go on while it is written out.
 func (n *Node) TakeSnapshot(ctx context.Context) (Snapshot, error) {
 	var l *fsm.Ledger
-	if err := n.Read(ctx, ledger.Linearizable, func(cur *fsm.Ledger) { l = cur.Clone() }); err != nil {
+	if err := n.Read(ctx, replication.Linearizable, func(cur *fsm.Ledger) { l = cur.Clone() }); err != nil {
 		return nil, err
 	}
 	return &ledgerSnapshot{l: l}, nil
@@ -152,7 +152,7 @@ const maxRestoreClockLead = 24 * time.Hour
 
 // Restore replaces the ledger of the whole cluster with a snapshot written
 // by WriteSnapshot. It runs on the leader (a follower answers
-// ledger.NotLeaderError) through raft's user restore: the snapshot is
+// replication.NotLeaderError) through raft's user restore: the snapshot is
 // checked first (format, order, SHA-256 trailer and every value, by
 // fsm.Restore, and its clock against this leader's), installed at a Raft
 // index past both the current log and the snapshot's own index, and
@@ -164,7 +164,7 @@ const maxRestoreClockLead = 24 * time.Hour
 // value), and the cluster is left as it was.
 func (n *Node) Restore(ctx context.Context, data []byte, force bool) (SnapshotInfo, error) {
 	if n.stopping.Load() {
-		return SnapshotInfo{}, ledger.ErrShuttingDown
+		return SnapshotInfo{}, replication.ErrShuttingDown
 	}
 	if n.raft.State() != raft.Leader {
 		return SnapshotInfo{}, n.notLeader()
@@ -185,7 +185,7 @@ func (n *Node) Restore(ctx context.Context, data []byte, force bool) (SnapshotIn
 	info := SnapshotInfo{Index: l.AppliedIndex(), Intents: l.Len(), Digest: l.Digest(), Bytes: int64(len(data))}
 	if !force {
 		var cur int
-		if err := n.Read(ctx, ledger.Linearizable, func(x *fsm.Ledger) { cur = x.Len() }); err != nil {
+		if err := n.Read(ctx, replication.Linearizable, func(x *fsm.Ledger) { cur = x.Len() }); err != nil {
 			return SnapshotInfo{}, err
 		}
 		if cur > 0 {
@@ -203,7 +203,7 @@ func (n *Node) Restore(ctx context.Context, data []byte, force bool) (SnapshotIn
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		return SnapshotInfo{}, fmt.Errorf("%w: %w while restoring", ledger.ErrOutcomeUnknown, ctx.Err())
+		return SnapshotInfo{}, fmt.Errorf("%w: %w while restoring", replication.ErrOutcomeUnknown, ctx.Err())
 	}
 	if err != nil {
 		return SnapshotInfo{}, n.mapApplyError(err)
