@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/intentledger/intentd/clusterview"
 	"github.com/intentledger/intentd/replication"
 )
 
@@ -25,17 +26,20 @@ import (
 // before it rejoins (docs/operations.md).
 const removedHold = 10 * time.Minute
 
-// ErrUnknownPeer is a removal or a leadership transfer naming a node that
-// is not a server of the Raft configuration.
-var ErrUnknownPeer = errors.New("cluster: no such server in the configuration")
-
-// ErrRemoveLeader is a removal of the leader itself: it must hand its
-// leadership over first (TransferLeadership), then be removed by the new
-// leader.
-var ErrRemoveLeader = errors.New("cluster: the leader cannot remove itself; transfer leadership first")
-
-// ErrNotVoter is a leadership transfer to a server that is not a voter.
-var ErrNotVoter = errors.New("cluster: the target is not a voter")
+// The refusals of RemovePeer and TransferLeadership (clusterview's, the
+// same values).
+var (
+	// ErrUnknownPeer is a removal or a leadership transfer naming a node
+	// that is not a server of the Raft configuration.
+	ErrUnknownPeer = clusterview.ErrUnknownPeer
+	// ErrRemoveLeader is a removal of the leader itself: it must hand its
+	// leadership over first (TransferLeadership), then be removed by the
+	// new leader.
+	ErrRemoveLeader = clusterview.ErrRemoveLeader
+	// ErrNotVoter is a leadership transfer to a server that is not a
+	// voter.
+	ErrNotVoter = clusterview.ErrNotVoter
+)
 
 // removedPeers remembers the servers an operator removed, and when.
 type removedPeers struct {

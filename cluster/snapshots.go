@@ -5,34 +5,25 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/intentledger/intentd/clusterview"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/replication"
 )
 
-// SnapshotInfo describes a ledger snapshot (a backup).
-type SnapshotInfo struct {
-	// Index is the log index of the last command the snapshot reflects.
-	Index uint64 `json:"index"`
-	// Intents is the number of intents in it.
-	Intents int `json:"intents"`
-	// Digest is the hex SHA-256 of the snapshot's bytes, which is also the
-	// replica digest of a ledger holding exactly that state.
-	Digest string `json:"digest"`
-	// Bytes is the snapshot's size.
-	Bytes int64 `json:"bytes"`
-}
+// SnapshotInfo describes a ledger snapshot, a backup
+// (clusterview.SnapshotInfo).
+type SnapshotInfo = clusterview.SnapshotInfo
 
 // ErrNotEmpty refuses a restore into a ledger that already holds intents
 // (unless forced): a restore replaces the whole state, and on a ledger in
-// use it would undo acknowledged writes.
-var ErrNotEmpty = errors.New("the ledger is not empty; restore into a fresh cluster (or force it)")
+// use it would undo acknowledged writes (clusterview's, the same value).
+var ErrNotEmpty = clusterview.ErrNotEmpty
 
 // indexedSnapshots wraps raft's snapshot store so that the state machine
 // learns the Raft index of every snapshot it restores (raft's FSM.Restore
@@ -76,16 +67,8 @@ type indexedReader struct {
 }
 
 // Snapshot is a consistent, immutable view of the ledger taken by
-// TakeSnapshot, to be written out once with Write.
-type Snapshot interface {
-	// Index is the log index of the last command the snapshot reflects.
-	Index() uint64
-	// Intents is the number of intents in it.
-	Intents() int
-	// Write writes the snapshot in the state machine's deterministic
-	// encoding (fsm.Ledger.WriteSnapshot, with a SHA-256 trailer) to w.
-	Write(w io.Writer) (SnapshotInfo, error)
-}
+// TakeSnapshot, to be written out once with Write (clusterview.Snapshot).
+type Snapshot = clusterview.Snapshot
 
 // ledgerSnapshot is the Snapshot TakeSnapshot takes: a clone of the
 // state machine's ledger.
