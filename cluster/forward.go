@@ -16,7 +16,7 @@ import (
 
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/internal/faults"
-	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/replication"
 )
 
 // Forwarding: a follower proposes through the leader (see DESIGN.md,
@@ -95,14 +95,14 @@ func (n *Node) proposeVia(ctx context.Context, cmd fsm.Command) (*fsm.Result, er
 		addr, id := n.raft.LeaderWithID()
 		if id == "" || string(id) == n.cfg.ID {
 			// No leader, or this node is becoming it (raft's state lags).
-			return nil, ledger.ErrNoLeader
+			return nil, replication.ErrNoLeader
 		}
 		r, err := n.fwd.call(ctx, string(addr), string(id), entry)
 		if errors.Is(err, errNotForwarded) {
 			if attempt == 0 {
 				continue
 			}
-			return nil, fmt.Errorf("%w: %w", ledger.ErrNoLeader, err)
+			return nil, fmt.Errorf("%w: %w", replication.ErrNoLeader, err)
 		}
 		return r, err
 	}
@@ -137,7 +137,7 @@ func (f *forwarder) connTo(ctx context.Context, addr, id string) (*fwdConn, erro
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
-		return nil, ledger.ErrShuttingDown
+		return nil, replication.ErrShuttingDown
 	}
 	c := f.conn
 	if c == nil || c.addr != addr || c.id != id || c.failed() {
@@ -157,7 +157,7 @@ func (f *forwarder) connTo(ctx context.Context, addr, id string) (*fwdConn, erro
 	select {
 	case <-c.ready:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: waiting for the connection to the leader: %w", ledger.ErrNoLeader, ctx.Err())
+		return nil, fmt.Errorf("%w: waiting for the connection to the leader: %w", replication.ErrNoLeader, ctx.Err())
 	}
 	if c.dialErr != nil {
 		return nil, fmt.Errorf("%w: %w", errNotForwarded, c.dialErr)
@@ -213,7 +213,7 @@ func (f *forwarder) close() {
 	c := f.conn
 	f.mu.Unlock()
 	if c != nil {
-		c.fail(ledger.ErrShuttingDown)
+		c.fail(replication.ErrShuttingDown)
 	}
 }
 
@@ -351,10 +351,10 @@ func (c *fwdConn) call(ctx context.Context, entry []byte, timeout time.Duration)
 		return c.answer(a)
 	case <-ctx.Done():
 		c.abandon(call)
-		return nil, fmt.Errorf("%w: %w while the leader %s had the command", ledger.ErrOutcomeUnknown, ctx.Err(), c.id)
+		return nil, fmt.Errorf("%w: %w while the leader %s had the command", replication.ErrOutcomeUnknown, ctx.Err(), c.id)
 	case <-expired:
 		c.abandon(call)
-		return nil, fmt.Errorf("%w: the leader %s did not answer within %s", ledger.ErrOutcomeUnknown, c.id, timeout)
+		return nil, fmt.Errorf("%w: the leader %s did not answer within %s", replication.ErrOutcomeUnknown, c.id, timeout)
 	}
 }
 
@@ -375,10 +375,10 @@ func (c *fwdConn) abandon(call *fwdCall) {
 func (c *fwdConn) answer(a fwdAnswer) (*fsm.Result, error) {
 	if a.err != nil {
 		if a.sent && c.lostIsFailure {
-			return nil, fmt.Errorf("%w: %w", ledger.ErrNoLeader, a.err) // seeded bug: unknown reported as definite
+			return nil, fmt.Errorf("%w: %w", replication.ErrNoLeader, a.err) // seeded bug: unknown reported as definite
 		}
 		if a.sent {
-			return nil, fmt.Errorf("%w: the connection to the leader %s failed with the command sent: %w", ledger.ErrOutcomeUnknown, c.id, a.err)
+			return nil, fmt.Errorf("%w: the connection to the leader %s failed with the command sent: %w", replication.ErrOutcomeUnknown, c.id, a.err)
 		}
 		return nil, fmt.Errorf("%w: %w", errNotForwarded, a.err)
 	}
@@ -389,17 +389,17 @@ func (c *fwdConn) answer(a fwdAnswer) (*fsm.Result, error) {
 		if err != nil {
 			// Applied, but this node cannot read the answer: a retry
 			// learns it.
-			return nil, fmt.Errorf("%w: the leader's answer does not decode: %w", ledger.ErrOutcomeUnknown, err)
+			return nil, fmt.Errorf("%w: the leader's answer does not decode: %w", replication.ErrOutcomeUnknown, err)
 		}
 		return r, nil
 	case fwdNotLeader:
 		return nil, fmt.Errorf("%w: %s no longer leads: %s", errNotForwarded, c.id, msg())
 	case fwdNoLeader:
-		return nil, fmt.Errorf("%w: the leader %s: %s", ledger.ErrNoLeader, c.id, msg())
+		return nil, fmt.Errorf("%w: the leader %s: %s", replication.ErrNoLeader, c.id, msg())
 	case fwdRefused:
 		return nil, fmt.Errorf("cluster: the leader %s refused the command: %s", c.id, msg())
 	}
-	return nil, fmt.Errorf("%w: the leader %s: %s", ledger.ErrOutcomeUnknown, c.id, msg())
+	return nil, fmt.Errorf("%w: the leader %s: %s", replication.ErrOutcomeUnknown, c.id, msg())
 }
 
 // write sends the queued commands, all that are queued in one write.
@@ -601,7 +601,7 @@ func (n *Node) serveForward(conn net.Conn) {
 // instead of a future.
 func (n *Node) applyForwarded(entry []byte) (code byte, f raft.ApplyFuture, msg string) {
 	if n.stopping.Load() {
-		return fwdNoLeader, nil, ledger.ErrShuttingDown.Error()
+		return fwdNoLeader, nil, replication.ErrShuttingDown.Error()
 	}
 	if n.raft.State() != raft.Leader {
 		return fwdNotLeader, nil, "this node is not the leader"
@@ -618,13 +618,13 @@ func (n *Node) applyForwarded(entry []byte) (code byte, f raft.ApplyFuture, msg 
 func (n *Node) forwardedAnswer(id uint64, f raft.ApplyFuture) []byte {
 	if err := n.awaitApply(context.Background(), f); err != nil {
 		err = n.mapApplyError(err)
-		var nl *ledger.NotLeaderError
+		var nl *replication.NotLeaderError
 		code := fwdUnknown
 		switch {
-		case errors.As(err, &nl), errors.Is(err, ledger.ErrNotLeader):
+		case errors.As(err, &nl), errors.Is(err, replication.ErrNotLeader):
 			code = fwdNotLeader
-		case errors.Is(err, ledger.ErrOutcomeUnknown):
-		case errors.Is(err, ledger.ErrNoLeader), errors.Is(err, ledger.ErrShuttingDown):
+		case errors.Is(err, replication.ErrOutcomeUnknown):
+		case errors.Is(err, replication.ErrNoLeader), errors.Is(err, replication.ErrShuttingDown):
 			code = fwdNoLeader
 		}
 		return appendAnswer(nil, id, code, []byte(err.Error()))

@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/intentledger/intentd/fsm"
-	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/replication"
 )
 
 // stateMachine adapts the pure fsm.Machine to raft.BatchingFSM. Raft applies
@@ -36,7 +36,7 @@ type stateMachine struct {
 }
 
 // subscription is one subscriber; its address identifies it.
-type subscription struct{ sink ledger.ChangeSink }
+type subscription struct{ sink replication.ChangeSink }
 
 // maxTouchedBuffer bounds the touched buffer kept between batches (a large
 // sweep grows it once).
@@ -48,7 +48,7 @@ func newStateMachine() *stateMachine {
 
 // subscribe makes the state machine report its changes to sink until the
 // returned func is called.
-func (s *stateMachine) subscribe(sink ledger.ChangeSink) (unsubscribe func()) {
+func (s *stateMachine) subscribe(sink replication.ChangeSink) (unsubscribe func()) {
 	sub := &subscription{sink: sink}
 	s.sinkMu.Lock()
 	defer s.sinkMu.Unlock()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/internal/faults"
-	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/replication"
 )
 
 // verifyBackoff is how long reconcile waits before it checks a member that
@@ -275,4 +275,4 @@ func (n *Node) sweep(ctx context.Context) {
 	}
 }
 
-var _ ledger.Replicator = (*Node)(nil)
+var _ replication.Replicator = (*Node)(nil)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/intentledger/intentd/clusterview"
 	"github.com/intentledger/intentd/internal/faults"
 )
 
@@ -78,8 +79,8 @@ var ErrNotYourself = errors.New("cluster: a node may ask only for its own member
 // ErrNoLiveMajority is a removal or demotion the leader refused because the
 // voters left would not include a majority it currently hears from: the new
 // configuration could not commit, and the cluster would have no leader
-// until the unreachable voters returned.
-var ErrNoLiveMajority = errors.New("cluster: the change would leave the voters without a live majority")
+// until the unreachable voters returned (clusterview's, the same value).
+var ErrNoLiveMajority = clusterview.ErrNoLiveMajority
 
 // memberRequest is a node's membership request.
 type memberRequest struct {

@@ -3,7 +3,7 @@
 // snapshots, and its own stream layer under raft's network transport (TCP,
 // optionally mutual TLS; transport.go), and memberlist gossip for
 // discovery. The leader turns gossip membership into Raft voters and
-// proposes the time-driven sweeps. It implements ledger.Replicator. No
+// proposes the time-driven sweeps. It implements replication.Replicator. No
 // raft or memberlist type appears in its API. See DESIGN.md for why it
 // works the way it does.
 package cluster

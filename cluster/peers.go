@@ -9,13 +9,14 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/clusterview"
+	"github.com/intentledger/intentd/replication"
 )
 
 // Operator membership changes: an administrator removes a server that
 // cannot ask for its own removal (it is dead), and moves leadership (a
 // rolling restart restarts the leader last). Both run on the leader; a
-// follower answers *ledger.NotLeaderError, which the HTTP layer forwards.
+// follower answers *replication.NotLeaderError, which the HTTP layer forwards.
 
 // removedHold is how long the leader refuses to add back, from gossip, a
 // server an operator removed (RemovePeer). A removed node that comes back
@@ -25,17 +26,20 @@ import (
 // before it rejoins (docs/operations.md).
 const removedHold = 10 * time.Minute
 
-// ErrUnknownPeer is a removal or a leadership transfer naming a node that
-// is not a server of the Raft configuration.
-var ErrUnknownPeer = errors.New("cluster: no such server in the configuration")
-
-// ErrRemoveLeader is a removal of the leader itself: it must hand its
-// leadership over first (TransferLeadership), then be removed by the new
-// leader.
-var ErrRemoveLeader = errors.New("cluster: the leader cannot remove itself; transfer leadership first")
-
-// ErrNotVoter is a leadership transfer to a server that is not a voter.
-var ErrNotVoter = errors.New("cluster: the target is not a voter")
+// The refusals of RemovePeer and TransferLeadership (clusterview's, the
+// same values).
+var (
+	// ErrUnknownPeer is a removal or a leadership transfer naming a node
+	// that is not a server of the Raft configuration.
+	ErrUnknownPeer = clusterview.ErrUnknownPeer
+	// ErrRemoveLeader is a removal of the leader itself: it must hand its
+	// leadership over first (TransferLeadership), then be removed by the
+	// new leader.
+	ErrRemoveLeader = clusterview.ErrRemoveLeader
+	// ErrNotVoter is a leadership transfer to a server that is not a
+	// voter.
+	ErrNotVoter = clusterview.ErrNotVoter
+)
 
 // removedPeers remembers the servers an operator removed, and when.
 type removedPeers struct {
@@ -67,7 +71,7 @@ func (r *removedPeers) held(id string, now time.Time) bool {
 // RemovePeer removes server id from the Raft configuration at an
 // operator's request: the procedure for a node that is dead and cannot
 // ask for its own removal. It runs on the leader (a follower answers
-// *ledger.NotLeaderError). It refuses the leader itself (ErrRemoveLeader),
+// *replication.NotLeaderError). It refuses the leader itself (ErrRemoveLeader),
 // a node that is not a server (ErrUnknownPeer) and, for a voter, a removal
 // after which the voters left would not include a majority the leader
 // hears from (ErrNoLiveMajority, keepsLiveMajority): removing a dead voter
@@ -75,7 +79,7 @@ func (r *removedPeers) held(id string, now time.Time) bool {
 // add the node back from gossip for removedHold.
 func (n *Node) RemovePeer(ctx context.Context, id string) error {
 	if n.stopping.Load() {
-		return ledger.ErrShuttingDown
+		return replication.ErrShuttingDown
 	}
 	if n.raft.State() != raft.Leader {
 		return n.notLeader()
@@ -117,11 +121,11 @@ func (n *Node) RemovePeer(ctx context.Context, id string) error {
 // or, when to is "", to the voter raft finds most up to date. It returns
 // once raft has handed over (or failed to), with the ID of the leader
 // this node knows then ("" while none is known yet). A follower answers
-// *ledger.NotLeaderError; a leader asked to transfer to itself keeps
+// *replication.NotLeaderError; a leader asked to transfer to itself keeps
 // leading and answers its own ID.
 func (n *Node) TransferLeadership(ctx context.Context, to string) (string, error) {
 	if n.stopping.Load() {
-		return "", ledger.ErrShuttingDown
+		return "", replication.ErrShuttingDown
 	}
 	if n.raft.State() != raft.Leader {
 		return "", n.notLeader()
@@ -166,11 +170,11 @@ func (n *Node) TransferLeadership(ctx context.Context, to string) (string, error
 func mapLeaderErr(err error) error {
 	switch {
 	case errors.Is(err, raft.ErrLeadershipLost):
-		return fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err)
+		return fmt.Errorf("%w: %w", replication.ErrOutcomeUnknown, err)
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return fmt.Errorf("%w: %w", ledger.ErrNoLeader, err)
+		return fmt.Errorf("%w: %w", replication.ErrNoLeader, err)
 	case errors.Is(err, raft.ErrRaftShutdown):
-		return fmt.Errorf("%w: %w", ledger.ErrShuttingDown, err)
+		return fmt.Errorf("%w: %w", replication.ErrShuttingDown, err)
 	}
 	return err
 }

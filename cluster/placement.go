@@ -8,31 +8,20 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+
+	"github.com/intentledger/intentd/clusterview"
 )
 
 // LeaderPlacement is the leader's view of Config.PreferLeaderRegion, in
-// Status (the leader's only).
-type LeaderPlacement struct {
-	// PreferredRegion is the region the leader tries to keep leadership
-	// in ("" on a replica that leads: it hands leadership to any voter).
-	PreferredRegion string `json:"preferred_region"`
-	// State is "in_region" (this leader is where it should be), "waiting"
-	// (no voter there qualifies yet: Detail says why), "moving" (a
-	// transfer to Target is under way) or "backoff" (the last transfer
-	// failed: Detail says why and when the next is tried).
-	State  string `json:"state"`
-	Detail string `json:"detail,omitempty"`
-	Target string `json:"target,omitempty"`
-	// Transfers counts the transfers this leader started.
-	Transfers int `json:"transfers"`
-}
+// Status (clusterview.LeaderPlacement).
+type LeaderPlacement = clusterview.LeaderPlacement
 
 // The states of LeaderPlacement.
 const (
-	PlacementInRegion = "in_region"
-	PlacementWaiting  = "waiting"
-	PlacementMoving   = "moving"
-	PlacementBackoff  = "backoff"
+	PlacementInRegion = clusterview.PlacementInRegion
+	PlacementWaiting  = clusterview.PlacementWaiting
+	PlacementMoving   = clusterview.PlacementMoving
+	PlacementBackoff  = clusterview.PlacementBackoff
 )
 
 // placement is the leader's duty of moving leadership to the preferred

@@ -10,10 +10,10 @@ import (
 
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/internal/faults"
-	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/replication"
 )
 
-// Propose implements ledger.Replicator. The leader stamps the command
+// Propose implements replication.Replicator. The leader stamps the command
 // with its clock (never earlier than its previous stamp), appends it and
 // waits for the state machine's answer; a follower encodes it and
 // forwards it to the leader, which does the same and answers (forward.go).
@@ -24,7 +24,7 @@ import (
 // or the connection to the leader failed, or ctx ended while waiting).
 func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
 	if n.stopping.Load() {
-		return nil, ledger.ErrShuttingDown
+		return nil, replication.ErrShuttingDown
 	}
 	if n.raft.State() != raft.Leader {
 		return n.proposeVia(ctx, cmd)
@@ -60,14 +60,14 @@ func (n *Node) awaitApply(ctx context.Context, f raft.ApplyFuture) error {
 	err := waitFutureUntil(ctx, f, n.raftStopped)
 	switch {
 	case errors.Is(err, errRaftStopped):
-		return fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err)
+		return fmt.Errorf("%w: %w", replication.ErrOutcomeUnknown, err)
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return fmt.Errorf("%w: %w while waiting for the log to commit", ledger.ErrOutcomeUnknown, err)
+		return fmt.Errorf("%w: %w while waiting for the log to commit", replication.ErrOutcomeUnknown, err)
 	}
 	return err
 }
 
-// WaitApplied implements ledger.Replicator: it waits until this node's
+// WaitApplied implements replication.Replicator: it waits until this node's
 // state machine reflects the log up to index (an answer the leader gave
 // to a command this node forwarded is at an index this replica may not
 // have applied yet).
@@ -78,25 +78,25 @@ func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
 // mapApplyError sorts raft's errors into definite and unknown outcomes.
 func (n *Node) mapApplyError(err error) error {
 	switch {
-	case errors.Is(err, ledger.ErrOutcomeUnknown):
+	case errors.Is(err, replication.ErrOutcomeUnknown):
 		return err // awaitApply's: the wait ended first
 	case errors.Is(err, raft.ErrNotLeader):
 		// Returned before the entry is appended: definite.
 		return n.notLeader()
 	case errors.Is(err, raft.ErrEnqueueTimeout):
-		return fmt.Errorf("%w: %w", ledger.ErrNoLeader, err)
+		return fmt.Errorf("%w: %w", replication.ErrNoLeader, err)
 	case errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return fmt.Errorf("%w: %w", ledger.ErrNoLeader, err)
+		return fmt.Errorf("%w: %w", replication.ErrNoLeader, err)
 	case n.cfg.Faults.Has(faults.LeadershipLostIsFailure) && errors.Is(err, raft.ErrLeadershipLost):
-		return fmt.Errorf("%w: %w", ledger.ErrNoLeader, err) // seeded bug: unknown reported as definite
+		return fmt.Errorf("%w: %w", replication.ErrNoLeader, err) // seeded bug: unknown reported as definite
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrAbortedByRestore):
 		// Appended locally, maybe replicated: a new leader may commit it.
-		return fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err)
+		return fmt.Errorf("%w: %w", replication.ErrOutcomeUnknown, err)
 	case errors.Is(err, raft.ErrRaftShutdown):
 		// Shutdown may interrupt an appended entry: unknown.
-		return fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err)
+		return fmt.Errorf("%w: %w", replication.ErrOutcomeUnknown, err)
 	}
-	return fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err)
+	return fmt.Errorf("%w: %w", replication.ErrOutcomeUnknown, err)
 }
 
 // leaderAddrWait bounds how long a follower waits for the leader to tell
@@ -106,56 +106,56 @@ const leaderAddrWait = time.Second
 func (n *Node) notLeader() error {
 	addr, id := n.raft.LeaderWithID()
 	if id == "" {
-		return ledger.ErrNoLeader
+		return replication.ErrNoLeader
 	}
 	// The leader's HTTP address is the one it told this node itself over
 	// its Raft address (waiting briefly for a first answer): never
 	// gossip's, which anyone with the gossip key can forge. Without one the
 	// caller gets no address to forward to (the HTTP layer answers 503,
 	// and clients retry on another node).
-	e := &ledger.NotLeaderError{LeaderID: string(id)}
+	e := &replication.NotLeaderError{LeaderID: string(id)}
 	e.LeaderHTTP = n.provenHTTP(string(id), string(addr), leaderAddrWait)
 	return e
 }
 
-// SubscribeChanges implements ledger.ChangeFeed: after every batch this
+// SubscribeChanges implements replication.Replicator: after every batch this
 // node's state machine applies, sink learns which intents it may have
 // changed (fsm.Touched), and after it restores a snapshot, that all may
 // have. Every node reports its own applies, so long-polls on a follower
 // (stale reads) wake as its replica catches up.
-func (n *Node) SubscribeChanges(sink ledger.ChangeSink) (unsubscribe func()) {
+func (n *Node) SubscribeChanges(sink replication.ChangeSink) (unsubscribe func()) {
 	return n.sm.subscribe(sink)
 }
 
-// Read implements ledger.Replicator. A stale read serves the local state
+// Read implements replication.Replicator. A stale read serves the local state
 // machine. A linearizable read (leader only) notes the commit index,
 // confirms leadership with a quorum (VerifyLeader), checks the term did not
 // change and waits until the state machine has applied the noted index; a
 // new leader serves none before its term's barrier has applied.
-func (n *Node) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.Machine)) error {
-	if c == ledger.Stale || n.cfg.Faults.Has(faults.StaleReads) {
+func (n *Node) Read(ctx context.Context, c replication.Consistency, fn func(*fsm.Machine)) error {
+	if c == replication.Stale || n.cfg.Faults.Has(faults.StaleReads) {
 		n.sm.read(fn)
 		return nil
 	}
 	if n.stopping.Load() {
-		return ledger.ErrShuttingDown
+		return replication.ErrShuttingDown
 	}
 	if n.raft.State() != raft.Leader {
 		return n.notLeader()
 	}
 	term := n.raft.CurrentTerm()
 	if n.readyTerm.Load() != term {
-		return fmt.Errorf("%w: leader of term %d has not finished its barrier", ledger.ErrNoLeader, term)
+		return fmt.Errorf("%w: leader of term %d has not finished its barrier", replication.ErrNoLeader, term)
 	}
 	readIndex := n.raft.CommitIndex()
 	if err := waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w: %w", ledger.ErrNoLeader, err)
+			return fmt.Errorf("%w: %w", replication.ErrNoLeader, err)
 		}
 		return n.notLeader()
 	}
 	if n.raft.CurrentTerm() != term {
-		return fmt.Errorf("%w: term changed during read", ledger.ErrNoLeader)
+		return fmt.Errorf("%w: term changed during read", replication.ErrNoLeader)
 	}
 	if err := n.waitApplied(ctx, readIndex); err != nil {
 		return err
@@ -177,9 +177,9 @@ func (n *Node) waitApplied(ctx context.Context, index uint64) error {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return fmt.Errorf("%w: waiting for the state machine to apply index %d: %w", ledger.ErrNoLeader, index, ctx.Err())
+			return fmt.Errorf("%w: waiting for the state machine to apply index %d: %w", replication.ErrNoLeader, index, ctx.Err())
 		case <-n.ctx.Done():
-			return ledger.ErrShuttingDown
+			return replication.ErrShuttingDown
 		}
 	}
 }

@@ -5,34 +5,25 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/intentledger/intentd/clusterview"
 	"github.com/intentledger/intentd/fsm"
-	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/replication"
 )
 
-// SnapshotInfo describes a ledger snapshot (a backup).
-type SnapshotInfo struct {
-	// Index is the log index of the last command the snapshot reflects.
-	Index uint64 `json:"index"`
-	// Intents is the number of intents in it.
-	Intents int `json:"intents"`
-	// Digest is the hex SHA-256 of the snapshot's bytes, which is also the
-	// replica digest of a ledger holding exactly that state.
-	Digest string `json:"digest"`
-	// Bytes is the snapshot's size.
-	Bytes int64 `json:"bytes"`
-}
+// SnapshotInfo describes a ledger snapshot, a backup
+// (clusterview.SnapshotInfo).
+type SnapshotInfo = clusterview.SnapshotInfo
 
 // ErrNotEmpty refuses a restore into a ledger that already holds intents
 // (unless forced): a restore replaces the whole state, and on a ledger in
-// use it would undo acknowledged writes.
-var ErrNotEmpty = errors.New("the ledger is not empty; restore into a fresh cluster (or force it)")
+// use it would undo acknowledged writes (clusterview's, the same value).
+var ErrNotEmpty = clusterview.ErrNotEmpty
 
 // indexedSnapshots wraps raft's snapshot store so that the state machine
 // learns the Raft index of every snapshot it restores (raft's FSM.Restore
@@ -76,28 +67,20 @@ type indexedReader struct {
 }
 
 // Snapshot is a consistent, immutable view of the ledger taken by
-// TakeSnapshot, to be written out once with Write.
-type Snapshot interface {
-	// Index is the log index of the last command the snapshot reflects.
-	Index() uint64
-	// Intents is the number of intents in it.
-	Intents() int
-	// Write writes the snapshot in the state machine's deterministic
-	// encoding (fsm.Machine.WriteSnapshot, with a SHA-256 trailer) to w.
-	Write(w io.Writer) (SnapshotInfo, error)
-}
+// TakeSnapshot, to be written out once with Write (clusterview.Snapshot).
+type Snapshot = clusterview.Snapshot
 
 // ledgerSnapshot is the Snapshot TakeSnapshot takes: a clone of the
 // state machine's ledger.
 type ledgerSnapshot struct{ l *fsm.Machine }
 
 // TakeSnapshot takes a consistent view of the ledger: it is read
-// linearizably on the leader (a follower answers ledger.NotLeaderError), so
+// linearizably on the leader (a follower answers replication.NotLeaderError), so
 // it holds every write acknowledged before the call. The clone costs O(1)
 // and writes go on while it is written out.
 func (n *Node) TakeSnapshot(ctx context.Context) (Snapshot, error) {
 	var l *fsm.Machine
-	if err := n.Read(ctx, ledger.Linearizable, func(cur *fsm.Machine) { l = cur.Clone() }); err != nil {
+	if err := n.Read(ctx, replication.Linearizable, func(cur *fsm.Machine) { l = cur.Clone() }); err != nil {
 		return nil, err
 	}
 	return &ledgerSnapshot{l: l}, nil
@@ -152,7 +135,7 @@ const maxRestoreClockLead = 24 * time.Hour
 
 // Restore replaces the ledger of the whole cluster with a snapshot written
 // by WriteSnapshot. It runs on the leader (a follower answers
-// ledger.NotLeaderError) through raft's user restore: the snapshot is
+// replication.NotLeaderError) through raft's user restore: the snapshot is
 // checked first (format, order, SHA-256 trailer and every value, by
 // fsm.Restore, and its clock against this leader's), installed at a Raft
 // index past both the current log and the snapshot's own index, and
@@ -164,7 +147,7 @@ const maxRestoreClockLead = 24 * time.Hour
 // value), and the cluster is left as it was.
 func (n *Node) Restore(ctx context.Context, data []byte, force bool) (SnapshotInfo, error) {
 	if n.stopping.Load() {
-		return SnapshotInfo{}, ledger.ErrShuttingDown
+		return SnapshotInfo{}, replication.ErrShuttingDown
 	}
 	if n.raft.State() != raft.Leader {
 		return SnapshotInfo{}, n.notLeader()
@@ -185,7 +168,7 @@ func (n *Node) Restore(ctx context.Context, data []byte, force bool) (SnapshotIn
 	info := SnapshotInfo{Index: l.AppliedIndex(), Intents: l.Len(), Digest: l.Digest(), Bytes: int64(len(data))}
 	if !force {
 		var cur int
-		if err := n.Read(ctx, ledger.Linearizable, func(x *fsm.Machine) { cur = x.Len() }); err != nil {
+		if err := n.Read(ctx, replication.Linearizable, func(x *fsm.Machine) { cur = x.Len() }); err != nil {
 			return SnapshotInfo{}, err
 		}
 		if cur > 0 {
@@ -203,7 +186,7 @@ func (n *Node) Restore(ctx context.Context, data []byte, force bool) (SnapshotIn
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		return SnapshotInfo{}, fmt.Errorf("%w: %w while restoring", ledger.ErrOutcomeUnknown, ctx.Err())
+		return SnapshotInfo{}, fmt.Errorf("%w: %w while restoring", replication.ErrOutcomeUnknown, ctx.Err())
 	}
 	if err != nil {
 		return SnapshotInfo{}, n.mapApplyError(err)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intentledger/intentd/cluster"
+	"github.com/intentledger/intentd/clusterview"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/internal/namespace"
 	"github.com/intentledger/intentd/ledger"
@@ -604,7 +604,7 @@ func TestHealthReadyCluster(t *testing.T) {
 	}
 
 	r = e.do(t, http.MethodGet, "/v1/cluster", nil)
-	var st cluster.Status
+	var st clusterview.Status
 	if err := json.Unmarshal(r.body, &st); err != nil || r.status != http.StatusOK {
 		t.Fatalf("cluster = %s (%v)", r, err)
 	}

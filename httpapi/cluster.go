@@ -6,16 +6,15 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/intentledger/intentd/cluster"
+	"github.com/intentledger/intentd/clusterview"
 )
 
 // ClusterInfo reports the cluster as this node sees it, for GET
-// /v1/cluster and /readyz; cluster.Node implements it.
+// /v1/cluster and /readyz, as clusterview's plain data; cluster.Node
+// implements it (internal/node asserts it at compile time).
 type ClusterInfo interface {
-	Status() cluster.Status
+	Status() clusterview.Status
 }
-
-var _ ClusterInfo = (*cluster.Node)(nil)
 
 // clusterStatus serves GET /v1/cluster: this node's view, never forwarded.
 func (s *Server) clusterStatus(c echo.Context) error {

@@ -23,7 +23,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/intentledger/intentd/auth"
-	"github.com/intentledger/intentd/cluster"
+	"github.com/intentledger/intentd/clusterview"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
@@ -428,26 +428,26 @@ func TestIsAdminFailsClosed(t *testing.T) {
 // fakeSnapshots serves a snapshot that is written by write, and records
 // restores.
 type fakeSnapshots struct {
-	write func(w io.Writer) (cluster.SnapshotInfo, error)
+	write func(w io.Writer) (clusterview.SnapshotInfo, error)
 	// written receives the error of each finished write.
 	written  chan error
 	restored chan []byte
 }
 
-func (f *fakeSnapshots) TakeSnapshot(context.Context) (cluster.Snapshot, error) {
+func (f *fakeSnapshots) TakeSnapshot(context.Context) (clusterview.Snapshot, error) {
 	return fakeSnapshot{f}, nil
 }
 
-func (f *fakeSnapshots) Restore(_ context.Context, data []byte, _ bool) (cluster.SnapshotInfo, error) {
+func (f *fakeSnapshots) Restore(_ context.Context, data []byte, _ bool) (clusterview.SnapshotInfo, error) {
 	f.restored <- data
-	return cluster.SnapshotInfo{Index: 7, Bytes: int64(len(data))}, nil
+	return clusterview.SnapshotInfo{Index: 7, Bytes: int64(len(data))}, nil
 }
 
 type fakeSnapshot struct{ f *fakeSnapshots }
 
 func (fakeSnapshot) Index() uint64 { return 7 }
 func (fakeSnapshot) Intents() int  { return 1 }
-func (s fakeSnapshot) Write(w io.Writer) (cluster.SnapshotInfo, error) {
+func (s fakeSnapshot) Write(w io.Writer) (clusterview.SnapshotInfo, error) {
 	info, err := s.f.write(w)
 	s.f.written <- err
 	return info, err
@@ -487,7 +487,7 @@ func TestLongSnapshotTransfersOutliveServerTimeouts(t *testing.T) {
 	}
 
 	t.Run("slow download", func(t *testing.T) {
-		snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (cluster.SnapshotInfo, error) {
+		snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (clusterview.SnapshotInfo, error) {
 			err := trickle(func(i int) error {
 				_, err := fmt.Fprintf(w, "{\"line\":%d}\n", i)
 				if f, ok := w.(http.Flusher); ok {
@@ -498,7 +498,7 @@ func TestLongSnapshotTransfersOutliveServerTimeouts(t *testing.T) {
 			if err == nil {
 				_, err = io.WriteString(w, "END\n")
 			}
-			return cluster.SnapshotInfo{}, err
+			return clusterview.SnapshotInfo{}, err
 		}}
 		e := newEnv(t, func(c *Config) { c.Snapshots = snaps })
 		ts := timeoutServer(t, e, timeout)
@@ -518,14 +518,14 @@ func TestLongSnapshotTransfersOutliveServerTimeouts(t *testing.T) {
 	})
 
 	t.Run("stalled download", func(t *testing.T) {
-		snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (cluster.SnapshotInfo, error) {
+		snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (clusterview.SnapshotInfo, error) {
 			chunk := bytes.Repeat([]byte("x"), 1<<20)
 			for range 1 << 10 { // 1 GiB: far more than the socket buffers hold
 				if _, err := w.Write(chunk); err != nil {
-					return cluster.SnapshotInfo{}, err
+					return clusterview.SnapshotInfo{}, err
 				}
 			}
-			return cluster.SnapshotInfo{}, nil
+			return clusterview.SnapshotInfo{}, nil
 		}}
 		e := newEnv(t, func(c *Config) { c.Snapshots = snaps })
 		ts := timeoutServer(t, e, timeout)
@@ -617,9 +617,9 @@ func TestLongSnapshotTransfersOutliveServerTimeouts(t *testing.T) {
 // attachment, and its bytes arrive as written.
 func TestSnapshotDownloadHeaders(t *testing.T) {
 	data := []byte("intentd-ledger\x00\x01\x02\xff binary")
-	snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (cluster.SnapshotInfo, error) {
+	snaps := &fakeSnapshots{written: make(chan error, 1), write: func(w io.Writer) (clusterview.SnapshotInfo, error) {
 		_, err := w.Write(data)
-		return cluster.SnapshotInfo{Index: 7, Intents: 1, Bytes: int64(len(data))}, err
+		return clusterview.SnapshotInfo{Index: 7, Intents: 1, Bytes: int64(len(data))}, err
 	}}
 	e := newEnv(t, func(c *Config) { c.Snapshots = snaps })
 	r := e.do(t, http.MethodGet, "/v1/admin/snapshot", nil)

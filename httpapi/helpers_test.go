@@ -18,7 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/intentledger/intentd/cluster"
+	"github.com/intentledger/intentd/clusterview"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/internal/peerauth"
 	"github.com/intentledger/intentd/ledger"
@@ -32,10 +32,10 @@ var epoch = time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
 // fakeCluster is a settable ClusterInfo.
 type fakeCluster struct {
 	mu sync.Mutex
-	st cluster.Status
+	st clusterview.Status
 }
 
-func (f *fakeCluster) Status() cluster.Status {
+func (f *fakeCluster) Status() clusterview.Status {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.st
@@ -91,8 +91,8 @@ func newEnvOver(t testing.TB, mem *ledgertest.Memory, r ledger.Replicator, opts 
 	t.Helper()
 	e := &testEnv{
 		mem: mem,
-		cluster: &fakeCluster{st: cluster.Status{NodeID: "n1", State: "leader", LeaderID: "n1", Ready: true,
-			Nodes: []cluster.MemberStatus{{ID: "n1", RaftAddr: "127.0.0.1:7001", HTTPAddr: "127.0.0.1:8101", Suffrage: "voter", Gossip: "alive", Leader: true}}}},
+		cluster: &fakeCluster{st: clusterview.Status{NodeID: "n1", State: "leader", LeaderID: "n1", Ready: true,
+			Nodes: []clusterview.MemberStatus{{ID: "n1", RaftAddr: "127.0.0.1:7001", HTTPAddr: "127.0.0.1:8101", Suffrage: "voter", Gossip: "alive", Leader: true}}}},
 		reg:         prometheus.NewRegistry(),
 		forwardedBy: make(chan string, 100),
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/intentledger/intentd/cluster"
+	"github.com/intentledger/intentd/clusterview"
 )
 
 // Answer codes of the operator's membership endpoints (docs/problems.md).
@@ -28,9 +28,10 @@ const (
 )
 
 // PeerAdmin changes the cluster's membership and leadership at an
-// operator's request; cluster.Node implements it. Both calls run on the
-// leader: a follower answers *ledger.NotLeaderError, and the request is
-// forwarded to the leader as other admin writes are.
+// operator's request; cluster.Node implements it (internal/node asserts
+// it at compile time), and its refusals are clusterview's errors. Both
+// calls run on the leader: a follower answers *ledger.NotLeaderError, and
+// the request is forwarded to the leader as other admin writes are.
 type PeerAdmin interface {
 	// RemovePeer removes server id from the Raft configuration.
 	RemovePeer(ctx context.Context, id string) error
@@ -38,8 +39,6 @@ type PeerAdmin interface {
 	// and returns the leader known afterwards.
 	TransferLeadership(ctx context.Context, to string) (string, error)
 }
-
-var _ PeerAdmin = (*cluster.Node)(nil)
 
 // transferBody is the body of POST /v1/cluster/leader/transfer.
 type transferBody struct {
@@ -58,13 +57,13 @@ func (s *Server) peerAdmin() PeerAdmin {
 // codes), else as any ledger error (a follower forwards to the leader).
 func (s *Server) peerFail(c echo.Context, err error, body []byte) error {
 	switch {
-	case errors.Is(err, cluster.ErrUnknownPeer):
+	case errors.Is(err, clusterview.ErrUnknownPeer):
 		return s.writeProblem(c, newProblem(CodeUnknownPeer, err.Error()))
-	case errors.Is(err, cluster.ErrRemoveLeader):
+	case errors.Is(err, clusterview.ErrRemoveLeader):
 		return s.writeProblem(c, newProblem(CodePeerIsLeader, err.Error()))
-	case errors.Is(err, cluster.ErrNoLiveMajority):
+	case errors.Is(err, clusterview.ErrNoLiveMajority):
 		return s.writeProblem(c, newProblem(CodeNoLiveMajority, err.Error()))
-	case errors.Is(err, cluster.ErrNotVoter):
+	case errors.Is(err, clusterview.ErrNotVoter):
 		return s.writeProblem(c, newProblem(CodeNotVoter, err.Error()))
 	}
 	return s.fail(c, err, body)

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/intentledger/intentd/cluster"
+	"github.com/intentledger/intentd/clusterview"
 	"github.com/intentledger/intentd/ledger"
 )
 
@@ -29,16 +29,16 @@ func (f *fakePeers) RemovePeer(_ context.Context, id string) error {
 	}
 	switch id {
 	case "n1":
-		return fmt.Errorf("%w (n1 leads)", cluster.ErrRemoveLeader)
+		return fmt.Errorf("%w (n1 leads)", clusterview.ErrRemoveLeader)
 	case "live":
-		return fmt.Errorf("%w: without live, 1 of 2 voters answer", cluster.ErrNoLiveMajority)
+		return fmt.Errorf("%w: without live, 1 of 2 voters answer", clusterview.ErrNoLiveMajority)
 	case "dead":
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.removed = append(f.removed, id)
 		return nil
 	}
-	return fmt.Errorf("%w: %q", cluster.ErrUnknownPeer, id)
+	return fmt.Errorf("%w: %q", clusterview.ErrUnknownPeer, id)
 }
 
 func (f *fakePeers) TransferLeadership(_ context.Context, to string) (string, error) {
@@ -52,9 +52,9 @@ func (f *fakePeers) TransferLeadership(_ context.Context, to string) (string, er
 		f.to = append(f.to, to)
 		return "n2", nil
 	case "replica":
-		return "", fmt.Errorf("%w: %q is a Nonvoter", cluster.ErrNotVoter, to)
+		return "", fmt.Errorf("%w: %q is a Nonvoter", clusterview.ErrNotVoter, to)
 	}
-	return "", fmt.Errorf("%w: %q", cluster.ErrUnknownPeer, to)
+	return "", fmt.Errorf("%w: %q", clusterview.ErrUnknownPeer, to)
 }
 
 func withPeers(f *fakePeers) envOption { return func(c *Config) { c.Cluster = f } }

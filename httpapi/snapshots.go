@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/intentledger/intentd/cluster"
+	"github.com/intentledger/intentd/clusterview"
 	"github.com/intentledger/intentd/fsm"
 )
 
@@ -27,18 +27,18 @@ const (
 )
 
 // Snapshotter takes and restores whole-ledger snapshots for the admin
-// endpoints (backup and restore); cluster.Node implements it.
+// endpoints (backup and restore); cluster.Node implements it (internal/node
+// asserts it at compile time).
 type Snapshotter interface {
 	// TakeSnapshot takes a consistent snapshot; a follower answers
 	// *ledger.NotLeaderError.
-	TakeSnapshot(ctx context.Context) (cluster.Snapshot, error)
+	TakeSnapshot(ctx context.Context) (clusterview.Snapshot, error)
 	// Restore replaces the whole ledger with a snapshot (leader only);
-	// cluster.ErrNotEmpty unless force when the ledger holds intents, an
-	// error wrapping fsm.ErrBadSnapshot when the snapshot fails its checks.
-	Restore(ctx context.Context, data []byte, force bool) (cluster.SnapshotInfo, error)
+	// clusterview.ErrNotEmpty unless force when the ledger holds intents,
+	// an error wrapping fsm.ErrBadSnapshot when the snapshot fails its
+	// checks.
+	Restore(ctx context.Context, data []byte, force bool) (clusterview.SnapshotInfo, error)
 }
-
-var _ Snapshotter = (*cluster.Node)(nil)
 
 // DefaultMaxSnapshotBytes bounds an uploaded snapshot (it is held in
 // memory while it is checked and handed to Raft).
@@ -127,7 +127,7 @@ func (s *Server) snapshotRestore(c echo.Context) error {
 	switch {
 	case errors.Is(err, fsm.ErrBadSnapshot):
 		return s.writeProblem(c, newProblem(CodeBadSnapshot, err.Error()))
-	case errors.Is(err, cluster.ErrNotEmpty):
+	case errors.Is(err, clusterview.ErrNotEmpty):
 		return s.writeProblem(c, newProblem(CodeNotEmpty, err.Error()))
 	case err != nil:
 		return s.fail(c, err, data)

@@ -1,24 +1,28 @@
 // Package ledger is the intent ledger's service: it validates requests,
 // fingerprints payloads, turns calls into state machine commands, proposes
 // them through a Replicator and reads through it. It is the domain layer
-// the HTTP API consumes and the cluster implements; it knows neither HTTP
-// nor Raft.
+// the HTTP API consumes; the cluster implements its Replicator (declared
+// in package replication, which this package re-exports). It knows
+// neither HTTP nor Raft.
 package ledger
 
 import (
 	"errors"
 	"fmt"
+
+	"github.com/intentledger/intentd/replication"
 )
 
 // Replication errors. A write that fails with ErrNotLeader, ErrNoLeader or
 // ErrShuttingDown was definitely not applied; one that fails with
 // ErrOutcomeUnknown may or may not have been, and the caller must retry
-// the same (idempotent) command to learn which.
+// the same (idempotent) command to learn which. They are package
+// replication's, the same values under both names.
 var (
-	ErrNotLeader      = errors.New("this node is not the leader")
-	ErrNoLeader       = errors.New("the cluster has no leader")
-	ErrOutcomeUnknown = errors.New("the outcome of the write is unknown")
-	ErrShuttingDown   = errors.New("the node is shutting down")
+	ErrNotLeader      = replication.ErrNotLeader
+	ErrNoLeader       = replication.ErrNoLeader
+	ErrOutcomeUnknown = replication.ErrOutcomeUnknown
+	ErrShuttingDown   = replication.ErrShuttingDown
 )
 
 // Request errors: bad input that changed nothing.
@@ -35,24 +39,8 @@ var (
 var ErrTooManyWaiters = errors.New("too many long-polls waiting")
 
 // NotLeaderError says which node leads, when known, so a caller can
-// forward the request there.
-type NotLeaderError struct {
-	LeaderID   string
-	LeaderHTTP string
-}
-
-func (e *NotLeaderError) Error() string {
-	if e.LeaderID == "" {
-		return ErrNotLeader.Error() + " (leader unknown)"
-	}
-	if e.LeaderHTTP == "" {
-		return fmt.Sprintf("%s (leader is %s; its HTTP address is not known here yet)", ErrNotLeader, e.LeaderID)
-	}
-	return fmt.Sprintf("%s (leader is %s at %s)", ErrNotLeader, e.LeaderID, e.LeaderHTTP)
-}
-
-// Unwrap makes errors.Is(err, ErrNotLeader) true.
-func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
+// forward the request there (replication.NotLeaderError).
+type NotLeaderError = replication.NotLeaderError
 
 // FieldError is bad input in one field.
 type FieldError struct {

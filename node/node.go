@@ -157,6 +157,16 @@ func (c Config) loadKeys(log *slog.Logger) (*auth.Keyset, error) {
 	return ks, nil
 }
 
+// The API declares what it consumes of the cluster member over
+// clusterview's plain data and does not import cluster: the wiring checks
+// here, at compile time, that *cluster.Node has it all (PeerAdmin is
+// otherwise only found by a type assertion at run time).
+var (
+	_ httpapi.ClusterInfo = (*cluster.Node)(nil)
+	_ httpapi.Snapshotter = (*cluster.Node)(nil)
+	_ httpapi.PeerAdmin   = (*cluster.Node)(nil)
+)
+
 // Node is one running node: cluster member plus HTTP API. Tests run it
 // in-process with ports set to 0.
 type Node struct {

@@ -30,8 +30,8 @@ var allowed = map[string][]string{
 	"internal/cli":             nil, // the commands' logger, flags from the environment, list flags
 	"internal/doccheck":        nil, // Markdown and shell scanning; its tests start a local cluster
 	"console":                  nil, // the web console's embedded files; its pages reach the ledger through the API only
-	"internal/probe":           {"client"},
-	"internal/probe/probetest": nil, // Prometheus series read back in tests // healthz, readyz against the ledger, the metrics registry, pprof: for the node and the front ends
+	"internal/probe":           nil, // healthz, readyz against the ledger (a LeaderFunc), the metrics registry, pprof: for the node and the front ends
+	"internal/probe/probetest": nil, // Prometheus series read back in tests
 	"token":                    nil,
 	"client":                   nil, // the SDK: standard library only, no server package (clientMayImport)
 	"client/":                  {"client", "client/"},
@@ -39,10 +39,12 @@ var allowed = map[string][]string{
 	// The replicated core, bottom up.
 	"fsm":               {"internal/jsonenc", "internal/jsonexact", "internal/toolname"},
 	"auth":              {"internal/namespace"},
-	"ledger":            {"fsm", "token", "internal/faults", "internal/namespace"},
+	"replication":       {"fsm"}, // the ledger's contract with what replicates it, and the replicated write's errors
+	"clusterview":       nil,     // what a cluster member shows the API, as plain data
+	"ledger":            {"fsm", "replication", "token", "internal/faults", "internal/namespace"},
 	"ledger/ledgertest": {"fsm", "ledger"},
-	"cluster":           {"fsm", "ledger", "internal/faults"},
-	"httpapi":           {"auth", "cluster", "fsm", "ledger", "token", "internal/jsonenc", "internal/namespace", "internal/peerauth"},
+	"cluster":           {"clusterview", "fsm", "replication", "internal/faults"},
+	"httpapi":           {"auth", "clusterview", "fsm", "ledger", "token", "internal/jsonenc", "internal/namespace", "internal/peerauth"},
 
 	// The wiring and what starts it.
 	"node":        {"auth", "cluster", "console", "fsm", "httpapi", "ledger", "token", "internal/faults", "internal/peerauth", "internal/probe", "internal/tlsutil"},
@@ -86,6 +88,16 @@ var allowed = map[string][]string{
 	"cmd/jepsen":             {"internal/progress", "internal/tlsutil", "jepsen/"},
 }
 
+// forbidden are dependencies the picture rules out whatever allowed says,
+// directly or through any other module package (non-test code, both
+// builds): the edges issue 29 cut, and what cutting them is for.
+var forbidden = []struct{ from, to, why string }{
+	{"httpapi", "cluster", "the API declares the interfaces it consumes (ClusterInfo, Snapshotter, PeerAdmin) over clusterview's plain data; node wires cluster.Node in"},
+	{"cluster", "ledger", "the cluster implements the replication contract (package replication) and knows nothing of the service above it"},
+	{"internal/probe", "client", "intentd links probe: the front ends pass a probe.LeaderFunc backed by their client"},
+	{"cmd/intentd", "client", "the server binary links no SDK"},
+}
+
 // fsmForbidden are standard packages the state machine may not import: a
 // clock, randomness, the network, the file system or logging would make
 // replicas that apply the same log differ.
@@ -99,6 +111,7 @@ func TestImportsFollowTheArchitecture(t *testing.T) {
 	for _, tags := range [][]string{nil, {"faults"}} {
 		ctx := build.Default
 		ctx.BuildTags = tags
+		graph := map[string][]string{} // module package -> the module packages it imports
 		err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -122,11 +135,123 @@ func TestImportsFollowTheArchitecture(t *testing.T) {
 				return nil
 			}
 			check(t, rel, pkg, tags)
+			graph[rel] = moduleImports(pkg.Imports)
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
+		for _, v := range forbiddenPaths(graph) {
+			t.Errorf("%s (tags %v)", v, tags)
+		}
+	}
+}
+
+// moduleImports are the module packages among imports, relative to the
+// module.
+func moduleImports(imports []string) []string {
+	var out []string
+	for _, imp := range imports {
+		if dep, ok := strings.CutPrefix(imp, module); ok {
+			out = append(out, dep)
+		}
+	}
+	return out
+}
+
+// forbiddenPaths lists the forbidden dependencies graph (each module
+// package's module imports) has, each with a chain of imports that makes
+// it, and every rule whose package is not in graph (moved or renamed: the
+// rule would hold vacuously).
+func forbiddenPaths(graph map[string][]string) []string {
+	var out []string
+	for _, f := range forbidden {
+		if _, ok := graph[f.from]; !ok {
+			out = append(out, fmt.Sprintf("forbidden names %s, which is not a package: update the rule with the move", f.from))
+			continue
+		}
+		if chain := importChain(graph, f.from, f.to); chain != nil {
+			out = append(out, fmt.Sprintf("%s depends on %s (%s), which the architecture forbids: %s", f.from, f.to, strings.Join(chain, " -> "), f.why))
+		}
+	}
+	return out
+}
+
+// importChain is a shortest chain of imports in graph from package from to
+// package to, nil when to is not reached.
+func importChain(graph map[string][]string, from, to string) []string {
+	prev := map[string]string{from: from}
+	for queue := []string{from}; len(queue) > 0; queue = queue[1:] {
+		cur := queue[0]
+		if cur == to {
+			chain := []string{cur}
+			for cur != from {
+				cur = prev[cur]
+				chain = append(chain, cur)
+			}
+			slices.Reverse(chain)
+			return chain
+		}
+		for _, dep := range graph[cur] {
+			if _, seen := prev[dep]; !seen {
+				prev[dep] = cur
+				queue = append(queue, dep)
+			}
+		}
+	}
+	return nil
+}
+
+// TestForbiddenDependencies is the forbidden rules' positive control: on
+// made-up graphs they catch each cut edge, directly and through another
+// package, and pass the edges that replaced them.
+func TestForbiddenDependencies(t *testing.T) {
+	// base is the picture as it should be: the packages the rules name and
+	// the edges that replaced the cut ones.
+	base := map[string][]string{
+		"cmd/intentd":    {"node"},
+		"node":  {"cluster", "httpapi", "internal/probe", "ledger"},
+		"httpapi":        {"clusterview", "ledger"},
+		"cluster":        {"clusterview", "fsm", "replication"},
+		"ledger":         {"fsm", "replication"},
+		"replication":    {"fsm"},
+		"internal/probe": nil,
+		"cmd/intent-mcp": {"client", "internal/probe"},
+	}
+	for _, tc := range []struct {
+		name string
+		add  map[string][]string // edges added to base
+		drop string              // a package removed from base
+		want []string            // substrings of the violations, in order
+	}{
+		{"the picture as it should be", nil, "", nil},
+		{"httpapi imports cluster", map[string][]string{"httpapi": {"cluster"}}, "", []string{"httpapi depends on cluster (httpapi -> cluster)"}},
+		{"httpapi reaches cluster through a package", map[string][]string{"httpapi": {"internal/x"}, "internal/x": {"cluster"}}, "",
+			[]string{"httpapi depends on cluster (httpapi -> internal/x -> cluster)"}},
+		{"cluster imports ledger", map[string][]string{"cluster": {"ledger"}}, "", []string{"cluster depends on ledger (cluster -> ledger)"}},
+		{"probe imports client", map[string][]string{"internal/probe": {"client"}}, "", []string{
+			"internal/probe depends on client (internal/probe -> client)",
+			"cmd/intentd depends on client (cmd/intentd -> node -> internal/probe -> client)"}},
+		{"intentd links the SDK through ledger", map[string][]string{"ledger": {"client"}}, "", []string{
+			"cmd/intentd depends on client (cmd/intentd -> node -> ledger -> client)"}},
+		{"a ruled package moved away", nil, "internal/probe", []string{"forbidden names internal/probe, which is not a package"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			graph := maps.Clone(base)
+			delete(graph, tc.drop)
+			for pkg, deps := range tc.add {
+				graph[pkg] = append(slices.Clone(graph[pkg]), deps...)
+			}
+			got := forbiddenPaths(graph)
+			if len(got) != len(tc.want) {
+				t.Fatalf("violations %q, want %d: %q", got, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("violation %d: %q, want it to say %q", i, got[i], w)
+				}
+			}
+		})
 	}
 }
 
@@ -235,5 +360,36 @@ func TestClientRule(t *testing.T) {
 				t.Errorf("client rule violated = %v, want %v: %q", got, tt.bad, client)
 			}
 		})
+	}
+}
+
+// notLeaves lists the allowed entries under internal/ that import another
+// package of the module from outside internal/: internal/ holds only
+// leaves (docs/architecture.md), so what imports the server or the SDK
+// lives where it says so (node/, testkit/, bench/).
+func notLeaves(arch map[string][]string) []string {
+	var bad []string
+	for _, pkg := range slices.Sorted(maps.Keys(arch)) {
+		if !strings.HasPrefix(pkg, "internal/") {
+			continue
+		}
+		for _, dep := range arch[pkg] {
+			if !strings.HasPrefix(dep, "internal/") {
+				bad = append(bad, fmt.Sprintf("%s imports %s", pkg, dep))
+			}
+		}
+	}
+	return bad
+}
+
+func TestInternalHoldsOnlyLeaves(t *testing.T) {
+	for _, b := range notLeaves(allowed) {
+		t.Errorf("internal/ holds only leaves, but %s: move it out of internal/ (node/, testkit/) or cut the import", b)
+	}
+	// Positive control: the rule sees a package under internal/ that
+	// imports the server.
+	control := map[string][]string{"internal/localcluster": {"node"}, "internal/cli": {"internal/namespace"}}
+	if got := notLeaves(control); len(got) != 1 || got[0] != "internal/localcluster imports node" {
+		t.Errorf("control: notLeaves = %v, want the one import of node", got)
 	}
 }

@@ -1,7 +1,9 @@
 // Package probe holds the operational endpoints the ledger's front ends
 // (intent-proxy, intent-mcp) and nodes share: liveness, readiness against
 // the ledger, a Prometheus registry with the runtime's series, and Go's
-// profiling endpoints.
+// profiling endpoints. It imports no module package: intentd links it,
+// and the front ends ask the ledger for readiness through a LeaderFunc
+// backed by their SDK client, so the server does not link the SDK.
 package probe
 
 import (
@@ -11,7 +13,6 @@ import (
 	"net/http/pprof"
 	"time"
 
-	"github.com/intentledger/intentd/client"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -25,19 +26,19 @@ func Healthz() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 }
 
-// LeaderFinder is the part of *client.Client a readiness check needs.
-type LeaderFinder interface {
-	Cluster(ctx context.Context) (*client.ClusterStatus, error)
-}
+// LeaderFunc asks the ledger which node leads: the leader's ID, "" when
+// the ledger knows none. A front end's is its SDK client's Cluster call
+// (client.ClusterStatus.LeaderID).
+type LeaderFunc func(ctx context.Context) (leaderID string, err error)
 
 // Readyz answers 200 when the ledger names a leader, 503 otherwise: a
 // front end that cannot reach a ledger with a leader cannot gate anything.
-func Readyz(ledger LeaderFinder) http.Handler {
+func Readyz(leader LeaderFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
-		st, err := ledger.Cluster(ctx)
-		if err != nil || st == nil || st.LeaderID == "" {
+		id, err := leader(ctx)
+		if err != nil || id == "" {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, "the ledger has no leader or cannot be reached\n")
 			return
@@ -46,11 +47,11 @@ func Readyz(ledger LeaderFinder) http.Handler {
 	})
 }
 
-// Mount serves GET /healthz, GET /readyz (asking ledger for a leader) and,
-// when metrics is not nil, GET /metrics (its series) on mux.
-func Mount(mux *http.ServeMux, ledger LeaderFinder, metrics prometheus.Gatherer) {
+// Mount serves GET /healthz, GET /readyz (asking leader) and, when
+// metrics is not nil, GET /metrics (its series) on mux.
+func Mount(mux *http.ServeMux, leader LeaderFunc, metrics prometheus.Gatherer) {
 	mux.Handle("GET /healthz", Healthz())
-	mux.Handle("GET /readyz", Readyz(ledger))
+	mux.Handle("GET /readyz", Readyz(leader))
 	if metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	}

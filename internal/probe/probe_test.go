@@ -7,36 +7,28 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/intentledger/intentd/client"
 )
-
-type ledgerFunc func(context.Context) (*client.ClusterStatus, error)
-
-func (f ledgerFunc) Cluster(ctx context.Context) (*client.ClusterStatus, error) { return f(ctx) }
 
 func TestReadyzNeedsALeader(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		ledger ledgerFunc
+		leader LeaderFunc
 		want   int
 	}{
-		{"a leader", func(context.Context) (*client.ClusterStatus, error) {
-			return &client.ClusterStatus{LeaderID: "n1"}, nil
-		}, http.StatusOK},
-		{"no leader", func(context.Context) (*client.ClusterStatus, error) { return &client.ClusterStatus{}, nil }, http.StatusServiceUnavailable},
-		{"unreachable", func(context.Context) (*client.ClusterStatus, error) { return nil, errors.New("refused") }, http.StatusServiceUnavailable},
-		{"no answer and no error", func(context.Context) (*client.ClusterStatus, error) { return nil, nil }, http.StatusServiceUnavailable},
-		{"the check is bounded", func(ctx context.Context) (*client.ClusterStatus, error) {
+		{"a leader", func(context.Context) (string, error) { return "n1", nil }, http.StatusOK},
+		{"no leader", func(context.Context) (string, error) { return "", nil }, http.StatusServiceUnavailable},
+		{"unreachable", func(context.Context) (string, error) { return "", errors.New("refused") }, http.StatusServiceUnavailable},
+		{"a leader named with an error", func(context.Context) (string, error) { return "n1", errors.New("refused") }, http.StatusServiceUnavailable},
+		{"the check is bounded", func(ctx context.Context) (string, error) {
 			if _, ok := ctx.Deadline(); !ok {
 				t.Error("the ledger was asked without a deadline")
 			}
-			return &client.ClusterStatus{LeaderID: "n2"}, nil
+			return "n2", nil
 		}, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			Readyz(tc.ledger).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			Readyz(tc.leader).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 			if rec.Code != tc.want {
 				t.Errorf("status %d, want %d (%s)", rec.Code, tc.want, rec.Body)
 			}
@@ -73,9 +65,7 @@ func TestPprofMuxServesTheIndex(t *testing.T) {
 }
 
 func TestMountServesMetricsOnlyWhenGiven(t *testing.T) {
-	leader := ledgerFunc(func(context.Context) (*client.ClusterStatus, error) {
-		return &client.ClusterStatus{LeaderID: "n1"}, nil
-	})
+	leader := LeaderFunc(func(context.Context) (string, error) { return "n1", nil })
 	for _, withMetrics := range []bool{true, false} {
 		mux := http.NewServeMux()
 		if withMetrics {
