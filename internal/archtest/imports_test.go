@@ -210,7 +210,7 @@ func TestForbiddenDependencies(t *testing.T) {
 	// the edges that replaced the cut ones.
 	base := map[string][]string{
 		"cmd/intentd":    {"node"},
-		"node":  {"cluster", "httpapi", "internal/probe", "ledger"},
+		"node":           {"cluster", "httpapi", "internal/probe", "ledger"},
 		"httpapi":        {"clusterview", "ledger"},
 		"cluster":        {"clusterview", "fsm", "replication"},
 		"ledger":         {"fsm", "replication"},
