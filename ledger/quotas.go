@@ -223,6 +223,9 @@ func (s *Service) SetNamespaceQuotas(q NamespaceQuotas) error {
 	return nil
 }
 
+// NamespaceQuota returns namespace ns's quota, and whether it has one.
+func (s *Service) NamespaceQuota(ns string) (NamespaceQuota, bool) { return s.quotas.of(ns) }
+
 // NamespaceQuotas returns the quotas in force (a copy).
 func (s *Service) NamespaceQuotas() NamespaceQuotas { return s.quotas.get() }
 
@@ -242,6 +245,20 @@ func (s *Service) NamespaceUsage(ctx context.Context, ns string, c Consistency) 
 	var u fsm.Usage
 	err = s.r.Read(ctx, c, func(l *fsm.Ledger) { u = l.NamespaceUsage(ns) })
 	return u, err
+}
+
+// UsageByNamespace reads what every namespace holding an intent holds,
+// from this node's copy (a stale read: for metrics).
+func (s *Service) UsageByNamespace(ctx context.Context) (map[string]fsm.Usage, error) {
+	var out map[string]fsm.Usage
+	err := s.r.Read(ctx, Stale, func(l *fsm.Ledger) {
+		names := l.Namespaces()
+		out = make(map[string]fsm.Usage, len(names))
+		for _, ns := range names {
+			out[ns] = l.NamespaceUsage(ns)
+		}
+	})
+	return out, err
 }
 
 // checkQuota refuses claim when its namespace is over a quota: its claims
