@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/intentledger/intentd/internal/nodetest"
 )
@@ -79,5 +80,39 @@ func TestNamespaceQuotasAcrossFollowers(t *testing.T) {
 	byState, _ := u.Body["by_state"].(map[string]any)
 	if fmt.Sprint(byState["executed"], byState["declared"]) != "1 1" {
 		t.Fatalf("usage by state %v", byState)
+	}
+}
+
+// TestNamespaceQuotasReload: a signal (SIGHUP in cmd/intentd) reloads
+// the quotas file with the API keys; a quotas file that does not load
+// keeps the quotas in force.
+func TestNamespaceQuotasReload(t *testing.T) {
+	tn := newTestNodes(t)
+	dir := t.TempDir()
+	keys, quotas := filepath.Join(dir, "keys.json"), filepath.Join(dir, "quotas.json")
+	_, entry := keyEntry(t, "ops")
+	writeKeysFile(t, keys, entry)
+	writeFileAtomically(t, quotas, `{"default": {"max_intents": 5}}`)
+	hup := make(chan os.Signal, 1)
+	n := tn.startCfg("n1", 1, anyAddrs, func(c *Config) {
+		c.Auth = AuthRequired
+		c.APIKeysFile = keys
+		c.APIKeysPoll = 0
+		c.Reload = hup
+		c.NamespaceQuotasFile = quotas
+		c.Security.GossipKey = testGossipKey
+	})
+	maxIntents := func() int { return n.svc.NamespaceQuotas()["default"].MaxIntents }
+	if got := maxIntents(); got != 5 {
+		t.Fatalf("max_intents at start: %d, want 5", got)
+	}
+	writeFileAtomically(t, quotas, `{"default": {"max_intents": 7}}`)
+	hup <- os.Interrupt // any value: cmd/intentd sends SIGHUP
+	nodetest.WaitFor(t, 10*time.Second, "the new quotas to be in force", func() bool { return maxIntents() == 7 })
+
+	writeFileAtomically(t, quotas, `{"default": {"max_intents": -1}}`)
+	n.reloadQuotas()
+	if got := maxIntents(); got != 7 {
+		t.Fatalf("a quotas file that does not load changed max_intents to %d", got)
 	}
 }
