@@ -295,6 +295,29 @@ func (ks *Keyset) Names() []string {
 	return names
 }
 
+// HasNamespace reports whether a configured key acts in namespace ns.
+// It allocates nothing: the metrics ask it for every claim.
+func (ks *Keyset) HasNamespace(ns string) bool {
+	for _, e := range ks.table().entries {
+		if !e.previous && e.principal.Namespace == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// Namespaces returns the namespaces the configured keys act in, each
+// once, in configuration order.
+func (ks *Keyset) Namespaces() []string {
+	var out []string
+	for _, e := range ks.table().entries {
+		if !e.previous && !slices.Contains(out, e.principal.Namespace) {
+			out = append(out, e.principal.Namespace)
+		}
+	}
+	return out
+}
+
 // Replace atomically makes ks answer with next's keys (or development mode,
 // if next is disabled), for a configuration reload; requests in flight
 // finish with the keys they started with. A nil next leaves ks refusing

@@ -69,7 +69,8 @@ var (
 	// approver must decide. It also matches ErrUnauthorized.
 	ErrSelfApproval = errors.New("the claimant may not approve its own intent")
 	// ErrRateLimited: the node refused the call under its per-client or
-	// per-key rate limit (429); nothing was written. The client waits the
+	// per-key rate limit, or its namespace's claims per second (429);
+	// nothing was written. The client waits the
 	// Retry-After and sends it again, like any call the cluster could not
 	// serve yet.
 	ErrRateLimited = errors.New("rate limited")
@@ -80,6 +81,11 @@ var (
 	// ErrNotEmpty: the cluster's ledger holds intents, so it refused a
 	// restore without force (409 not_empty); nothing was restored.
 	ErrNotEmpty = errors.New("the ledger is not empty")
+	// ErrNamespaceFull: the claim would add an intent to a namespace that
+	// holds its quota of intents (507 namespace_full); nothing was
+	// written. Claims of keys it holds, reports and reads are served;
+	// retry once intents were purged.
+	ErrNamespaceFull = errors.New("the namespace holds its quota of intents")
 )
 
 // sentinelCodes maps each sentinel to the problem codes it stands for.
@@ -103,7 +109,8 @@ var sentinelCodes = map[error][]string{
 	ErrOutcomeUnknown:  {"outcome_unknown"},
 	ErrNoLeader:        {"no_leader", "not_leader"},
 	ErrUnavailable:     {"unavailable", "shutting_down", "not_ready"},
-	ErrRateLimited:     {"rate_limited"},
+	ErrRateLimited:     {"rate_limited", "namespace_rate_limited"},
+	ErrNamespaceFull:   {"namespace_full"},
 	ErrBadSnapshot:     {"bad_snapshot"},
 	ErrNotEmpty:        {"not_empty"},
 }

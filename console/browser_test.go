@@ -118,6 +118,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Run("ControlsOnlyWhereTheKeyMayAct", s.testControls)
 	t.Run("DecidedElsewhere", s.testDecidedElsewhere)
 	t.Run("PayloadReadWhole", s.testPayloadWhole)
+	t.Run("NamespaceUsage", s.testUsage)
 	t.Run("AuthOff", func(t *testing.T) { testAuthOff(t, s.browser) })
 	t.Logf("the browser tests took %v after the cluster started", time.Since(start).Round(time.Millisecond))
 }
@@ -822,6 +823,30 @@ func (s *suite) testReader(t *testing.T) {
 	b.waitText("#main", "You may look, not resolve")
 	if n := b.count("button.resolve, form.resolve"); n != 0 {
 		t.Errorf("a reader sees %d resolve controls", n)
+	}
+}
+
+// testUsage: the start page shows what the key's namespace holds, as the
+// API reads it (GET /v1/namespaces/{ns}/usage). (Every key of the suite
+// may read: agent and approver imply reader, so the panel's "needs the
+// reader role" is not driven here.)
+func (s *suite) testUsage(t *testing.T) {
+	b := s.tab(t, "reader")
+	b.signIn(s, 1, "reader", "/ui/")
+	b.waitText("#usage", "Stored bytes")
+	u := s.api(t, "reader", "GET", "/v1/namespaces/"+namespace+"/usage", nil, 200).Body
+	byState, _ := u["by_state"].(map[string]any)
+	for _, want := range []string{
+		"Namespace" + namespace,
+		fmt.Sprintf("In doubt%v", byState["in_doubt"]),
+		"Claims per secondno quota",
+	} {
+		if got := b.text("#usage"); !strings.Contains(got, want) {
+			t.Errorf("the usage panel says %q, want it to hold %q", got, want)
+		}
+	}
+	if n := evalJS[int](b, `Number(document.querySelector("#usage dd:nth-of-type(2)").textContent)`); n < 1 {
+		t.Errorf("the usage panel shows %d intents in a namespace the suite claimed in", n)
 	}
 }
 

@@ -22,8 +22,12 @@ type Machine struct {
 	leases  *btree.BTreeG[deadline] // declared intents by lease deadline
 	purges  *btree.BTreeG[deadline] // finished intents by purge time
 	counts  map[State]int
-	now     int64  // latest command time applied (never decreases)
-	index   uint64 // latest log index applied
+	// usage is counts and stored bytes per namespace, kept by put like
+	// counts: an index of the records, never snapshotted, rebuilt by
+	// Restore (usage.go).
+	usage map[string]*nsUsage
+	now   int64  // latest command time applied (never decreases)
+	index uint64 // latest log index applied
 
 	// Policies, signing keys, settings and audit logs. policies, ordered
 	// and keys are replaced, never changed in place, so a Clone shares
@@ -70,6 +74,7 @@ func New() *Machine {
 		leases:  btree.NewG(btreeDegree, lessDeadline),
 		purges:  btree.NewG(btreeDegree, lessDeadline),
 		counts:  make(map[State]int),
+		usage:   map[string]*nsUsage{},
 		chains:  map[string]*chain{},
 	}
 }
@@ -86,6 +91,7 @@ func (l *Machine) Clone() *Machine {
 		leases:  l.leases.Clone(),
 		purges:  l.purges.Clone(),
 		counts:  make(map[State]int, len(l.counts)),
+		usage:   make(map[string]*nsUsage, len(l.usage)),
 		now:     l.now,
 		index:   l.index,
 
@@ -100,6 +106,10 @@ func (l *Machine) Clone() *Machine {
 	}
 	for k, v := range l.counts {
 		c.counts[k] = v
+	}
+	for ns, u := range l.usage {
+		cu := *u
+		c.usage[ns] = &cu
 	}
 	return c
 }
@@ -286,6 +296,7 @@ func (l *Machine) put(prev, next *record) {
 	if prev != nil {
 		st := prev.state.State()
 		l.counts[st]--
+		l.account(prev, -1)
 		if st == StateDeclared {
 			l.leases.Delete(deadline{prev.leaseDeadline, prev})
 		}
@@ -301,6 +312,7 @@ func (l *Machine) put(prev, next *record) {
 	}
 	st := next.state.State()
 	l.counts[st]++
+	l.account(next, +1)
 	if st == StateDeclared {
 		l.leases.ReplaceOrInsert(deadline{next.leaseDeadline, next})
 	}

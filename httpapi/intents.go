@@ -49,9 +49,18 @@ func (s *Server) claim(c echo.Context) error {
 		Payload: req.Payload, Lease: leaseOf(req.LeaseMS), Principal: s.callerOf(c).Principal,
 	})
 	if err != nil {
+		var q *ledger.QuotaError
+		if errors.As(err, &q) {
+			code := CodeNamespaceRateLimited
+			if errors.Is(err, ledger.ErrNamespaceFull) {
+				code = CodeNamespaceFull
+			}
+			s.metrics.namespaceClaims.WithLabelValues(s.namespaceLabel(q.Namespace), code).Inc()
+		}
 		return s.fail(c, err, body)
 	}
 	s.metrics.claims.WithLabelValues(string(r.Status)).Inc()
+	s.metrics.namespaceClaims.WithLabelValues(s.namespaceLabel(s.namespaceOf(c)), string(r.Status)).Inc()
 	code, ok := successCode(r)
 	if !ok {
 		return s.writeProblem(c, refusalProblem(r, s.now()))

@@ -8,10 +8,13 @@ import (
 
 // metrics are the API's Prometheus collectors.
 type metrics struct {
-	requests  *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
-	claims    *prometheus.CounterVec
-	forwarded prometheus.Counter
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	claims   *prometheus.CounterVec
+	// namespaceClaims counts claims by namespace (bounded: see
+	// Server.namespaceLabel) and status, quota refusals among them.
+	namespaceClaims *prometheus.CounterVec
+	forwarded       prometheus.Counter
 	// untrustedForwards counts requests whose forwarding headers no node
 	// signed (dropped).
 	untrustedForwards prometheus.Counter
@@ -37,6 +40,10 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "intentd_claims_total",
 			Help: "Claims answered by the ledger, by status (granted, duplicate, in_flight, divergent ...).",
 		}, []string{"status"})),
+		namespaceClaims: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "intentd_namespace_claims_total",
+			Help: "Claims answered by this node, by namespace (those not configured as _other) and status (granted, duplicate, in_flight ..., namespace_rate_limited, namespace_full).",
+		}, []string{"namespace", "status"})),
 		rateLimited: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "intentd_http_rate_limited_total",
 			Help: "Requests answered 429 rate_limited, by the limit that was hit (client, key or auth_failures).",

@@ -51,6 +51,12 @@ const (
 	// CodePolicyMismatch (422): the claim names a policy other than the
 	// one the ledger picks for its tool.
 	CodePolicyMismatch = "policy_mismatch"
+	// CodeNamespaceRateLimited (429): the namespace is over its quota of
+	// claims per second (ledger.NamespaceQuota); Retry-After says when.
+	CodeNamespaceRateLimited = "namespace_rate_limited"
+	// CodeNamespaceFull (507): the namespace holds its quota of intents;
+	// nothing was written.
+	CodeNamespaceFull = "namespace_full"
 )
 
 // codeGrantedNew is the table entry for a grant that created a new
@@ -113,6 +119,8 @@ var codes = map[string]codeSpec{
 	CodeNotVoter:                      {status: http.StatusConflict, title: "Leadership can move only to a voter"},
 	CodeKeyReserved:                   {status: http.StatusForbidden, title: "The key is reserved to another API key of this namespace (a front end's prefix)"},
 	CodePolicyMismatch:                {status: http.StatusUnprocessableEntity, title: "The claim names a policy the ledger does not pick for its tool"},
+	CodeNamespaceRateLimited:          {status: http.StatusTooManyRequests, title: "The namespace is over its quota of claims per second: retry after Retry-After; nothing was written", retryAfter: time.Second},
+	CodeNamespaceFull:                 {status: http.StatusInsufficientStorage, title: "The namespace holds its quota of intents: claims of new keys are refused until intents are purged; nothing was written"},
 	CodeTooManyWaiters:                {status: http.StatusTooManyRequests, title: "Too many long-polls wait on this node, key or caller: retry after Retry-After, or read without waiting", retryAfter: time.Second},
 
 	// Bad input: nothing was written.
@@ -282,7 +290,14 @@ func errorProblem(err error, write bool, now time.Time) (p *problem, internal bo
 
 	var refusal *fsm.RefusalError
 	var notLeader *ledger.NotLeaderError
+	var quota *ledger.QuotaError
 	switch {
+	case errors.As(err, &quota) && errors.Is(err, ledger.ErrNamespaceRateLimited):
+		p := newProblem(CodeNamespaceRateLimited, err.Error())
+		p.setRetryAfter(max(quota.RetryAfter, time.Millisecond))
+		return p, false
+	case errors.Is(err, ledger.ErrNamespaceFull):
+		return newProblem(CodeNamespaceFull, err.Error()), false
 	case errors.Is(err, ledger.ErrPolicyMismatch):
 		return withField(newProblem(CodePolicyMismatch, err.Error())), false
 	case errors.Is(err, ledger.ErrTooLarge):

@@ -31,7 +31,8 @@ type route struct {
 //	approver       POST .../approve, .../reject
 //	approver or reconciler (auth.Resolve) POST .../resolve
 //	reader         GET /v1/intents, /v1/intents/:key, .../audit, /v1/audit,
-//	               /v1/policies, /v1/policies/:name, /v1/settings
+//	               /v1/policies, /v1/policies/:name, /v1/settings,
+//	               /v1/namespaces/:ns/usage (its own namespace; admin any)
 //	tool           POST /v1/tokens/verify
 //	admin          PUT and DELETE /v1/policies/:name, PUT /v1/settings,
 //	               POST /v1/keys/rotate, /v1/admin/snapshot[/restore],
@@ -70,6 +71,7 @@ func (s *Server) routes() []route {
 		{http.MethodPut, "/v1/policies/:name", auth.RoleAdmin, s.putPolicy},
 		{http.MethodDelete, "/v1/policies/:name", auth.RoleAdmin, s.deletePolicy},
 		{http.MethodGet, "/v1/settings", auth.RoleReader, s.getSettings},
+		{http.MethodGet, "/v1/namespaces/:ns/usage", auth.RoleReader, s.namespaceUsage},
 		{http.MethodPut, "/v1/settings", auth.RoleAdmin, s.putSettings},
 
 		// Operator endpoints (snapshots.go).

@@ -43,6 +43,8 @@ var wantRoles = map[string]auth.Role{
 	"GET /v1/settings":          auth.RoleReader,
 	"PUT /v1/settings":          auth.RoleAdmin,
 
+	"GET /v1/namespaces/:ns/usage": auth.RoleReader,
+
 	"GET /v1/admin/snapshot":            auth.RoleAdmin,
 	"POST /v1/admin/snapshot/restore":   auth.RoleAdmin,
 	"POST /v1/cluster/peers/:id/remove": auth.RoleAdmin,

@@ -173,6 +173,7 @@ func New(cfg Config) *Server {
 		s.maxSnapshot = DefaultMaxSnapshotBytes
 	}
 	s.metrics = newMetrics(s.reg)
+	register(s.reg, newUsageCollector(s))
 	s.echo = s.router()
 	return s
 }

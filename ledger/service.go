@@ -34,6 +34,8 @@ type Service struct {
 	// refusals answers in_flight and in_doubt refusals from the leader's
 	// state and notes them in batches (refusals.go); never nil.
 	refusals *refusals
+	// quotas are the namespace quotas (quotas.go); never nil.
+	quotas *quotas
 
 	// waiters are the long-polls (Wait) by key; the replicator feeds them
 	// its changes until unsubscribe is called.
@@ -52,6 +54,7 @@ func (s *Service) SetFaults(f faults.Set) { s.faults = f }
 // Close.
 func New(r Replicator, limits Limits) *Service {
 	s := &Service{r: r, limits: limits.withDefaults(), keys: &keyring{log: slog.Default()}, refusals: newRefusals(DefaultRefusalNotes, clockOf(r))}
+	s.quotas = newQuotas(clockOf(r))
 	s.waiters = newWaiters(s.limits.MaxWaiters, s.limits.MaxWaitersPerKey, s.limits.MaxWaitersPerCaller)
 	s.unsubscribe = r.SubscribeChanges(s.waiters)
 	return s
@@ -150,6 +153,9 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 	}
 	if r := s.answerLocally(ctx, claim); r != nil {
 		return r, nil
+	}
+	if err := s.checkQuota(ctx, claim); err != nil {
+		return nil, err
 	}
 	if !sawAbsent {
 		if r, err := s.refuseLocally(ctx, claim); r != nil || err != nil {

@@ -73,6 +73,11 @@ type Config struct {
 	Reload      <-chan os.Signal
 	// RateLimits bound requests per client and per intent key.
 	RateLimits httpapi.RateLimits
+	// NamespaceQuotasFile is a JSON file of quotas by namespace
+	// (ledger.ParseNamespaceQuotas): claims per second and stored
+	// intents, checked by the leader. Reloaded with the API keys (Reload,
+	// SIGHUP). Empty: no quotas.
+	NamespaceQuotasFile string
 	// PprofAddr, when set, serves /debug/pprof/ on its own listener.
 	PprofAddr string
 	// TestHooks serves the fault suite's debug endpoints; TestBug seeds one
@@ -217,6 +222,10 @@ func (n *Node) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	quotas, err := n.cfg.loadQuotas()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on --http-addr: %w", err)
@@ -256,6 +265,10 @@ func (n *Node) Start(ctx context.Context) error {
 	svc.SetKEK(kek, n.log)
 	svc.SetRefusalNotes(n.cfg.ID, ledger.RefusalNotes{Interval: ledger.DefaultRefusalNotes.Interval, Now: cc.Clock, Log: n.log})
 	n.svc = svc
+	svc.SetLeading(cn.IsLeader)
+	if err := svc.SetNamespaceQuotas(quotas); err != nil {
+		return fmt.Errorf("--namespace-quotas: %w", err)
+	}
 	n.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "intentd_long_polls_waiting",
 		Help: "Long-polls (GET /v1/intents/{key}?wait=) waiting on this node; capped by --max-waiters.",
@@ -265,6 +278,7 @@ func (n *Node) Start(ctx context.Context) error {
 		n.log.Warn("SEEDED BUG ACTIVE: this node is deliberately incorrect (fault-suite positive control)", "bug", n.cfg.TestBug)
 	}
 	if n.reloader = n.newKeyReloader(keys); n.reloader != nil {
+		n.reloader.onSignal = n.reloadQuotas
 		n.registry.MustRegister(n.reloader)
 	}
 	api := httpapi.New(httpapi.Config{

@@ -41,6 +41,9 @@ type keyReloader struct {
 	log       *slog.Logger
 	poll      time.Duration
 	signals   <-chan os.Signal
+	// onSignal, when set, runs after the keys' reload on every signal
+	// (the namespace quotas reload with them).
+	onSignal func()
 
 	mu       sync.Mutex // one reload at a time
 	fileHash [sha256.Size]byte
@@ -117,6 +120,9 @@ func (r *keyReloader) start() {
 				}
 				r.log.Info("reloading API keys (signal)")
 				_ = r.reload()
+				if r.onSignal != nil {
+					r.onSignal()
+				}
 			case <-tick:
 				r.pollFile()
 			}

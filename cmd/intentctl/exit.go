@@ -19,7 +19,7 @@ const (
 	exitFenced       = 6
 	exitNotFound     = 7
 	exitUnavailable  = 8  // 503, network errors, outcome unknown
-	exitRefused      = 9  // rejected, blocked or invalid state
+	exitRefused      = 9  // rejected, blocked, invalid state or namespace full
 	exitUnauthorized = 10 // 401, 403 forbidden, not an approver
 	exitTokenRefused = 11 // execution token used, expired or invalid
 	exitChainBroken  = 12 // audit log hash chain does not verify
@@ -87,7 +87,8 @@ func exitCode(err error) int {
 		return exitFenced
 	case errors.Is(err, client.ErrNotFound):
 		return exitNotFound
-	case errors.Is(err, client.ErrRejected), errors.Is(err, client.ErrBlocked), errors.Is(err, client.ErrInvalidState):
+	case errors.Is(err, client.ErrRejected), errors.Is(err, client.ErrBlocked), errors.Is(err, client.ErrInvalidState),
+		errors.Is(err, client.ErrNamespaceFull):
 		return exitRefused
 	case errors.Is(err, client.ErrBadRequest):
 		return exitUsage

@@ -109,6 +109,8 @@ func command(name string) (func(context.Context, *cli, []string) error, bool) {
 		return cmdAuditLog, true
 	case "settings":
 		return cmdSettings, true
+	case "namespace":
+		return cmdNamespace, true
 	case "apikey":
 		return cmdAPIKey, true
 	case "kek":

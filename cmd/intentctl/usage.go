@@ -82,6 +82,10 @@ Commands:
   settings set --audit-retention N
         cluster-wide settings (set: admin); retention is how many audit
         events each namespace keeps (0: the default)
+  namespace usage [NS]
+        what a namespace holds (intents by state, bytes) and its quota
+        (intentd --namespace-quotas); NS defaults to the API key's own
+        namespace, another one needs admin
   apikey new --name N [--namespace NS] --roles agent,approver [--tools P,...] [--key-prefixes P,...] [--env]
         make an API key (offline): prints the plaintext key once, and the
         entry for the server's keys file (--env: the INTENTD_API_KEYS form
@@ -154,7 +158,7 @@ Exit codes:
   8  unavailable or outcome unknown (HTTP 503, network error, timeout):
      retry the same command
   9  rejected, blocked by policy, or invalid in the intent's (or the
-     policy's) state
+     policy's) state, or the namespace holds its quota of intents
   10 not authorized: no or wrong API key (401), or its roles or namespace
      do not allow the call (403), or the node refused the client's TLS
      certificate (none, or not from its client CA)

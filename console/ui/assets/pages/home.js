@@ -1,6 +1,9 @@
-// The start page: who the key is, what it may do here, and the pages.
+// The start page: who the key is, what it may do here, what its
+// namespace holds against its quota (GET /v1/namespaces/{ns}/usage), and
+// the pages.
 
-import { h, clear } from "../dom.js";
+import { get, explain } from "../api.js";
+import { h, clear, facts, notice } from "../dom.js";
 
 export const title = "Overview";
 
@@ -25,6 +28,33 @@ export async function render({ me, main, can }) {
       : `Signed in as ${me.name}, in namespace ${me.namespace}, with roles ${me.roles.join(", ")}.`),
     h("h2", {}, "What this key may do"),
     h("ul", { id: "may" }, may.map(([yes, what]) => h("li", { class: yes ? "" : "muted" }, (yes ? "May " : "May not ") + what))),
+    h("h2", {}, "Usage"),
+    h("div", { id: "usage" }, h("p", { class: "muted" }, can("reader") ? "Loading…" : "Reading the namespace's usage needs the reader role.")),
     h("h2", {}, "Pages"),
     h("ul", {}, pages.map(([href, name, what]) => h("li", {}, h("a", { href }, name), ": ", what))));
+  if (can("reader")) await drawUsage(main.querySelector("#usage"), me.namespace);
+}
+
+// drawUsage shows what namespace ns holds, next to its quota if it has
+// one.
+async function drawUsage(el, ns) {
+  let u;
+  try {
+    u = await get(`/v1/namespaces/${encodeURIComponent(ns)}/usage`);
+  } catch (e) {
+    const x = explain(e, false);
+    clear(el, notice(x.kind, x.title, x.text));
+    return;
+  }
+  const q = u.quota || {};
+  const st = u.by_state || {};
+  const of = (n, max) => (max ? `${n} of ${max} (${Math.floor((100 * n) / max)}%)` : String(n));
+  clear(el, facts([
+    ["Namespace", u.namespace],
+    ["Intents", of(u.intents, q.max_intents)],
+    ["Stored bytes (keys, payloads, results)", String(u.bytes)],
+    ["In doubt", String(st.in_doubt || 0)],
+    ["Pending approval", String(st.pending_approval || 0)],
+    ["Claims per second", q.claims_per_second ? `${q.claims_per_second}, burst ${q.burst || 1}` : "no quota"],
+  ]));
 }
