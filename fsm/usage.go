@@ -4,7 +4,7 @@ import "sort"
 
 // Usage is what one namespace holds in the ledger: its intents, by state,
 // and the bytes they store. It is an index of the records kept by the one
-// function every change of a record goes through (Ledger.put), like the
+// function every change of a record goes through (Machine.put), like the
 // ledger's counts by state: it is never written to the log or to a
 // snapshot, Restore rebuilds it from the records, and it decides nothing
 // in an apply, so it cannot make replicas differ.

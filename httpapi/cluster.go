@@ -11,7 +11,7 @@ import (
 
 // ClusterInfo reports the cluster as this node sees it, for GET
 // /v1/cluster and /readyz, as clusterview's plain data; cluster.Node
-// implements it (internal/node asserts it at compile time).
+// implements it (node asserts it at compile time).
 type ClusterInfo interface {
 	Status() clusterview.Status
 }

@@ -28,7 +28,7 @@ const (
 )
 
 // PeerAdmin changes the cluster's membership and leadership at an
-// operator's request; cluster.Node implements it (internal/node asserts
+// operator's request; cluster.Node implements it (node asserts
 // it at compile time), and its refusals are clusterview's errors. Both
 // calls run on the leader: a follower answers *ledger.NotLeaderError, and
 // the request is forwarded to the leader as other admin writes are.

@@ -27,7 +27,7 @@ const (
 )
 
 // Snapshotter takes and restores whole-ledger snapshots for the admin
-// endpoints (backup and restore); cluster.Node implements it (internal/node
+// endpoints (backup and restore); cluster.Node implements it (node
 // asserts it at compile time).
 type Snapshotter interface {
 	// TakeSnapshot takes a consistent snapshot; a follower answers
