@@ -17,8 +17,7 @@ import (
 // when it closes (an hour's interval), on m's clock.
 func refusalSetup(t *testing.T, r ledger.Replicator, m *ledgertest.Memory) *ledger.Service {
 	t.Helper()
-	s := ledger.New(r, ledger.Limits{})
-	s.SetRefusalNotes("n1", ledger.RefusalNotes{Interval: time.Hour, Now: m.Now})
+	s := ledgertest.NewService(t, r, ledger.Config{Node: "n1", RefusalNotes: ledger.RefusalNotes{Interval: time.Hour, Now: m.Now}})
 	t.Cleanup(s.Close)
 	return s
 }
@@ -171,8 +170,7 @@ func TestFollowerSendsLikelyRefusalsToTheLeader(t *testing.T) {
 // once.
 func TestWaitIgnoresAuditOnlyWrites(t *testing.T) {
 	f := newFeed()
-	s := ledger.New(f, ledger.Limits{})
-	s.SetRefusalNotes("n1", ledger.RefusalNotes{Interval: time.Hour, Now: f.Now})
+	s := ledgertest.NewService(t, f, ledger.Config{Node: "n1", RefusalNotes: ledger.RefusalNotes{Interval: time.Hour, Now: f.Now}})
 	ctx := context.Background()
 	g := grant(t, s, "a")
 	done := startWait(ctx, s, "a", g.Intent.Version, 30*time.Second)

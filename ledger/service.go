@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/internal/faults"
 	"github.com/intentledger/intentd/internal/namespace"
+	"github.com/intentledger/intentd/token"
 )
 
 // Service is the ledger's API, independent of transport.
@@ -23,13 +25,13 @@ type Service struct {
 	// signers caches a token.Signer per signing key id (keys never change
 	// under an id; at most fsm.MaxSigningKeys plus rotated-out ones).
 	signers sync.Map
-	// keys is how seeds are sealed and opened (SetKEK); never nil.
+	// keys is how seeds are sealed and opened (Config.KEK); never nil.
 	keys *keyring
-	// faults are the fault suite's seeded bugs (SetFaults); none in the
+	// faults are the fault suite's seeded bugs (Config.Faults); none in the
 	// product build.
 	faults faults.Set
 	// local answers duplicates from this node's copy
-	// (AnswerDuplicatesLocally); nil when off.
+	// (Config.LocalDuplicates); nil when off.
 	local *localDuplicates
 	// refusals answers in_flight and in_doubt refusals from the leader's
 	// state and notes them in batches (refusals.go); never nil.
@@ -42,19 +44,58 @@ type Service struct {
 	closeOnce   sync.Once
 }
 
-// SetFaults seeds the fault suite's bugs the service carries
-// (faults.CheckThenClaim); a no-op in the product build. Call it before
-// the service serves.
-func (s *Service) SetFaults(f faults.Set) { s.faults = f }
+// Config is how a Service is set up, all of it given to New. The zero
+// Config is a service with the default limits, seeds in the clear, the
+// default refusal notes, no seeded bug and no local duplicate answers.
+type Config struct {
+	// Limits bound what callers may send (zero fields take defaults).
+	Limits Limits
+	// KEK seals the signing keys the service adds (RotateKey, and the
+	// first key of the first grant), so the log and snapshots carry no
+	// plaintext seed, and opens sealed keys to sign and verify. Nil keeps
+	// seeds in the clear, as before KEKs existed; keys sealed by other
+	// nodes then cannot be used here (ErrSigningKeySealed).
+	KEK *token.KEK
+	// Log receives the report, once per key, of a sealed key this node
+	// cannot open (nil: slog.Default()).
+	Log *slog.Logger
+	// Node names this node in the refusal notes' events ("": "leader").
+	Node string
+	// RefusalNotes configures refusals answered from the leader's state
+	// (zero fields take DefaultRefusalNotes').
+	RefusalNotes RefusalNotes
+	// Faults are the fault suite's seeded bugs the service carries
+	// (faults.CheckThenClaim); none in the product build.
+	Faults faults.Set
+	// LocalDuplicates, when set, turns local duplicate answers on (see
+	// LocalDuplicates): New starts the loop that sends their notes, and
+	// Close stops it.
+	LocalDuplicates *LocalDuplicates
+}
 
-// New returns a Service over r with limits (zero fields take defaults).
-// The Service follows r's changes (Replicator.SubscribeChanges) until
-// Close.
-func New(r Replicator, limits Limits) *Service {
-	s := &Service{r: r, limits: limits.withDefaults(), keys: &keyring{log: slog.Default()}, refusals: newRefusals(DefaultRefusalNotes, clockOf(r))}
+// New returns a Service over r set up by cfg. The Service follows r's
+// changes (Replicator.SubscribeChanges) until Close. The error is for a
+// LocalDuplicates without its node id or leadership check; nothing is
+// started then.
+func New(r Replicator, cfg Config) (*Service, error) {
+	if ld := cfg.LocalDuplicates; ld != nil && (ld.Node == "" || ld.Leading == nil) {
+		return nil, errors.New("ledger: local duplicate answers need the node's id and a leadership check")
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Service{r: r, limits: cfg.Limits.withDefaults(), keys: &keyring{kek: cfg.KEK, log: log},
+		refusals: newRefusals(cfg.RefusalNotes, clockOf(r)), faults: cfg.Faults}
+	if cfg.Node != "" {
+		s.refusals.node = cfg.Node
+	}
 	s.waiters = newWaiters(s.limits.MaxWaiters, s.limits.MaxWaitersPerKey, s.limits.MaxWaitersPerCaller)
 	s.unsubscribe = r.SubscribeChanges(s.waiters)
-	return s
+	if cfg.LocalDuplicates != nil {
+		s.answerDuplicatesLocally(*cfg.LocalDuplicates)
+	}
+	return s, nil
 }
 
 // Limits returns the limits in force.

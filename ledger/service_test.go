@@ -26,7 +26,7 @@ const (
 func newService(t *testing.T, limits ledger.Limits) (*ledger.Service, *ledgertest.Memory) {
 	t.Helper()
 	m := ledgertest.NewMemory(start)
-	return ledger.New(m, limits), m
+	return ledgertest.NewService(t, m, ledger.Config{Limits: limits}), m
 }
 
 func claimReq(k, o, payload string) ledger.ClaimRequest {

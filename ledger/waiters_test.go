@@ -133,7 +133,7 @@ func grant(t *testing.T, s *ledger.Service, key string) *fsm.Result {
 
 func TestWaitWakesOnlyForItsKey(t *testing.T) {
 	f := newFeed()
-	s := ledger.New(f, ledger.Limits{})
+	s := ledgertest.NewService(t, f, ledger.Config{})
 	g := grant(t, s, "a")
 
 	done := startWait(context.Background(), s, "a", g.Intent.Version, 30*time.Second)
@@ -158,7 +158,7 @@ func TestWaitWakesOnlyForItsKey(t *testing.T) {
 
 func TestWaitWakesForASweepAndARestore(t *testing.T) {
 	f := newFeed()
-	s := ledger.New(f, ledger.Limits{})
+	s := ledgertest.NewService(t, f, ledger.Config{})
 	g := grant(t, s, "a")
 	grant(t, s, "c")
 
@@ -203,7 +203,7 @@ func fingerprintOf(t *testing.T, payload string) string {
 
 func TestWaitCapsPerKeyAndPerNode(t *testing.T) {
 	f := newFeed()
-	s := ledger.New(f, ledger.Limits{MaxWaiters: 3, MaxWaitersPerKey: 2})
+	s := ledgertest.NewService(t, f, ledger.Config{Limits: ledger.Limits{MaxWaiters: 3, MaxWaitersPerKey: 2}})
 	g := grant(t, s, "a")
 	v := g.Intent.Version
 	ctx, cancel := context.WithCancel(context.Background())
@@ -270,7 +270,7 @@ func TestWaitCapsPerKeyAndPerNode(t *testing.T) {
 // caller frees is its own again.
 func TestWaitCapsPerCaller(t *testing.T) {
 	f := newFeed()
-	s := ledger.New(f, ledger.Limits{MaxWaiters: 10, MaxWaitersPerKey: 10, MaxWaitersPerCaller: 2})
+	s := ledgertest.NewService(t, f, ledger.Config{Limits: ledger.Limits{MaxWaiters: 10, MaxWaitersPerKey: 10, MaxWaitersPerCaller: 2}})
 	g := grant(t, s, "a")
 	v := g.Intent.Version
 	base, cancel := context.WithCancel(context.Background())
@@ -332,7 +332,7 @@ func TestWaitCapsPerCaller(t *testing.T) {
 
 func TestWaitersTimeOutWithoutLeaking(t *testing.T) {
 	f := newFeed()
-	s := ledger.New(f, ledger.Limits{MaxWaiters: 50, MaxWaitersPerKey: 5})
+	s := ledgertest.NewService(t, f, ledger.Config{Limits: ledger.Limits{MaxWaiters: 50, MaxWaitersPerKey: 5}})
 	g := grant(t, s, "k0")
 	var wg sync.WaitGroup
 	var refused atomic.Int64
@@ -373,7 +373,7 @@ func TestWaitersTimeOutWithoutLeaking(t *testing.T) {
 
 func TestCloseWakesEveryWaiterAtOnce(t *testing.T) {
 	f := newFeed()
-	s := ledger.New(f, ledger.Limits{})
+	s := ledgertest.NewService(t, f, ledger.Config{})
 	g := grant(t, s, "a")
 	var chans []<-chan waitAnswer
 	for i := range 20 {
@@ -411,7 +411,7 @@ func BenchmarkIdleWaiters(b *testing.B) {
 	const n = 4096
 	for range b.N {
 		f := newFeed()
-		s := ledger.New(f, ledger.Limits{})
+		s := ledgertest.NewService(b, f, ledger.Config{})
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
