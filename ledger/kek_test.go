@@ -329,3 +329,31 @@ func TestSealedKeyOpenedOnce(t *testing.T) {
 		t.Fatal("no new token from the cached key")
 	}
 }
+
+// TestClaimGrantedWithoutItsToken: a node that cannot open the signing
+// key (sealed with a KEK it lacks) still returns the grant, with a
+// *TokenNotIssuedError that wraps ErrSigningKeySealed and no token; the
+// node with the KEK answers the holder's repeat with the grant and its
+// token (the positive control).
+func TestClaimGrantedWithoutItsToken(t *testing.T) {
+	mem := ledgertest.NewMemory(time.Now())
+	ctx := context.Background()
+	sealed, _ := kekService(t, mem, kekOf(t, 1))
+	if _, err := sealed.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := kekService(t, mem, nil)
+	req := ledger.ClaimRequest{Key: "refund:sealed", Tool: "payments.refund", Owner: "agent", Payload: json.RawMessage(`{}`)}
+	c, err := plain.Claim(ctx, req)
+	var noToken *ledger.TokenNotIssuedError
+	if !errors.As(err, &noToken) || !errors.Is(err, ledger.ErrSigningKeySealed) {
+		t.Fatalf("claim on a node without the KEK: %v, want a TokenNotIssuedError wrapping ErrSigningKeySealed", err)
+	}
+	if c == nil || c.Status != fsm.StatusGranted || c.Token != "" {
+		t.Fatalf("claim on a node without the KEK: %+v, want the grant without a token", c)
+	}
+	again, err := sealed.Claim(ctx, req)
+	if err != nil || again.Status != fsm.StatusGranted || again.Token == "" {
+		t.Fatalf("the holder's repeat on the node with the KEK: %+v, %v", again, err)
+	}
+}

@@ -176,17 +176,18 @@ func TestWaitIgnoresAuditOnlyWrites(t *testing.T) {
 	done := startWait(ctx, s, "a", g.Intent.Version, 30*time.Second)
 	f.Await(t, 1)
 
-	writes := []func() (*fsm.Result, error){
-		func() (*fsm.Result, error) { return s.Claim(ctx, claimReq("a", "other", `{"k":"b"}`)) }, // divergent, through the log
-		func() (*fsm.Result, error) { return s.Claim(ctx, claimReq("a", owner, `{"k":"a"}`)) },   // the owner's repeat
-		func() (*fsm.Result, error) {
-			return s.Renew(ctx, ledger.RenewRequest{Key: "a", Owner: owner, FencingToken: g.Intent.FencingToken, Lease: time.Second})
+	writes := []func() error{
+		func() error { _, err := s.Claim(ctx, claimReq("a", "other", `{"k":"b"}`)); return err }, // divergent, through the log
+		func() error { _, err := s.Claim(ctx, claimReq("a", owner, `{"k":"a"}`)); return err },   // the owner's repeat
+		func() error {
+			_, err := s.Renew(ctx, ledger.RenewRequest{Key: "a", Owner: owner, FencingToken: g.Intent.FencingToken, Lease: time.Second})
+			return err
 		},
-		func() (*fsm.Result, error) { return s.Claim(ctx, claimReq("a", "other", `{"k":"a"}`)) }, // in_flight, through the log
-		func() (*fsm.Result, error) { return s.Claim(ctx, claimReq("a", "other", `{"k":"a"}`)) }, // in_flight, from the state
+		func() error { _, err := s.Claim(ctx, claimReq("a", "other", `{"k":"a"}`)); return err }, // in_flight, through the log
+		func() error { _, err := s.Claim(ctx, claimReq("a", "other", `{"k":"a"}`)); return err }, // in_flight, from the state
 	}
 	for i, w := range writes {
-		if _, err := w(); err != nil {
+		if err := w(); err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}

@@ -134,10 +134,55 @@ type ClaimRequest struct {
 	Principal string
 }
 
-// Claim validates and fingerprints the request and proposes it. Refusals
-// (in_flight, divergent, in_doubt ...) come back as a Result whose Status
-// says so; the error is for bad input and replication failures.
-func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, error) {
+// Claimed is Claim's answer: the state machine's Result and, for a
+// grant, its execution token.
+type Claimed struct {
+	*fsm.Result
+	// Token is the grant's execution token (IssueToken) when Status is
+	// granted; empty for every other answer (a duplicate, a refusal).
+	Token string
+}
+
+// TokenNotIssuedError is Claim's error for a claim that was granted but
+// whose execution token could not be signed; Claim returns the grant with
+// it, without a token. The same claim by the same owner answers the
+// grant again, with its token, once the cause is gone.
+type TokenNotIssuedError struct {
+	// Err is why: ErrSigningKeySealed, or a read or wait that failed.
+	Err error
+}
+
+func (e *TokenNotIssuedError) Error() string {
+	return "the claim was granted but its execution token could not be issued: " + e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *TokenNotIssuedError) Unwrap() error { return e.Err }
+
+// Claim validates and fingerprints the request and proposes it. A grant
+// comes back with its execution token (Claimed.Token), signed here so
+// that every caller gets it the same way; an error signing it is a
+// *TokenNotIssuedError, returned with the grant. Refusals (in_flight,
+// divergent, in_doubt ...) and duplicates come back as a Result whose
+// Status says so, with no token; the error is otherwise for bad input and
+// replication failures.
+func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*Claimed, error) {
+	r, err := s.claim(ctx, req)
+	if r == nil {
+		return nil, err
+	}
+	c := &Claimed{Result: r}
+	if err != nil || r.Status != fsm.StatusGranted || r.Intent == nil {
+		return c, err
+	}
+	if c.Token, err = s.IssueToken(ctx, r.Intent); err != nil {
+		return c, &TokenNotIssuedError{Err: err}
+	}
+	return c, nil
+}
+
+// claim is Claim without the token.
+func (s *Service) claim(ctx context.Context, req ClaimRequest) (*fsm.Result, error) {
 	ns, err := s.namespace(req.Namespace)
 	if err != nil {
 		return nil, err

@@ -42,7 +42,7 @@ func mustClaim(t *testing.T, s *ledger.Service, req ledger.ClaimRequest, want fs
 	if r.Status != want {
 		t.Fatalf("Claim(%s by %s): %s (%s), want %s", req.Key, req.Owner, r.Status, r.Detail, want)
 	}
-	return r
+	return r.Result
 }
 
 func eq[T comparable](t *testing.T, what string, got, want T) {

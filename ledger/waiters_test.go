@@ -128,7 +128,7 @@ func grant(t *testing.T, s *ledger.Service, key string) *fsm.Result {
 	if err != nil || r.Status != fsm.StatusGranted {
 		t.Fatalf("claim %s: %+v, %v", key, r, err)
 	}
-	return r
+	return r.Result
 }
 
 func TestWaitWakesOnlyForItsKey(t *testing.T) {
