@@ -278,6 +278,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := step("cluster"); err != nil {
 		return err
 	}
+	n.registry = prometheus.NewRegistry()
+	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n.registry.MustRegister(newClusterCollector(cn))
 	lc := ledger.Config{Limits: cfg.Limits, KEK: kek, Log: n.log, Node: cfg.ID, Faults: bugs,
 		RefusalNotes: ledger.RefusalNotes{Now: cc.Clock, Log: n.log}}
 	if cfg.LocalDuplicates {
@@ -296,9 +299,6 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := step("ledger"); err != nil {
 		return err
 	}
-	n.registry = prometheus.NewRegistry()
-	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(newClusterCollector(cn))
 	n.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "intentd_long_polls_waiting",
 		Help: "Long-polls (GET /v1/intents/{key}?wait=) waiting on this node; capped by --max-waiters.",
