@@ -101,7 +101,9 @@ func (f *feedReplicator) Read(ctx context.Context, c ledger.Consistency, fn func
 type uncountedKey struct{}
 
 // uncounted is a context whose reads the feed does not count.
-func uncounted() context.Context { return context.WithValue(context.Background(), uncountedKey{}, true) }
+func uncounted() context.Context {
+	return context.WithValue(context.Background(), uncountedKey{}, true)
+}
 
 type waitAnswer struct {
 	in  *fsm.Intent
