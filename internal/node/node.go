@@ -197,11 +197,10 @@ func New(cfg Config) *Node {
 // behind. ctx bounds the start: once it ends, Start stops at its next step
 // the same way and returns ctx's error.
 func (n *Node) Start(ctx context.Context) (err error) {
-	cfg := n.cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	n.cfg = n.cfg.WithDefaults()
+	if err := n.cfg.Validate(); err != nil {
 		return err
 	}
-	n.cfg = cfg
 	var undo unwind
 	defer func() {
 		if err != nil {
@@ -218,28 +217,28 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		return nil
 	}
-	bugs, err := faults.Parse(cfg.TestBug)
+	bugs, err := faults.Parse(n.cfg.TestBug)
 	if err != nil {
 		return fmt.Errorf("--test-bug: %w", err)
 	}
-	sec, err := cfg.Security.load(cfg.ID)
+	sec, err := n.cfg.Security.load(n.cfg.ID)
 	if err != nil {
 		return err
 	}
-	kek, err := cfg.KEK.load(n.log, cfg.Auth != AuthOff)
+	kek, err := n.cfg.KEK.load(n.log, n.cfg.Auth != AuthOff)
 	if err != nil {
 		return err
 	}
 	// Before Raft starts: a bad keys file stops the node with its own
 	// error, not after a bootstrap and a kill.
-	keys, err := cfg.loadKeys(n.log)
+	keys, err := n.cfg.loadKeys(n.log)
 	if err != nil {
 		return err
 	}
 	if err := step("loading"); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on --http-addr: %w", err)
 	}
@@ -248,7 +247,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := step("listening"); err != nil {
 		return err
 	}
-	advertise := cfg.HTTPAdvertise
+	advertise := n.cfg.HTTPAdvertise
 	if advertise == "" {
 		advertise = ln.Addr().String()
 	}
@@ -256,19 +255,19 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		advertise = "https://" + advertise // followers forward with this scheme
 	}
 	cc := cluster.Config{
-		ID: cfg.ID, DataDir: cfg.DataDir,
-		RaftAddr: cfg.RaftAddr, RaftAdvertise: cfg.RaftAdvertise,
-		GossipAddr: cfg.GossipAddr, GossipAdvertise: cfg.GossipAdvertise,
-		HTTPAddr: advertise, Join: cfg.Join, BootstrapExpect: cfg.BootstrapExpect,
-		LeaveOnShutdown: cfg.LeaveOnTerminate, LogStore: cfg.LogStore, Logger: cfg.Logger, Raft: cfg.Raft,
+		ID: n.cfg.ID, DataDir: n.cfg.DataDir,
+		RaftAddr: n.cfg.RaftAddr, RaftAdvertise: n.cfg.RaftAdvertise,
+		GossipAddr: n.cfg.GossipAddr, GossipAdvertise: n.cfg.GossipAdvertise,
+		HTTPAddr: advertise, Join: n.cfg.Join, BootstrapExpect: n.cfg.BootstrapExpect,
+		LeaveOnShutdown: n.cfg.LeaveOnTerminate, LogStore: n.cfg.LogStore, Logger: n.cfg.Logger, Raft: n.cfg.Raft,
 		RaftTLS: sec.peer, PeerIdentity: sec.identity, GossipKey: sec.gossipKey,
 		Clock:  func() time.Time { return time.Now().Add(time.Duration(n.clockOffset.Load())) },
-		Faults: bugs, Region: cfg.Region, Replica: cfg.Replica, PreferLeaderRegion: cfg.PreferLeaderRegion,
-		Network: cfg.Network, ReadyMaxLag: cfg.ReadyMaxLag,
+		Faults: bugs, Region: n.cfg.Region, Replica: n.cfg.Replica, PreferLeaderRegion: n.cfg.PreferLeaderRegion,
+		Network: n.cfg.Network, ReadyMaxLag: n.cfg.ReadyMaxLag,
 		// Digests only: nodes compare them at join (cluster/progress.go).
-		Identity: cluster.Identity{Cluster: clusterName(cfg.Security), KEK: kek.ID(), APIKeys: keys.Digest},
+		Identity: cluster.Identity{Cluster: clusterName(n.cfg.Security), KEK: kek.ID(), APIKeys: keys.Digest},
 	}
-	cfg.Timings.Apply(&cc)
+	n.cfg.Timings.Apply(&cc)
 	cn, err := cluster.New(cc)
 	if err != nil {
 		return err
@@ -281,11 +280,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.registry.MustRegister(newClusterCollector(cn))
-	lc := ledger.Config{Limits: cfg.Limits, KEK: kek, Log: n.log, Node: cfg.ID, Faults: bugs,
+	lc := ledger.Config{Limits: n.cfg.Limits, KEK: kek, Log: n.log, Node: n.cfg.ID, Faults: bugs,
 		RefusalNotes: ledger.RefusalNotes{Now: cc.Clock, Log: n.log}}
-	if cfg.LocalDuplicates {
-		lc.LocalDuplicates = &ledger.LocalDuplicates{Node: cfg.ID, Leading: cn.IsLeader,
-			Margin: cfg.LocalDuplicateMargin, Now: cc.Clock, Log: n.log}
+	if n.cfg.LocalDuplicates {
+		lc.LocalDuplicates = &ledger.LocalDuplicates{Node: n.cfg.ID, Leading: cn.IsLeader,
+			Margin: n.cfg.LocalDuplicateMargin, Now: cc.Clock, Log: n.log}
 	}
 	svc, err := ledger.New(n.instrument(cn), lc)
 	if err != nil {
@@ -293,8 +292,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	undo.push(svc.Close)
 	n.svc = svc
-	if cfg.TestBug != "" {
-		n.log.Warn("SEEDED BUG ACTIVE: this node is deliberately incorrect (fault-suite positive control)", "bug", cfg.TestBug)
+	if n.cfg.TestBug != "" {
+		n.log.Warn("SEEDED BUG ACTIVE: this node is deliberately incorrect (fault-suite positive control)", "bug", n.cfg.TestBug)
 	}
 	if err := step("ledger"); err != nil {
 		return err
@@ -303,7 +302,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		Name: "intentd_long_polls_waiting",
 		Help: "Long-polls (GET /v1/intents/{key}?wait=) waiting on this node; capped by --max-waiters.",
 	}, func() float64 { return float64(svc.Waiting()) }))
-	if cfg.LocalDuplicates {
+	if n.cfg.LocalDuplicates {
 		n.registry.MustRegister(newLocalDuplicateCollector(svc))
 	}
 	if n.reloader = n.newKeyReloader(keys); n.reloader != nil {
@@ -320,12 +319,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		PeerAuth:      sec.peers,
 		Snapshots:     cn,
 		Logger:        n.log,
-		NodeID:        cfg.ID,
+		NodeID:        n.cfg.ID,
 	})
 	// The web console: static files under /ui/, no key needed to load
 	// them; every call its pages make is an API call with the person's key.
 	handler := console.Mount(api.Handler())
-	if cfg.TestHooks {
+	if n.cfg.TestHooks {
 		n.log.Warn("test hooks enabled: /debug/digest and /debug/clock-offset are served")
 		handler = n.withTestHooks(handler, keys)
 	}
@@ -338,8 +337,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 	}
-	if cfg.PprofAddr != "" {
-		d, err := startDebugServer(cfg.PprofAddr, n.log)
+	if n.cfg.PprofAddr != "" {
+		d, err := startDebugServer(n.cfg.PprofAddr, n.log)
 		if err != nil {
 			return err
 		}
@@ -359,7 +358,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.reloader.start()
 	}
 	n.log.Info("serving", "http", advertise, "tls", sec.http != nil, "gossip_encrypted", sec.gossipKey != nil, "raft", cn.RaftAddr(), "gossip", cn.GossipAddr(),
-		"data_dir", cfg.DataDir)
+		"data_dir", n.cfg.DataDir)
 	return nil
 }
 
