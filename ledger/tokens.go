@@ -299,6 +299,7 @@ func (s *Service) JWKS(ctx context.Context, c Consistency) ([]byte, error) {
 // from the replicated key set. A node whose replica has not applied that
 // key yet (it forwarded the claim, and the leader answered
 // before this replica caught up) waits until it has applied the grant.
+// Claim calls it for every grant it returns (Claimed.Token).
 func (s *Service) IssueToken(ctx context.Context, in *fsm.Intent) (string, error) {
 	k, err := s.activeKey(ctx)
 	if err != nil {
