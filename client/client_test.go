@@ -40,7 +40,7 @@ type node struct {
 func newNode(t *testing.T) *node {
 	t.Helper()
 	n := &node{mem: ledgertest.NewMemory(epoch)}
-	n.svc = ledger.New(n.mem, ledger.Limits{})
+	n.svc = ledgertest.NewService(t, n.mem, ledger.Config{})
 	api := httpapi.New(httpapi.Config{
 		Service: n.svc, Cluster: readyCluster{}, NodeID: "n1", Now: n.mem.Now,
 	})

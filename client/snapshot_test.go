@@ -64,7 +64,7 @@ func (f *fakeSnapshots) Restore(_ context.Context, data []byte, force bool) (clu
 func snapshotNode(t *testing.T, snaps *fakeSnapshots, wrap func(http.Handler) http.Handler) (*httptest.Server, *requestLog) {
 	t.Helper()
 	mem := ledgertest.NewMemory(epoch)
-	h := httpapi.New(httpapi.Config{Service: ledger.New(mem, ledger.Limits{}), Cluster: readyCluster{}, NodeID: "n1",
+	h := httpapi.New(httpapi.Config{Service: ledgertest.NewService(t, mem, ledger.Config{}), Cluster: readyCluster{}, NodeID: "n1",
 		Now: mem.Now, Snapshots: snaps}).Handler()
 	if wrap != nil {
 		h = wrap(h)

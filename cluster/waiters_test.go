@@ -156,7 +156,7 @@ func TestClaimWakesOnlyTheLongPollsOfItsKey(t *testing.T) {
 	ra, rb, rf := counting(leader), counting(leader), counting(follower)
 	var svcs []*ledger.Service
 	for _, r := range []*countingReads{ra, rb, rf} {
-		s := ledger.New(r, ledger.Limits{})
+		s := ledgertest.NewService(t, r, ledger.Config{})
 		t.Cleanup(s.Close)
 		svcs = append(svcs, s)
 	}

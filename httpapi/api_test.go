@@ -645,7 +645,7 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	// A second server on the same registry shares the collectors.
-	New(Config{Service: ledger.New(e.mem, ledger.Limits{}), Registry: e.reg})
+	New(Config{Service: ledgertest.NewService(t, e.mem, ledger.Config{}), Registry: e.reg})
 }
 
 func TestRetryAfterHeaderRoundsUp(t *testing.T) {

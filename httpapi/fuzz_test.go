@@ -58,7 +58,7 @@ func FuzzClaimBody(f *testing.F) {
 	// One server for the whole run, over a ledger that is fresh for every
 	// input.
 	rep := &swappable{}
-	svc := ledger.New(rep, ledger.Limits{})
+	svc := ledgertest.NewService(f, rep, ledger.Config{})
 	// Rate limits off: they are not what this fuzzes, and a fast run
 	// would otherwise meet them.
 	api := New(Config{Service: svc, Now: func() time.Time { return epoch }, RateLimits: &RateLimits{}})

@@ -395,7 +395,7 @@ func TestIsAdminFailsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := ledger.New(ledgertest.NewMemory(epoch), ledger.Limits{})
+	svc := ledgertest.NewService(t, ledgertest.NewMemory(epoch), ledger.Config{})
 	nobody := func(echo.Context) (Identity, bool) { return Identity{}, false }
 	admin := func(echo.Context) (Identity, bool) { return Identity{Name: "root", Admin: true}, true }
 	for _, tc := range []struct {

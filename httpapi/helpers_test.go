@@ -85,6 +85,17 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 	return e
 }
 
+// newEnvWith is newEnv with the env's ledger.Service set up by lcfg.
+func newEnvWith(t testing.TB, lcfg ledger.Config, opts ...envOption) *testEnv {
+	t.Helper()
+	mem := ledgertest.NewMemory(epoch)
+	fr := &flakyReads{Memory: mem}
+	svc := ledgertest.NewService(t, fr, lcfg)
+	e := newEnvOver(t, mem, fr, append(opts, func(c *Config) { c.Service = svc })...)
+	e.reads = fr
+	return e
+}
+
 // newEnvOver serves a Service over r; mem is the ledger behind it (for
 // Proposed counts and the clock).
 func newEnvOver(t testing.TB, mem *ledgertest.Memory, r ledger.Replicator, opts ...envOption) *testEnv {
@@ -97,7 +108,7 @@ func newEnvOver(t testing.TB, mem *ledgertest.Memory, r ledger.Replicator, opts 
 		forwardedBy: make(chan string, 100),
 	}
 	cfg := Config{
-		Service: ledger.New(r, ledger.Limits{}), Cluster: e.cluster, Registry: e.reg,
+		Service: ledgertest.NewService(t, r, ledger.Config{}), Cluster: e.cluster, Registry: e.reg,
 		NodeID: "n1", Now: mem.Now,
 	}
 	for _, o := range opts {

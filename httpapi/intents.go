@@ -44,11 +44,12 @@ func (s *Server) claim(c echo.Context) error {
 		// in_doubt) to the leader, which answers it without a log entry.
 		ctx = ledger.WithForwardableClaim(ctx)
 	}
-	r, err := s.svc.Claim(ctx, ledger.ClaimRequest{
+	claimed, err := s.svc.Claim(ctx, ledger.ClaimRequest{
 		Namespace: s.namespaceOf(c), Key: req.Key, Tool: req.Tool, Owner: req.Owner, Policy: req.Policy,
 		Payload: req.Payload, Lease: leaseOf(req.LeaseMS), Principal: s.callerOf(c).Principal,
 	})
-	if err != nil {
+	var noToken *ledger.TokenNotIssuedError
+	if err != nil && (!errors.As(err, &noToken) || claimed == nil) {
 		var q *ledger.QuotaError
 		if errors.As(err, &q) {
 			code := CodeNamespaceRateLimited
@@ -59,8 +60,18 @@ func (s *Server) claim(c echo.Context) error {
 		}
 		return s.fail(c, err, body)
 	}
+	r := claimed.Result
 	s.metrics.claims.WithLabelValues(string(r.Status)).Inc()
 	s.metrics.namespaceClaims.WithLabelValues(s.namespaceLabel(s.namespaceOf(c)), string(r.Status)).Inc()
+	if noToken != nil {
+		s.log.Error("httpapi: issuing an execution token", "key", r.Intent.Key, "err", noToken.Err)
+		detail := "the claim was granted but its execution token could not be issued; " +
+			"retry the same claim with the same owner to receive the grant and a token"
+		if errors.Is(noToken.Err, ledger.ErrSigningKeySealed) {
+			detail = "the claim was granted but this node cannot issue its execution token: " + noToken.Err.Error()
+		}
+		return s.writeProblem(c, newProblem(CodeUnavailable, detail))
+	}
 	code, ok := successCode(r)
 	if !ok {
 		return s.writeProblem(c, refusalProblem(r, s.now()))
@@ -71,18 +82,9 @@ func (s *Server) claim(c echo.Context) error {
 		c.Response().Header().Set(HeaderLocalAnswer, s.nodeID)
 	}
 	if r.Status == fsm.StatusGranted && r.Intent != nil {
+		// The ledger signed the grant's execution token with the claim.
 		resp.FencingToken = r.Intent.FencingToken
-		tok, err := s.svc.IssueToken(c.Request().Context(), r.Intent)
-		if err != nil {
-			s.log.Error("httpapi: issuing an execution token", "key", r.Intent.Key, "err", err)
-			detail := "the claim was granted but its execution token could not be issued; " +
-				"retry the same claim with the same owner to receive the grant and a token"
-			if errors.Is(err, ledger.ErrSigningKeySealed) {
-				detail = "the claim was granted but this node cannot issue its execution token: " + err.Error()
-			}
-			return s.writeProblem(c, newProblem(CodeUnavailable, detail))
-		}
-		resp.ExecutionToken = tok
+		resp.ExecutionToken = claimed.Token
 	}
 	return writeJSON(c, codes[code].status, resp)
 }

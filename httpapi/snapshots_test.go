@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/intentledger/intentd/fsm"
+	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
 	"github.com/intentledger/intentd/token"
 )
@@ -57,9 +58,8 @@ func TestRestoreRefusesPlaintextSeedsUnderAKEK(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			snaps := &fakeSnapshots{restored: make(chan []byte, 1)}
-			e := newEnv(t, func(c *Config) {
+			e := newEnvWith(t, ledger.Config{KEK: tc.kek}, func(c *Config) {
 				c.Snapshots = snaps
-				c.Service.SetKEK(tc.kek, nil)
 			})
 			rep := e.do(t, http.MethodPost, "/v1/admin/snapshot/restore?force=true", tc.snapshot)
 			if !tc.refused {

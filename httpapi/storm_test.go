@@ -41,9 +41,7 @@ func TestInFlightRetryAfter(t *testing.T) {
 // without a proposal each (but the first), with a Retry-After that grows per owner, and
 // the holder's own report still goes through.
 func TestInFlightStormOverHTTP(t *testing.T) {
-	e := newEnv(t, func(c *Config) {
-		c.Service.SetRefusalNotes("n1", ledger.RefusalNotes{Interval: time.Hour, Now: c.Now})
-	})
+	e := newEnvWith(t, ledger.Config{Node: "n1", RefusalNotes: ledger.RefusalNotes{Interval: time.Hour}})
 	g := e.claimOK(t, "k", "holder")
 	before := proposed(e.mem)
 	for attempt, want := range []int64{1000, 2000, 4000, 8000} {
@@ -71,10 +69,9 @@ func TestInFlightStormOverHTTP(t *testing.T) {
 func TestHolderNotLimitedByAStormOnItsKey(t *testing.T) {
 	const burst = 3
 	ks, keys := testKeyset(t, map[string]string{"holder": "agent", "storm-1": "agent", "storm-2": "agent"})
-	e := newEnv(t, func(c *Config) {
+	e := newEnvWith(t, ledger.Config{Node: "n1", RefusalNotes: ledger.RefusalNotes{Interval: time.Hour}}, func(c *Config) {
 		c.Auth = ks
 		c.RateLimits = &RateLimits{PerKey: 0.001, KeyBurst: burst}
-		c.Service.SetRefusalNotes("n1", ledger.RefusalNotes{Interval: time.Hour, Now: c.Now})
 	})
 	holder := bearer(keys["holder"])
 	g := answer(t, e.do(t, http.MethodPost, "/v1/intents", newClaim("k", "o"), holder...), http.StatusCreated)

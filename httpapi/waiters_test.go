@@ -45,7 +45,7 @@ func envWithLimits(t *testing.T, limits ledger.Limits, opts ...envOption) (*test
 	t.Helper()
 	mem := ledgertest.NewMemory(epoch)
 	r := &signalledMemory{Memory: mem}
-	svc := ledger.New(r, limits)
+	svc := ledgertest.NewService(t, r, ledger.Config{Limits: limits})
 	e := newEnvOver(t, mem, r, append(opts, func(c *Config) { c.Service = svc })...)
 	t.Cleanup(svc.Close)
 	return e, r, svc
@@ -147,7 +147,7 @@ func TestLongPollsOnAFollowerUseTheRightRegistry(t *testing.T) {
 	fmem := ledgertest.NewMemory(epoch)
 	fr := &signalledFollower{followerReplicator: &followerReplicator{local: fmem}}
 	fr.setLeader("n1", leader.hostPort())
-	fsvc := ledger.New(fr, ledger.Limits{MaxWaiters: 1})
+	fsvc := ledgertest.NewService(t, fr, ledger.Config{Limits: ledger.Limits{MaxWaiters: 1}})
 	follower := newEnvOver(t, fmem, fr, withNodeID("n2"), func(c *Config) { c.Service = fsvc })
 	t.Cleanup(fsvc.Close)
 
@@ -201,7 +201,7 @@ func BenchmarkIdleLongPolls(b *testing.B) {
 	const n = 4096
 	for range b.N {
 		mem := ledgertest.NewMemory(epoch)
-		svc := ledger.New(mem, ledger.Limits{})
+		svc := ledgertest.NewService(b, mem, ledger.Config{})
 		e := newEnvOver(b, mem, mem, func(c *Config) { c.Service = svc })
 		var before, after runtime.MemStats
 		runtime.GC()

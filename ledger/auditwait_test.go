@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/ledger"
+	"github.com/intentledger/intentd/ledger/ledgertest"
 )
 
 type auditAnswer struct {
@@ -40,7 +41,7 @@ func receiveAudit(t *testing.T, ch <-chan auditAnswer) auditAnswer {
 // wakes for a change to any key of its namespace, not of another one.
 func TestWaitAuditWakesForAnyKeyOfItsNamespace(t *testing.T) {
 	f := newFeed()
-	s := ledger.New(f, ledger.Limits{})
+	s := ledgertest.NewService(t, f, ledger.Config{})
 	grant(t, s, "a")
 
 	p, err := s.WaitAudit(context.Background(), "", 1, 0, time.Minute, ledger.Stale)
@@ -83,7 +84,7 @@ func TestWaitAuditWakesForAnyKeyOfItsNamespace(t *testing.T) {
 // Close answers them at once.
 func TestWaitAuditCapsAndClose(t *testing.T) {
 	f := newFeed()
-	s := ledger.New(f, ledger.Limits{MaxWaiters: 10, MaxWaitersPerKey: 1})
+	s := ledgertest.NewService(t, f, ledger.Config{Limits: ledger.Limits{MaxWaiters: 10, MaxWaitersPerKey: 1}})
 	g := grant(t, s, "a")
 	ctx := context.Background()
 

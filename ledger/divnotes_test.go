@@ -99,8 +99,7 @@ func TestDivergentStormCostsOneEntry(t *testing.T) {
 // not only at Close, and they are all the entries the storm costs.
 func TestDivergentNotesEveryInterval(t *testing.T) {
 	m := ledgertest.NewMemory(start)
-	s := ledger.New(m, ledger.Limits{})
-	s.SetRefusalNotes("n1", ledger.RefusalNotes{Interval: 20 * time.Millisecond, Now: m.Now})
+	s := ledgertest.NewService(t, m, ledger.Config{Node: "n1", RefusalNotes: ledger.RefusalNotes{Interval: 20 * time.Millisecond, Now: m.Now}})
 	t.Cleanup(s.Close)
 	mustClaim(t, s, claimReq(key, owner, `{"a":1}`), fsm.StatusGranted)
 	mustClaim(t, s, claimReq(key, "first", `{"a":2}`), fsm.StatusDivergent)

@@ -117,8 +117,7 @@ func TestDuplicateStormCostsOneEntry(t *testing.T) {
 // not only at Close, and they are all the entries the storm costs.
 func TestDuplicateNotesEveryInterval(t *testing.T) {
 	m := ledgertest.NewMemory(start)
-	s := ledger.New(m, ledger.Limits{})
-	s.SetRefusalNotes("n1", ledger.RefusalNotes{Interval: 20 * time.Millisecond, Now: m.Now})
+	s := ledgertest.NewService(t, m, ledger.Config{Node: "n1", RefusalNotes: ledger.RefusalNotes{Interval: 20 * time.Millisecond, Now: m.Now}})
 	t.Cleanup(s.Close)
 	executedKey(t, s, `{"amount":5}`)
 	mustClaim(t, s, claimReq(key, "first", `{"amount":5}`), fsm.StatusDuplicate)

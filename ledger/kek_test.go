@@ -74,11 +74,9 @@ func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(
 
 // kekService is a service over r with kek (nil: none) logging into a
 // fresh buffer.
-func kekService(r ledger.Replicator, kek *token.KEK) (*ledger.Service, *logBuffer) {
-	s := ledger.New(r, ledger.Limits{})
+func kekService(t testing.TB, r ledger.Replicator, kek *token.KEK) (*ledger.Service, *logBuffer) {
 	logs := &logBuffer{}
-	s.SetKEK(kek, logs.logger())
-	return s, logs
+	return ledgertest.NewService(t, r, ledger.Config{KEK: kek, Log: logs.logger()}), logs
 }
 
 // kekGrant claims key for owner and returns the granted intent.
@@ -137,7 +135,7 @@ func TestSealedSeedFormatAgrees(t *testing.T) {
 func TestKEKKeepsSeedsOutOfTheLog(t *testing.T) {
 	rec := &recordingReplicator{Memory: ledgertest.NewMemory(time.Now())}
 	kek := kekOf(t, 1)
-	s, logs := kekService(rec, kek)
+	s, logs := kekService(t, rec, kek)
 	ctx := context.Background()
 
 	first := kekGrant(t, s, "refund:1", "agent")
@@ -209,7 +207,7 @@ func TestKEKKeepsSeedsOutOfTheLog(t *testing.T) {
 // put a plaintext seed in the log, or seal one no other node opens).
 func TestWithoutTheKEKSealedKeysFailClearly(t *testing.T) {
 	mem := ledgertest.NewMemory(time.Now())
-	good, _ := kekService(mem, kekOf(t, 1))
+	good, _ := kekService(t, mem, kekOf(t, 1))
 	in := kekGrant(t, good, "refund:1", "agent")
 	tok := kekIssue(t, good, in)
 	ctx := context.Background()
@@ -224,7 +222,7 @@ func TestWithoutTheKEKSealedKeysFailClearly(t *testing.T) {
 		{"another KEK", kekOf(t, 2), token.ErrWrongKEK, "does not open with this key-encryption key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, logs := kekService(mem, tc.kek)
+			s, logs := kekService(t, mem, tc.kek)
 			check := func(what string, err error) {
 				t.Helper()
 				if !errors.Is(err, ledger.ErrSigningKeySealed) || !errors.Is(err, tc.cause) ||
@@ -261,9 +259,9 @@ func TestWithoutTheKEKSealedKeysFailClearly(t *testing.T) {
 		})
 	}
 	// A service never told about KEKs behaves as one without.
-	_, err := ledger.New(mem, ledger.Limits{}).IssueToken(ctx, in)
+	_, err := ledgertest.NewService(t, mem, ledger.Config{}).IssueToken(ctx, in)
 	if !errors.Is(err, token.ErrNoKEK) {
-		t.Fatalf("issue without SetKEK: %v", err)
+		t.Fatalf("issue without a KEK: %v", err)
 	}
 	// The token was never spent: the node with the KEK verifies it.
 	kekVerify(t, good, tok)
@@ -275,7 +273,7 @@ func TestWithoutTheKEKSealedKeysFailClearly(t *testing.T) {
 func TestMixedPlaintextAndSealedKeys(t *testing.T) {
 	mem := ledgertest.NewMemory(time.Now())
 	ctx := context.Background()
-	plain, _ := kekService(mem, nil)
+	plain, _ := kekService(t, mem, nil)
 	kekIssue(t, plain, kekGrant(t, plain, "refund:first", "agent")) // adds the (plaintext) first key
 	old := kekGrant(t, plain, "refund:old", "agent")
 	if old.TokenKey == "" {
@@ -283,7 +281,7 @@ func TestMixedPlaintextAndSealedKeys(t *testing.T) {
 	}
 	oldTok := kekIssue(t, plain, old)
 
-	sealed, _ := kekService(mem, kekOf(t, 1))
+	sealed, _ := kekService(t, mem, kekOf(t, 1))
 	if _, err := sealed.RotateKey(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -323,11 +321,39 @@ func TestMixedPlaintextAndSealedKeys(t *testing.T) {
 // (shown by taking the KEK away: the cached key still signs).
 func TestSealedKeyOpenedOnce(t *testing.T) {
 	mem := ledgertest.NewMemory(time.Now())
-	s, _ := kekService(mem, kekOf(t, 1))
+	s, _ := kekService(t, mem, kekOf(t, 1))
 	tok := kekIssue(t, s, kekGrant(t, s, "refund:1", "agent"))
-	s.SetKEK(nil, slog.New(slog.DiscardHandler))
+	ledger.DropKEK(s)
 	in := kekGrant(t, s, "refund:2", "agent")
 	if got := kekIssue(t, s, in); got == "" || got == tok {
 		t.Fatal("no new token from the cached key")
+	}
+}
+
+// TestClaimGrantedWithoutItsToken: a node that cannot open the signing
+// key (sealed with a KEK it lacks) still returns the grant, with a
+// *TokenNotIssuedError that wraps ErrSigningKeySealed and no token; the
+// node with the KEK answers the holder's repeat with the grant and its
+// token (the positive control).
+func TestClaimGrantedWithoutItsToken(t *testing.T) {
+	mem := ledgertest.NewMemory(time.Now())
+	ctx := context.Background()
+	sealed, _ := kekService(t, mem, kekOf(t, 1))
+	if _, err := sealed.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := kekService(t, mem, nil)
+	req := ledger.ClaimRequest{Key: "refund:sealed", Tool: "payments.refund", Owner: "agent", Payload: json.RawMessage(`{}`)}
+	c, err := plain.Claim(ctx, req)
+	var noToken *ledger.TokenNotIssuedError
+	if !errors.As(err, &noToken) || !errors.Is(err, ledger.ErrSigningKeySealed) {
+		t.Fatalf("claim on a node without the KEK: %v, want a TokenNotIssuedError wrapping ErrSigningKeySealed", err)
+	}
+	if c == nil || c.Status != fsm.StatusGranted || c.Token != "" {
+		t.Fatalf("claim on a node without the KEK: %+v, want the grant without a token", c)
+	}
+	again, err := sealed.Claim(ctx, req)
+	if err != nil || again.Status != fsm.StatusGranted || again.Token == "" {
+		t.Fatalf("the holder's repeat on the node with the KEK: %+v, %v", again, err)
 	}
 }

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -86,13 +85,10 @@ type localDuplicates struct {
 	answered, queueFull, noted, lost atomic.Uint64
 }
 
-// AnswerDuplicatesLocally turns local duplicate answers on and starts the
-// loop that sends their notes; Close stops it. Call it before the service
-// serves, at most once.
-func (s *Service) AnswerDuplicatesLocally(cfg LocalDuplicates) error {
-	if cfg.Node == "" || cfg.Leading == nil {
-		return errors.New("ledger: local duplicate answers need the node's id and a leadership check")
-	}
+// answerDuplicatesLocally turns local duplicate answers on and starts the
+// loop that sends their notes; Close stops it. New calls it, with cfg's
+// Node and Leading checked.
+func (s *Service) answerDuplicatesLocally(cfg LocalDuplicates) {
 	if cfg.Margin <= 0 {
 		cfg.Margin = 5 * time.Second
 	}
@@ -116,7 +112,6 @@ func (s *Service) AnswerDuplicatesLocally(cfg LocalDuplicates) error {
 	ld.seq.Store(uint64(cfg.Now().UnixNano()))
 	s.local = ld
 	go ld.run(s)
-	return nil
 }
 
 // LocalDuplicateStats returns the counts of local answers (zero when they

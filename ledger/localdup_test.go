@@ -43,16 +43,13 @@ func (g *noteGate) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, e
 // the leader) over g, with key executed.
 func localSetup(t *testing.T, g *noteGate, cfg ledger.LocalDuplicates) *ledger.Service {
 	t.Helper()
-	s := ledger.New(g, ledger.Limits{})
-	t.Cleanup(s.Close)
 	cfg.Node = "n2"
 	if cfg.Leading == nil {
 		cfg.Leading = func() bool { return false }
 	}
 	cfg.Now = g.Now
-	if err := s.AnswerDuplicatesLocally(cfg); err != nil {
-		t.Fatal(err)
-	}
+	s := ledgertest.NewService(t, g, ledger.Config{LocalDuplicates: &cfg})
+	t.Cleanup(s.Close)
 	r := mustClaim(t, s, claimReq(key, owner, `{"amount":5}`), fsm.StatusGranted)
 	if r.Local {
 		t.Fatal("a grant was answered locally")
@@ -165,11 +162,8 @@ func TestLocalDuplicateNoteGivenUp(t *testing.T) {
 
 func TestLocalDuplicateCloseFlushesQueuedNotes(t *testing.T) {
 	g := &noteGate{Memory: ledgertest.NewMemory(start), hold: make(chan struct{})}
-	s := ledger.New(g, ledger.Limits{})
 	cfg := ledger.LocalDuplicates{Node: "n2", Leading: func() bool { return false }, Now: g.Now}
-	if err := s.AnswerDuplicatesLocally(cfg); err != nil {
-		t.Fatal(err)
-	}
+	s := ledgertest.NewService(t, g, ledger.Config{LocalDuplicates: &cfg})
 	r := mustClaim(t, s, claimReq(key, owner, `{"amount":5}`), fsm.StatusGranted)
 	if _, err := s.Complete(context.Background(), ledger.CompleteRequest{Key: key, Owner: owner, FencingToken: r.Intent.FencingToken,
 		Outcome: fsm.OutcomeExecuted}); err != nil {
@@ -194,12 +188,28 @@ func TestLocalDuplicateCloseFlushesQueuedNotes(t *testing.T) {
 	eq(t, "duplicates recorded", duplicates(t, g.Memory), 3)
 }
 
-func TestAnswerDuplicatesLocallyNeedsNodeAndLeadership(t *testing.T) {
-	s, _ := newService(t, ledger.Limits{})
-	if err := s.AnswerDuplicatesLocally(ledger.LocalDuplicates{Leading: func() bool { return false }}); err == nil {
-		t.Error("no node id: accepted")
-	}
-	if err := s.AnswerDuplicatesLocally(ledger.LocalDuplicates{Node: "n1"}); err == nil {
-		t.Error("no leadership check: accepted")
+// TestLocalDuplicatesNeedNodeAndLeadership: New refuses local duplicate
+// answers without the node's id or a leadership check, and accepts them
+// with both (the positive control).
+func TestLocalDuplicatesNeedNodeAndLeadership(t *testing.T) {
+	notLeading := func() bool { return false }
+	for _, tc := range []struct {
+		name string
+		ld   ledger.LocalDuplicates
+		ok   bool
+	}{
+		{"no node id", ledger.LocalDuplicates{Leading: notLeading}, false},
+		{"no leadership check", ledger.LocalDuplicates{Node: "n1"}, false},
+		{"both", ledger.LocalDuplicates{Node: "n1", Leading: notLeading}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := ledger.New(ledgertest.NewMemory(start), ledger.Config{LocalDuplicates: &tc.ld})
+			if (err == nil) != tc.ok {
+				t.Fatalf("ledger.New: %v, want accepted %v", err, tc.ok)
+			}
+			if s != nil {
+				s.Close()
+			}
+		})
 	}
 }

@@ -229,12 +229,6 @@ func (s *Service) NamespaceQuota(ns string) (NamespaceQuota, bool) { return s.qu
 // NamespaceQuotas returns the quotas in force (a copy).
 func (s *Service) NamespaceQuotas() NamespaceQuotas { return s.quotas.get() }
 
-// SetLeading tells the service how to learn whether its node leads now
-// (cluster.Node.IsLeader); the namespace quotas are checked where claims
-// are proposed, on the leader. Without it the service takes itself for
-// the leader (one node, tests). Call it before the service serves.
-func (s *Service) SetLeading(leading func() bool) { s.quotas.leading = leading }
-
 // NamespaceUsage reads what namespace ns holds (fsm.Machine.NamespaceUsage)
 // at consistency c.
 func (s *Service) NamespaceUsage(ctx context.Context, ns string, c Consistency) (fsm.Usage, error) {

@@ -141,11 +141,8 @@ func (f follower) Read(ctx context.Context, c ledger.Consistency, fn func(*fsm.M
 // may be forwarded, and neither spends a token nor refuses it itself.
 func TestNamespaceQuotaOnAFollower(t *testing.T) {
 	m := ledgertest.NewMemory(start)
-	s := ledger.New(follower{m}, ledger.Limits{})
-	s.SetLeading(func() bool { return false })
-	if err := s.SetNamespaceQuotas(ledger.NamespaceQuotas{"q": {ClaimsPerSecond: 1, MaxIntents: 1}}); err != nil {
-		t.Fatal(err)
-	}
+	s := ledgertest.NewService(t, follower{m}, ledger.Config{Leading: func() bool { return false },
+		NamespaceQuotas: ledger.NamespaceQuotas{"q": {ClaimsPerSecond: 1, MaxIntents: 1}}})
 	for i := range 3 {
 		_, err := s.Claim(ledger.WithForwardableClaim(context.Background()), quotaClaim("q", "k"))
 		var nl *ledger.NotLeaderError

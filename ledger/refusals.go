@@ -51,8 +51,8 @@ type RefusalNotes struct {
 	Log *slog.Logger
 }
 
-// DefaultRefusalNotes is what a Service uses unless
-// SetRefusalNotes says otherwise.
+// DefaultRefusalNotes is what a Service uses where Config.RefusalNotes
+// leaves a field zero.
 var DefaultRefusalNotes = RefusalNotes{Interval: time.Second, MaxKeys: 10_000}
 
 // RefusalStats counts refusals answered from the leader's state.
@@ -270,16 +270,6 @@ func newRefusals(cfg RefusalNotes, clock func() time.Time) *refusals {
 		stop: make(chan struct{}), done: make(chan struct{})}
 	rf.dupSeq.Store(uint64(cfg.Now().UnixNano()))
 	return rf
-}
-
-// SetRefusalNotes replaces the configuration of refusals answered from the
-// leader's state (DefaultRefusalNotes unless called); node names this node
-// in the notes' events. Call it before the service serves, at most once.
-func (s *Service) SetRefusalNotes(node string, cfg RefusalNotes) {
-	s.refusals = newRefusals(cfg, clockOf(s.r))
-	if node != "" {
-		s.refusals.node = node
-	}
 }
 
 // RefusalStats returns the counts of refusals answered from the leader's

@@ -17,8 +17,7 @@ import (
 // when it closes (an hour's interval), on m's clock.
 func refusalSetup(t *testing.T, r ledger.Replicator, m *ledgertest.Memory) *ledger.Service {
 	t.Helper()
-	s := ledger.New(r, ledger.Limits{})
-	s.SetRefusalNotes("n1", ledger.RefusalNotes{Interval: time.Hour, Now: m.Now})
+	s := ledgertest.NewService(t, r, ledger.Config{Node: "n1", RefusalNotes: ledger.RefusalNotes{Interval: time.Hour, Now: m.Now}})
 	t.Cleanup(s.Close)
 	return s
 }
@@ -183,24 +182,24 @@ func TestFollowerSendsLikelyRefusalsToTheLeader(t *testing.T) {
 // once.
 func TestWaitIgnoresAuditOnlyWrites(t *testing.T) {
 	f := newFeed()
-	s := ledger.New(f, ledger.Limits{})
-	s.SetRefusalNotes("n1", ledger.RefusalNotes{Interval: time.Hour, Now: f.Now})
+	s := ledgertest.NewService(t, f, ledger.Config{Node: "n1", RefusalNotes: ledger.RefusalNotes{Interval: time.Hour, Now: f.Now}})
 	ctx := context.Background()
 	g := grant(t, s, "a")
 	done := startWait(ctx, s, "a", g.Intent.Version, 30*time.Second)
 	f.Await(t, 1)
 
-	writes := []func() (*fsm.Result, error){
-		func() (*fsm.Result, error) { return s.Claim(ctx, claimReq("a", "other", `{"k":"b"}`)) }, // divergent, through the log
-		func() (*fsm.Result, error) { return s.Claim(ctx, claimReq("a", owner, `{"k":"a"}`)) },   // the owner's repeat
-		func() (*fsm.Result, error) {
-			return s.Renew(ctx, ledger.RenewRequest{Key: "a", Owner: owner, FencingToken: g.Intent.FencingToken, Lease: time.Second})
+	writes := []func() error{
+		func() error { _, err := s.Claim(ctx, claimReq("a", "other", `{"k":"b"}`)); return err }, // divergent, through the log
+		func() error { _, err := s.Claim(ctx, claimReq("a", owner, `{"k":"a"}`)); return err },   // the owner's repeat
+		func() error {
+			_, err := s.Renew(ctx, ledger.RenewRequest{Key: "a", Owner: owner, FencingToken: g.Intent.FencingToken, Lease: time.Second})
+			return err
 		},
-		func() (*fsm.Result, error) { return s.Claim(ctx, claimReq("a", "other", `{"k":"a"}`)) }, // in_flight, through the log
-		func() (*fsm.Result, error) { return s.Claim(ctx, claimReq("a", "other", `{"k":"a"}`)) }, // in_flight, from the state
+		func() error { _, err := s.Claim(ctx, claimReq("a", "other", `{"k":"a"}`)); return err }, // in_flight, through the log
+		func() error { _, err := s.Claim(ctx, claimReq("a", "other", `{"k":"a"}`)); return err }, // in_flight, from the state
 	}
 	for i, w := range writes {
-		if _, err := w(); err != nil {
+		if err := w(); err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}

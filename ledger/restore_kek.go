@@ -25,7 +25,7 @@ var ErrForeignKEKRestore = errors.New("the snapshot holds a signing key sealed w
 // CheckRestoreKeys reads the signing keys of a snapshot (its header only,
 // fsm.SnapshotSigningKeys) before it is restored, and refuses one that
 // holds a plaintext seed when this node has a key-encryption key
-// (SetKEK): ErrPlaintextSeedRestore, naming the key; or one sealed with
+// (Config.KEK): ErrPlaintextSeedRestore, naming the key; or one sealed with
 // another KEK: ErrForeignKEKRestore. A node without a KEK
 // accepts every form, as before KEKs existed, and does not read the
 // snapshot. A header that does not parse is an error wrapping

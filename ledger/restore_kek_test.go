@@ -56,7 +56,7 @@ func TestCheckRestoreKeys(t *testing.T) {
 		{"no KEK, not a snapshot", nil, []byte("garbage\n"), nil}, // not read: Restore judges it
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, _ := kekService(ledgertest.NewMemory(start), tc.kek)
+			s, _ := kekService(t, ledgertest.NewMemory(start), tc.kek)
 			defer s.Close()
 			err := s.CheckRestoreKeys(bytes.NewReader(tc.snapshot))
 			switch {

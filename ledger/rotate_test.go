@@ -39,7 +39,7 @@ func TestRotateKeyRefusesToDropALiveKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			mem := ledgertest.NewMemory(time.Now().Add(24 * time.Hour))
-			s := ledger.New(mem, ledger.Limits{})
+			s := ledgertest.NewService(t, mem, ledger.Config{})
 			tool := "payments.refund"
 			if tc.ttl > 0 {
 				tool = "slow.call" // its token lives tc.ttl

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/internal/faults"
 	"github.com/intentledger/intentd/internal/namespace"
+	"github.com/intentledger/intentd/token"
 )
 
 // Service is the ledger's API, independent of transport.
@@ -23,13 +25,13 @@ type Service struct {
 	// signers caches a token.Signer per signing key id (keys never change
 	// under an id; at most fsm.MaxSigningKeys plus rotated-out ones).
 	signers sync.Map
-	// keys is how seeds are sealed and opened (SetKEK); never nil.
+	// keys is how seeds are sealed and opened (Config.KEK); never nil.
 	keys *keyring
-	// faults are the fault suite's seeded bugs (SetFaults); none in the
+	// faults are the fault suite's seeded bugs (Config.Faults); none in the
 	// product build.
 	faults faults.Set
 	// local answers duplicates from this node's copy
-	// (AnswerDuplicatesLocally); nil when off.
+	// (Config.LocalDuplicates); nil when off.
 	local *localDuplicates
 	// refusals answers in_flight and in_doubt refusals from the leader's
 	// state and notes them in batches (refusals.go); never nil.
@@ -44,20 +46,71 @@ type Service struct {
 	closeOnce   sync.Once
 }
 
-// SetFaults seeds the fault suite's bugs the service carries
-// (faults.CheckThenClaim); a no-op in the product build. Call it before
-// the service serves.
-func (s *Service) SetFaults(f faults.Set) { s.faults = f }
+// Config is how a Service is set up, all of it given to New. The zero
+// Config is a service with the default limits, seeds in the clear, the
+// default refusal notes, no seeded bug and no local duplicate answers.
+type Config struct {
+	// Limits bound what callers may send (zero fields take defaults).
+	Limits Limits
+	// KEK seals the signing keys the service adds (RotateKey, and the
+	// first key of the first grant), so the log and snapshots carry no
+	// plaintext seed, and opens sealed keys to sign and verify. Nil keeps
+	// seeds in the clear, as before KEKs existed; keys sealed by other
+	// nodes then cannot be used here (ErrSigningKeySealed).
+	KEK *token.KEK
+	// Log receives the report, once per key, of a sealed key this node
+	// cannot open (nil: slog.Default()).
+	Log *slog.Logger
+	// Node names this node in the refusal notes' events ("": "leader").
+	Node string
+	// RefusalNotes configures refusals answered from the leader's state
+	// (zero fields take DefaultRefusalNotes').
+	RefusalNotes RefusalNotes
+	// Faults are the fault suite's seeded bugs the service carries
+	// (faults.CheckThenClaim); none in the product build.
+	Faults faults.Set
+	// LocalDuplicates, when set, turns local duplicate answers on (see
+	// LocalDuplicates): New starts the loop that sends their notes, and
+	// Close stops it.
+	LocalDuplicates *LocalDuplicates
+	// Leading tells whether this node leads (nil: always, as for one node
+	// and in tests). Namespace quotas
+	// are checked, and their claims counted, only where it is true.
+	Leading func() bool
+	// NamespaceQuotas are the namespaces' quotas in force at start
+	// (SetNamespaceQuotas replaces them on a reload).
+	NamespaceQuotas NamespaceQuotas
+}
 
-// New returns a Service over r with limits (zero fields take defaults).
-// The Service follows r's changes (Replicator.SubscribeChanges) until
-// Close.
-func New(r Replicator, limits Limits) *Service {
-	s := &Service{r: r, limits: limits.withDefaults(), keys: &keyring{log: slog.Default()}, refusals: newRefusals(DefaultRefusalNotes, clockOf(r))}
+// New returns a Service over r set up by cfg. The Service follows r's
+// changes (Replicator.SubscribeChanges) until Close. The error is for a
+// LocalDuplicates without its node id or leadership check, or for invalid
+// NamespaceQuotas; nothing is started then.
+func New(r Replicator, cfg Config) (*Service, error) {
+	if ld := cfg.LocalDuplicates; ld != nil && (ld.Node == "" || ld.Leading == nil) {
+		return nil, errors.New("ledger: local duplicate answers need the node's id and a leadership check")
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Service{r: r, limits: cfg.Limits.withDefaults(), keys: &keyring{kek: cfg.KEK, log: log},
+		refusals: newRefusals(cfg.RefusalNotes, clockOf(r)), faults: cfg.Faults}
+	if cfg.Node != "" {
+		s.refusals.node = cfg.Node
+	}
 	s.quotas = newQuotas(clockOf(r))
+	s.quotas.leading = cfg.Leading
+	if err := cfg.NamespaceQuotas.Validate(); err != nil {
+		return nil, fmt.Errorf("namespace quotas: %w", err)
+	}
+	s.quotas.set(cfg.NamespaceQuotas)
 	s.waiters = newWaiters(s.limits.MaxWaiters, s.limits.MaxWaitersPerKey, s.limits.MaxWaitersPerCaller)
 	s.unsubscribe = r.SubscribeChanges(s.waiters)
-	return s
+	if cfg.LocalDuplicates != nil {
+		s.answerDuplicatesLocally(*cfg.LocalDuplicates)
+	}
+	return s, nil
 }
 
 // Limits returns the limits in force.
@@ -96,10 +149,55 @@ type ClaimRequest struct {
 	Principal string
 }
 
-// Claim validates and fingerprints the request and proposes it. Refusals
-// (in_flight, divergent, in_doubt ...) come back as a Result whose Status
-// says so; the error is for bad input and replication failures.
-func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*fsm.Result, error) {
+// Claimed is Claim's answer: the state machine's Result and, for a
+// grant, its execution token.
+type Claimed struct {
+	*fsm.Result
+	// Token is the grant's execution token (IssueToken) when Status is
+	// granted; empty for every other answer (a duplicate, a refusal).
+	Token string
+}
+
+// TokenNotIssuedError is Claim's error for a claim that was granted but
+// whose execution token could not be signed; Claim returns the grant with
+// it, without a token. The same claim by the same owner answers the
+// grant again, with its token, once the cause is gone.
+type TokenNotIssuedError struct {
+	// Err is why: ErrSigningKeySealed, or a read or wait that failed.
+	Err error
+}
+
+func (e *TokenNotIssuedError) Error() string {
+	return "the claim was granted but its execution token could not be issued: " + e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *TokenNotIssuedError) Unwrap() error { return e.Err }
+
+// Claim validates and fingerprints the request and proposes it. A grant
+// comes back with its execution token (Claimed.Token), signed here so
+// that every caller gets it the same way; an error signing it is a
+// *TokenNotIssuedError, returned with the grant. Refusals (in_flight,
+// divergent, in_doubt ...) and duplicates come back as a Result whose
+// Status says so, with no token; the error is otherwise for bad input and
+// replication failures.
+func (s *Service) Claim(ctx context.Context, req ClaimRequest) (*Claimed, error) {
+	r, err := s.claim(ctx, req)
+	if r == nil {
+		return nil, err
+	}
+	c := &Claimed{Result: r}
+	if err != nil || r.Status != fsm.StatusGranted || r.Intent == nil {
+		return c, err
+	}
+	if c.Token, err = s.IssueToken(ctx, r.Intent); err != nil {
+		return c, &TokenNotIssuedError{Err: err}
+	}
+	return c, nil
+}
+
+// claim is Claim without the token.
+func (s *Service) claim(ctx context.Context, req ClaimRequest) (*fsm.Result, error) {
 	ns, err := s.namespace(req.Namespace)
 	if err != nil {
 		return nil, err

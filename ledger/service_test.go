@@ -26,7 +26,7 @@ const (
 func newService(t *testing.T, limits ledger.Limits) (*ledger.Service, *ledgertest.Memory) {
 	t.Helper()
 	m := ledgertest.NewMemory(start)
-	return ledger.New(m, limits), m
+	return ledgertest.NewService(t, m, ledger.Config{Limits: limits}), m
 }
 
 func claimReq(k, o, payload string) ledger.ClaimRequest {
@@ -35,14 +35,14 @@ func claimReq(k, o, payload string) ledger.ClaimRequest {
 
 func mustClaim(t *testing.T, s *ledger.Service, req ledger.ClaimRequest, want fsm.Status) *fsm.Result {
 	t.Helper()
-	r, err := s.Claim(context.Background(), req)
+	r, err := s.Claim(uncounted(), req)
 	if err != nil {
 		t.Fatalf("Claim(%s by %s): %v", req.Key, req.Owner, err)
 	}
 	if r.Status != want {
 		t.Fatalf("Claim(%s by %s): %s (%s), want %s", req.Key, req.Owner, r.Status, r.Detail, want)
 	}
-	return r
+	return r.Result
 }
 
 func eq[T comparable](t *testing.T, what string, got, want T) {
@@ -230,7 +230,7 @@ func TestValidationAcceptsLimits(t *testing.T) {
 		Reason: strings.Repeat("r", 1024)}); err != nil {
 		t.Fatalf("1 KiB reason refused: %v", err)
 	}
-	eq(t, "Proposed", m.Proposed(), 3)
+	eq(t, "Proposed", m.Proposed(), 4) // the first grant adds the signing key its token needs
 }
 
 func TestLimitsDefaults(t *testing.T) {
@@ -479,7 +479,8 @@ func TestList(t *testing.T) {
 	other := claimReq("order:99", owner, `{}`)
 	other.Namespace = "tenant-b"
 	mustClaim(t, s, other, fsm.StatusGranted)
-	r, err := s.Complete(ctx, ledger.CompleteRequest{Key: "order:03", Owner: owner, FencingToken: 4, Outcome: fsm.OutcomeExecuted})
+	// Fencing token 5: the first grant's token added the signing key at index 1.
+	r, err := s.Complete(ctx, ledger.CompleteRequest{Key: "order:03", Owner: owner, FencingToken: 5, Outcome: fsm.OutcomeExecuted})
 	if err != nil || r.Status != fsm.StatusOK {
 		t.Fatalf("complete: %v %+v", err, r)
 	}

@@ -46,20 +46,6 @@ var ErrSigningKeySealed = errors.New("execution tokens are unavailable on this n
 // MaxTokenBytes bounds an execution token a caller may present.
 const MaxTokenBytes = 8 << 10
 
-// SetKEK makes the service seal the signing keys it adds (RotateKey, and
-// the first key of the first grant) with kek, so the log and snapshots
-// carry no plaintext seed, and open sealed keys with it to sign and
-// verify. A nil kek keeps seeds in the clear, as before KEKs existed;
-// keys sealed by other nodes then cannot be used here (ErrSigningKeySealed).
-// log receives the report, once per key, of a sealed key this node cannot
-// open (nil: slog.Default()). Call it before the service serves requests.
-func (s *Service) SetKEK(kek *token.KEK, log *slog.Logger) {
-	if log == nil {
-		log = slog.Default()
-	}
-	s.keys = &keyring{kek: kek, log: log}
-}
-
 // keyring is how the service treats seeds: the KEK (nil: none) and the
 // sealed keys it already reported it cannot open.
 type keyring struct {
@@ -68,7 +54,7 @@ type keyring struct {
 	reported sync.Map // key id → struct{}
 }
 
-// keyring returns the service's keyring: no KEK unless SetKEK gave one.
+// keyring returns the service's keyring: no KEK unless Config.KEK gave one.
 func (s *Service) keyring() *keyring { return s.keys }
 
 // openKey returns the usable form of k: its seed, or its sealed seed
@@ -167,7 +153,7 @@ type RotateOptions struct {
 // key's id. It is RotateKeyWith without Force: it refuses, with
 // ErrSigningKeyInUse, to drop a key whose tokens may still be live.
 //
-// With a KEK (SetKEK) the command carries the seed sealed under the key's
+// With a KEK (Config.KEK) the command carries the seed sealed under the key's
 // id, never the seed itself. A node that cannot open every sealed key the
 // cluster already holds refuses to rotate (ErrSigningKeySealed): without
 // a KEK it would add a plaintext seed to a cluster that seals them, and
@@ -313,6 +299,7 @@ func (s *Service) JWKS(ctx context.Context, c Consistency) ([]byte, error) {
 // from the replicated key set. A node whose replica has not applied that
 // key yet (it forwarded the claim, and the leader answered
 // before this replica caught up) waits until it has applied the grant.
+// Claim calls it for every grant it returns (Claimed.Token).
 func (s *Service) IssueToken(ctx context.Context, in *fsm.Intent) (string, error) {
 	k, err := s.activeKey(ctx)
 	if err != nil {

@@ -201,3 +201,53 @@ func TestVerifyToolIsBounded(t *testing.T) {
 	}
 	eq(t, "commands proposed", m.Proposed()-before, 0)
 }
+
+// TestClaimCarriesTheGrantsToken: Claim signs a grant's execution token
+// with the claim (the token IssueToken signs for that grant, which
+// verifies), answers the holder's repeat with the same token, and gives
+// no token with any other answer: a refusal, a divergent claim, a
+// duplicate.
+func TestClaimCarriesTheGrantsToken(t *testing.T) {
+	s, _ := newService(t, ledger.Limits{})
+	ctx := context.Background()
+	payload := `{"order":"ord_98231","amount":100}`
+	claim := func(o, p string, want fsm.Status) *ledger.Claimed {
+		t.Helper()
+		c, err := s.Claim(ctx, claimReq(key, o, p))
+		if err != nil || c.Status != want {
+			t.Fatalf("claim by %s: %+v, %v; want %s", o, c, err, want)
+		}
+		return c
+	}
+	g := claim(owner, payload, fsm.StatusGranted)
+	if g.Token == "" {
+		t.Fatal("a grant without its execution token")
+	}
+	if issued, err := s.IssueToken(ctx, g.Intent); err != nil || issued != g.Token {
+		t.Fatalf("IssueToken on the grant: %q, %v; want the claim's token", issued, err)
+	}
+	if again := claim(owner, payload, fsm.StatusGranted); again.Token != g.Token {
+		t.Fatal("the holder's repeat carries another token")
+	}
+	for _, tc := range []struct {
+		name, owner, payload string
+		want                 fsm.Status
+	}{
+		{"another owner while held", "other", payload, fsm.StatusInFlight},
+		{"another payload", "other", `{"order":"ord_98231","amount":200}`, fsm.StatusDivergent},
+	} {
+		if c := claim(tc.owner, tc.payload, tc.want); c.Token != "" {
+			t.Errorf("%s: %s carries a token", tc.name, c.Status)
+		}
+	}
+	if _, err := s.Complete(ctx, ledger.CompleteRequest{Key: key, Owner: owner, FencingToken: g.Intent.FencingToken,
+		Outcome: fsm.OutcomeExecuted}); err != nil {
+		t.Fatal(err)
+	}
+	if d := claim("retrier", payload, fsm.StatusDuplicate); d.Token != "" {
+		t.Error("a duplicate carries a token")
+	}
+	if _, _, err := s.VerifyToken(ctx, ledger.VerifyRequest{Token: g.Token}); err != nil {
+		t.Fatalf("the claim's token does not verify: %v", err)
+	}
+}

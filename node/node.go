@@ -188,6 +188,9 @@ type Node struct {
 	// clockOffset skews this node's clock (nanoseconds); set only through
 	// the test hooks.
 	clockOffset atomic.Int64
+	// afterStep, set only by tests, is called after each step of Start
+	// with the step's name (loading, listening, cluster, ledger, pprof).
+	afterStep func(step string)
 }
 
 // New returns a node that Start will run.
@@ -198,11 +201,36 @@ func New(cfg Config) *Node {
 	return &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID)}
 }
 
-// Start checks the configuration, binds the HTTP listener, starts the
-// cluster node and serves the API.
-func (n *Node) Start(ctx context.Context) error {
+// Start applies the configuration's defaults (Config.WithDefaults),
+// checks it (Config.Validate), binds the HTTP listener, starts the cluster
+// node and the ledger service and serves the API. It does not wait for a
+// leader (Cluster().WaitLeader does).
+//
+// Every step that starts something registers how to stop it; if a later
+// step fails, Start stops them all, last first, and returns the error:
+// a failed Start leaves no listener, Raft, gossip, open file or goroutine
+// behind. ctx bounds the start: once it ends, Start stops at its next step
+// the same way and returns ctx's error.
+func (n *Node) Start(ctx context.Context) (err error) {
+	n.cfg = n.cfg.WithDefaults()
 	if err := n.cfg.Validate(); err != nil {
 		return err
+	}
+	var undo unwind
+	defer func() {
+		if err != nil {
+			undo.run()
+		}
+	}()
+	// step ends the start when ctx has ended, after the step named done.
+	step := func(done string) error {
+		if n.afterStep != nil {
+			n.afterStep(done)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("start stopped after %s: %w", done, err)
+		}
+		return nil
 	}
 	bugs, err := faults.Parse(n.cfg.TestBug)
 	if err != nil {
@@ -226,11 +254,18 @@ func (n *Node) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := step("loading"); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on --http-addr: %w", err)
 	}
+	undo.push(func() { _ = ln.Close() })
 	n.ln = ln
+	if err := step("listening"); err != nil {
+		return err
+	}
 	advertise := n.cfg.HTTPAdvertise
 	if advertise == "" {
 		advertise = ln.Addr().String()
@@ -254,28 +289,40 @@ func (n *Node) Start(ctx context.Context) error {
 	n.cfg.Timings.Apply(&cc)
 	cn, err := cluster.New(cc)
 	if err != nil {
-		_ = ln.Close()
 		return err
 	}
+	undo.push(func() { _ = cn.Kill() })
 	n.cluster = cn
+	if err := step("cluster"); err != nil {
+		return err
+	}
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.registry.MustRegister(newClusterCollector(cn))
-	svc := ledger.New(n.instrument(cn), n.cfg.Limits)
-	svc.SetKEK(kek, n.log)
-	svc.SetRefusalNotes(n.cfg.ID, ledger.RefusalNotes{Interval: ledger.DefaultRefusalNotes.Interval, Now: cc.Clock, Log: n.log})
+	lc := ledger.Config{Limits: n.cfg.Limits, KEK: kek, Log: n.log, Node: n.cfg.ID, Faults: bugs,
+		RefusalNotes: ledger.RefusalNotes{Now: cc.Clock, Log: n.log}, Leading: cn.IsLeader, NamespaceQuotas: quotas}
+	if n.cfg.LocalDuplicates {
+		lc.LocalDuplicates = &ledger.LocalDuplicates{Node: n.cfg.ID, Leading: cn.IsLeader,
+			Margin: n.cfg.LocalDuplicateMargin, Now: cc.Clock, Log: n.log}
+	}
+	svc, err := ledger.New(n.instrument(cn), lc)
+	if err != nil {
+		return err
+	}
+	undo.push(svc.Close)
 	n.svc = svc
-	svc.SetLeading(cn.IsLeader)
-	if err := svc.SetNamespaceQuotas(quotas); err != nil {
-		return fmt.Errorf("--namespace-quotas: %w", err)
+	if n.cfg.TestBug != "" {
+		n.log.Warn("SEEDED BUG ACTIVE: this node is deliberately incorrect (fault-suite positive control)", "bug", n.cfg.TestBug)
+	}
+	if err := step("ledger"); err != nil {
+		return err
 	}
 	n.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "intentd_long_polls_waiting",
 		Help: "Long-polls (GET /v1/intents/{key}?wait=) waiting on this node; capped by --max-waiters.",
 	}, func() float64 { return float64(svc.Waiting()) }))
-	svc.SetFaults(bugs)
-	if n.cfg.TestBug != "" {
-		n.log.Warn("SEEDED BUG ACTIVE: this node is deliberately incorrect (fault-suite positive control)", "bug", n.cfg.TestBug)
+	if n.cfg.LocalDuplicates {
+		n.registry.MustRegister(newLocalDuplicateCollector(svc))
 	}
 	if n.reloader = n.newKeyReloader(keys); n.reloader != nil {
 		n.reloader.onSignal = n.reloadQuotas
@@ -310,26 +357,20 @@ func (n *Node) Start(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 	}
+	if n.cfg.PprofAddr != "" {
+		d, err := startDebugServer(n.cfg.PprofAddr, n.log)
+		if err != nil {
+			return err
+		}
+		undo.push(func() { _ = d.close() })
+		n.debug = d
+	}
+	if err := step("pprof"); err != nil {
+		return err
+	}
+	// Nothing fails from here on: serve.
 	if sec.http != nil {
 		ln = tls.NewListener(ln, sec.http)
-	}
-	if n.cfg.PprofAddr != "" {
-		if n.debug, err = startDebugServer(n.cfg.PprofAddr, n.log); err != nil {
-			_ = cn.Kill()
-			_ = ln.Close()
-			return err
-		}
-	}
-	if n.cfg.LocalDuplicates {
-		// Last before serving: its note loop runs until Shutdown's
-		// svc.Close, so no failed start leaves it behind.
-		if err := svc.AnswerDuplicatesLocally(ledger.LocalDuplicates{Node: n.cfg.ID, Leading: cn.IsLeader,
-			Margin: n.cfg.LocalDuplicateMargin, Now: cc.Clock, Log: n.log}); err != nil {
-			_ = cn.Kill()
-			_ = ln.Close()
-			return err
-		}
-		n.registry.MustRegister(newLocalDuplicateCollector(svc))
 	}
 	n.served = make(chan error, 1)
 	go func() { n.served <- n.srv.Serve(ln) }()
@@ -339,6 +380,20 @@ func (n *Node) Start(ctx context.Context) error {
 	n.log.Info("serving", "http", advertise, "tls", sec.http != nil, "gossip_encrypted", sec.gossipKey != nil, "raft", cn.RaftAddr(), "gossip", cn.GossipAddr(),
 		"data_dir", n.cfg.DataDir)
 	return nil
+}
+
+// unwind is how a failing Start stops what it had started: each step that
+// starts something pushes how to stop it, and run stops them all, last
+// first. Their errors are dropped: Start returns the error that made it
+// fail.
+type unwind []func()
+
+func (u *unwind) push(stop func()) { *u = append(*u, stop) }
+
+func (u unwind) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
 }
 
 // HTTPAddr is the bound HTTP address.

@@ -12,10 +12,21 @@ import (
 	"github.com/intentledger/intentd/internal/faults"
 )
 
-// Validate checks that the configuration fits together. Start calls it,
+// WithDefaults returns a copy of c with the defaults of the fields it
+// leaves zero filled in: ShutdownTimeout (DefaultConfig's). Start applies
+// it before Validate.
+func (c Config) WithDefaults() Config {
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = DefaultConfig().ShutdownTimeout
+	}
+	return c
+}
+
+// Validate checks that the configuration fits together; it reports the
+// first problem and changes nothing. Start calls it (after WithDefaults),
 // so a node started by a test obeys the same rules as one started by
 // cmd/intentd. The messages name the flags that set each field.
-func (c *Config) Validate() error {
+func (c Config) Validate() error {
 	if c.ID == "" {
 		return errors.New("--id must not be empty")
 	}
@@ -50,9 +61,6 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Security.Validate(c.Auth != AuthOff); err != nil {
 		return err
-	}
-	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = DefaultConfig().ShutdownTimeout
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ package ledgertest
 import (
 	"context"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/intentledger/intentd/fsm"
@@ -162,4 +163,15 @@ func (m *Memory) Ledger() *fsm.Machine {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.l.Clone()
+}
+
+// NewService returns ledger.New(r, cfg), failing tb if it returns an
+// error.
+func NewService(tb testing.TB, r ledger.Replicator, cfg ledger.Config) *ledger.Service {
+	tb.Helper()
+	s, err := ledger.New(r, cfg)
+	if err != nil {
+		tb.Fatalf("ledger.New: %v", err)
+	}
+	return s
 }

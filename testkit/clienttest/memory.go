@@ -99,7 +99,7 @@ func NewMemory(tb testing.TB, opts ...MemoryOption) *Memory {
 		o(&cfg)
 	}
 	m := &Memory{Ledger: ledgertest.NewMemory(Epoch), counts: map[string]int{}, changed: make(chan struct{})}
-	m.Service = ledger.New(m.Ledger, cfg.limits)
+	m.Service = ledgertest.NewService(tb, m.Ledger, ledger.Config{Limits: cfg.limits})
 	m.server = httptest.NewUnstartedServer(nil)
 	var info httpapi.ClusterInfo = selfLeader{addr: m.server.Listener.Addr().String()}
 	if cfg.cluster != nil {
