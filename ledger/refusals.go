@@ -704,54 +704,18 @@ func (rf *refusals) run(s *Service) {
 	}
 }
 
-// flush proposes what was counted, fsm.MaxRefusalNotes notes per entry.
+// flush proposes what was counted: refusal notes fsm.MaxRefusalNotes per
+// entry, divergent notes fsm.MaxDivergentNotes per entry, then the
+// duplicate notes.
 func (rf *refusals) flush(s *Service) {
-	notes := rf.take(rf.cfg.Now().UnixNano())
-	for len(notes) > 0 {
-		n := min(len(notes), fsm.MaxRefusalNotes)
-		batch := notes[:n]
-		notes = notes[n:]
-		var count uint64
-		for _, note := range batch {
-			count += note.Count
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		r, err := s.r.Propose(ctx, &fsm.NoteRefusals{Node: rf.node, Notes: batch})
-		cancel()
-		rf.entries.Add(1)
-		if err != nil || r.Status != fsm.StatusOK {
-			// Not retried: a proposal whose outcome is unknown may have been
-			// applied, and the note has no id to make a second one a no-op.
-			rf.lost.Add(count)
-			rf.cfg.Log.Warn("ledger: refusals answered from the leader's state are missing from their keys' audit trails",
-				"refusals", count, "keys", n, "first_key", batch[0].Key, "err", err)
-			continue
-		}
-		rf.noted.Add(count)
-	}
-	div := rf.takeDivergent()
-	for len(div) > 0 {
-		n := min(len(div), fsm.MaxDivergentNotes)
-		batch := div[:n]
-		div = div[n:]
-		var count uint64
-		for _, note := range batch {
-			count += note.Count
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		r, err := s.r.Propose(ctx, &fsm.NoteDivergent{Node: rf.node, Notes: batch})
-		cancel()
-		rf.entries.Add(1)
-		if err != nil || r.Status != fsm.StatusOK {
-			// Not retried, as refusal notes are not: a second copy of a
-			// note would count its claims twice.
-			rf.divLost.Add(count)
-			rf.cfg.Log.Warn("ledger: divergent claims answered from the leader's state are missing from their intents' counters and audit trails",
-				"claims", count, "keys", n, "first_key", batch[0].Key, "err", err)
-			continue
-		}
-		rf.divNoted.Add(count)
-	}
+	proposeNotes(s, rf, rf.take(rf.cfg.Now().UnixNano()), fsm.MaxRefusalNotes,
+		func(n fsm.RefusalNote) (uint64, string) { return n.Count, n.Key },
+		func(batch []fsm.RefusalNote) fsm.Command { return &fsm.NoteRefusals{Node: rf.node, Notes: batch} },
+		&rf.noted, &rf.lost, "ledger: refusals answered from the leader's state are missing from their keys' audit trails")
+	proposeNotes(s, rf, rf.takeDivergent(), fsm.MaxDivergentNotes,
+		func(n fsm.DivergentNote) (uint64, string) { return n.Count, n.Key },
+		func(batch []fsm.DivergentNote) fsm.Command { return &fsm.NoteDivergent{Node: rf.node, Notes: batch} },
+		&rf.divNoted, &rf.divLost, "ledger: divergent claims answered from the leader's state are missing from their intents' counters and audit trails")
 	dups := rf.takeDuplicates()
 	for len(dups) > 0 {
 		n := min(len(dups), fsm.MaxDuplicateNotes)
@@ -764,6 +728,36 @@ func (rf *refusals) flush(s *Service) {
 		rf.dupLost.Add(uint64(n))
 		rf.cfg.Log.Warn("ledger: duplicates answered from the leader's state are missing from their keys' audit trails",
 			"notes", n, "first_key", batch[0].Key, "first_namespace", batch[0].Namespace, "first_note", batch[0].Note)
+	}
+}
+
+// proposeNotes proposes notes, at most perEntry per entry, each entry for at
+// most 10 s, and adds the claims they count to noted, or to lost when an
+// entry's outcome is not a clean apply. Not retried: a proposal whose
+// outcome is unknown may have been applied, and a note has no id to make
+// a second copy a no-op.
+func proposeNotes[N any](s *Service, rf *refusals, notes []N, perEntry int, count func(N) (uint64, string),
+	command func([]N) fsm.Command, noted, lost *atomic.Uint64, lostMsg string) {
+	for len(notes) > 0 {
+		n := min(len(notes), perEntry)
+		batch := notes[:n]
+		notes = notes[n:]
+		var claims uint64
+		for _, note := range batch {
+			c, _ := count(note)
+			claims += c
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r, err := s.r.Propose(ctx, command(batch))
+		cancel()
+		rf.entries.Add(1)
+		if err != nil || r.Status != fsm.StatusOK {
+			lost.Add(claims)
+			_, first := count(batch[0])
+			rf.cfg.Log.Warn(lostMsg, "claims", claims, "keys", n, "first_key", first, "err", err)
+			continue
+		}
+		noted.Add(claims)
 	}
 }
 
