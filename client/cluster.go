@@ -77,6 +77,17 @@ func (c *Client) Cluster(ctx context.Context) (*ClusterStatus, error) {
 	return &out, nil
 }
 
+// LeaderID asks the cluster which node leads: the leader's ID, "" when
+// the answering node knows none. The front ends' readiness is this
+// question (a readiness check is a func(ctx) (string, error)).
+func (c *Client) LeaderID(ctx context.Context) (string, error) {
+	st, err := c.Cluster(ctx)
+	if err != nil {
+		return "", err
+	}
+	return st.LeaderID, nil
+}
+
 // Health asks the node at addr (empty: the first configured address)
 // whether it is live and ready, without retries. Not being ready is an
 // answer, not an error; failing to reach the node is.

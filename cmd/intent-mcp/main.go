@@ -155,7 +155,7 @@ func serveHTTP(ctx context.Context, cfg config, logger *slog.Logger, gate *mcpga
 	if cfg.metricsListen == "" {
 		metrics = reg
 	}
-	probe.Mount(mux, ledgerLeader(ledger), metrics)
+	probe.Mount(mux, ledger.LeaderID, metrics)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
@@ -245,7 +245,7 @@ func servePprof(addr string, logger *slog.Logger) (stop func(), err error) {
 // until stop.
 func serveMetrics(addr string, reg *prometheus.Registry, ledger *client.Client, logger *slog.Logger) (stop func(), err error) {
 	mux := http.NewServeMux()
-	probe.Mount(mux, ledgerLeader(ledger), reg)
+	probe.Mount(mux, ledger.LeaderID, reg)
 	stop, bound, err := serveOn(addr, "--metrics-listen", mux, logger)
 	if err == nil {
 		logger.Info("metrics served", "url", "http://"+bound+"/metrics")
@@ -271,17 +271,4 @@ func version() string {
 		return bi.Main.Version
 	}
 	return "dev"
-}
-
-// ledgerLeader is probe's readiness question put to the ledger through
-// the SDK: the leader the cluster names ("" when none). probe itself
-// imports no SDK, since intentd links it too.
-func ledgerLeader(ledger *client.Client) probe.LeaderFunc {
-	return func(ctx context.Context) (string, error) {
-		st, err := ledger.Cluster(ctx)
-		if err != nil {
-			return "", err
-		}
-		return st.LeaderID, nil
-	}
 }

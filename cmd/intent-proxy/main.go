@@ -107,7 +107,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	healthz := probe.Healthz()
-	readyz := probe.Readyz(ledgerLeader(ledger))
+	readyz := probe.Readyz(ledger.LeaderID)
 
 	var adminMux map[string]http.Handler
 	if cfg.metricsListen == "" {
@@ -136,7 +136,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	listeners := []net.Listener{ln}
 	if cfg.metricsListen != "" {
 		mux := http.NewServeMux()
-		probe.Mount(mux, ledgerLeader(ledger), reg)
+		probe.Mount(mux, ledger.LeaderID, reg)
 		mln, err := net.Listen("tcp", cfg.metricsListen)
 		if err != nil {
 			ln.Close()
@@ -315,17 +315,4 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("default route flags: %w", err)
 	}
 	return c, nil
-}
-
-// ledgerLeader is probe's readiness question put to the ledger through
-// the SDK: the leader the cluster names ("" when none). probe itself
-// imports no SDK, since intentd links it too.
-func ledgerLeader(ledger *client.Client) probe.LeaderFunc {
-	return func(ctx context.Context) (string, error) {
-		st, err := ledger.Cluster(ctx)
-		if err != nil {
-			return "", err
-		}
-		return st.LeaderID, nil
-	}
 }

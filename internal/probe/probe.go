@@ -27,8 +27,7 @@ func Healthz() http.Handler {
 }
 
 // LeaderFunc asks the ledger which node leads: the leader's ID, "" when
-// the ledger knows none. A front end's is its SDK client's Cluster call
-// (client.ClusterStatus.LeaderID).
+// the ledger knows none. A front end's is its SDK client's LeaderID.
 type LeaderFunc func(ctx context.Context) (leaderID string, err error)
 
 // Readyz answers 200 when the ledger names a leader, 503 otherwise: a
