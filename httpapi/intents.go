@@ -51,6 +51,7 @@ func (s *Server) claim(c echo.Context) error {
 	if err != nil {
 		return s.fail(c, err, body)
 	}
+	traceResult(c, r)
 	s.metrics.claims.WithLabelValues(string(r.Status)).Inc()
 	code, ok := successCode(r)
 	if !ok {

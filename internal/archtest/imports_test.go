@@ -18,24 +18,26 @@ const module = "github.com/intentledger/intentd/"
 // A package missing here fails the test: a new package states its place.
 var allowed = map[string][]string{
 	// Leaves: no module imports.
-	"internal/jsonenc":         nil,
-	"internal/toolname":        nil,
-	"internal/namespace":       nil,
-	"internal/faults":          nil,
-	"internal/gossipforge":     nil,
-	"internal/peerauth":        nil,
-	"internal/jsonexact":       nil, // the integers canonical JSON would change: the ledger's and the proxy's one rule
-	"internal/tlsutil":         nil,
-	"internal/nodetest":        nil,
-	"internal/progress":        nil, // status lines redrawn on a terminal, plain lines in a log
-	"internal/cli":             nil, // the commands' logger, flags from the environment, list flags
-	"internal/doccheck":        nil, // Markdown and shell scanning; its tests start a local cluster
-	"console":                  nil, // the web console's embedded files; its pages reach the ledger through the API only
-	"internal/probe":           {"client"},
-	"internal/probe/probetest": nil, // Prometheus series read back in tests // healthz, readyz against the ledger, the metrics registry, pprof: for the node and the front ends
-	"token":                    nil,
-	"client":                   nil, // the SDK: standard library only, no server package (clientMayImport)
-	"client/":                  {"client", "client/"},
+	"internal/jsonenc":          nil,
+	"internal/toolname":         nil,
+	"internal/namespace":        nil,
+	"internal/faults":           nil,
+	"internal/gossipforge":      nil,
+	"internal/peerauth":         nil,
+	"internal/jsonexact":        nil, // the integers canonical JSON would change: the ledger's and the proxy's one rule
+	"internal/tlsutil":          nil,
+	"internal/tracing":          nil, // the OTLP/HTTP tracer provider of intentd and the front ends
+	"internal/tracing/otlptest": nil, // an OTLP/HTTP receiver for tests
+	"internal/nodetest":         nil,
+	"internal/progress":         nil, // status lines redrawn on a terminal, plain lines in a log
+	"internal/cli":              nil, // the commands' logger, flags from the environment, list flags
+	"internal/doccheck":         nil, // Markdown and shell scanning; its tests start a local cluster
+	"console":                   nil, // the web console's embedded files; its pages reach the ledger through the API only
+	"internal/probe":            {"client"},
+	"internal/probe/probetest":  nil, // Prometheus series read back in tests // healthz, readyz against the ledger, the metrics registry, pprof: for the node and the front ends
+	"token":                     nil,
+	"client":                    nil, // the SDK: standard library only, no server package (clientMayImport)
+	"client/":                   {"client", "client/"},
 
 	// The replicated core, bottom up.
 	"fsm":               {"internal/jsonenc", "internal/jsonexact", "internal/toolname"},
@@ -46,10 +48,10 @@ var allowed = map[string][]string{
 	"httpapi":           {"auth", "cluster", "fsm", "ledger", "token", "internal/jsonenc", "internal/namespace", "internal/peerauth"},
 
 	// The wiring and what starts it.
-	"internal/node":         {"auth", "cluster", "console", "fsm", "httpapi", "ledger", "token", "internal/faults", "internal/peerauth", "internal/probe", "internal/tlsutil"},
+	"internal/node":         {"auth", "cluster", "console", "fsm", "httpapi", "ledger", "token", "internal/faults", "internal/peerauth", "internal/probe", "internal/tlsutil", "internal/tracing"},
 	"internal/localcluster": {"cluster", "httpapi", "internal/node"},
 	"internal/clienttest":   {"auth", "cluster", "httpapi", "ledger", "ledger/ledgertest", "internal/localcluster"},
-	"cmd/intentd":           {"auth", "internal/cli", "internal/faults", "internal/node", "internal/tlsutil"},
+	"cmd/intentd":           {"auth", "internal/cli", "internal/faults", "internal/node", "internal/tlsutil", "internal/tracing"},
 
 	// Tools that speak to a cluster from outside: through the SDK. intentctl
 	// also reads and checks snapshot files offline (fsm's codecs), as
@@ -145,6 +147,9 @@ func violations(arch map[string][]string, rel string, imports []string) []string
 	}
 	var out []string
 	for _, imp := range imports {
+		if rel == "fsm" && strings.HasPrefix(imp, "go.opentelemetry.io/") {
+			out = append(out, fmt.Sprintf("fsm imports %s: the state machine records no spans (the cluster traces its commits)", imp))
+		}
 		if rel == "fsm" && slices.Contains(fsmForbidden, imp) {
 			out = append(out, fmt.Sprintf("fsm imports %s: the state machine must stay deterministic (time arrives inside commands)", imp))
 		}
@@ -233,5 +238,27 @@ func TestClientRule(t *testing.T) {
 				t.Errorf("client rule violated = %v, want %v: %q", got, tt.bad, client)
 			}
 		})
+	}
+}
+
+// TestFSMRecordsNoSpans is the fsm tracing rule's positive control: the
+// state machine importing OpenTelemetry is a violation, the cluster doing
+// so is not.
+func TestFSMRecordsNoSpans(t *testing.T) {
+	for _, tc := range []struct {
+		rel  string
+		bad  bool
+		imps []string
+	}{
+		{"fsm", true, []string{"go.opentelemetry.io/otel/trace"}},
+		{"fsm", false, []string{"encoding/binary"}},
+		{"cluster", false, []string{"go.opentelemetry.io/otel/trace"}},
+	} {
+		got := slices.ContainsFunc(violations(allowed, tc.rel, tc.imps), func(v string) bool {
+			return strings.Contains(v, "records no spans")
+		})
+		if got != tc.bad {
+			t.Errorf("%s importing %v: violation %v, want %v", tc.rel, tc.imps, got, tc.bad)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/internal/faults"
+	"github.com/intentledger/intentd/internal/tracing"
 )
 
 // Validate checks that the configuration fits together. Start calls it,
@@ -21,6 +22,11 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("--data-dir must not be empty")
+	}
+	if c.OTLPEndpoint != "" {
+		if _, err := tracing.TracesURL(c.OTLPEndpoint); err != nil {
+			return err
+		}
 	}
 	if c.LogStore != cluster.LogStoreWAL && c.LogStore != cluster.LogStoreBoltDB {
 		return fmt.Errorf("--log-store must be %s or %s, not %q", cluster.LogStoreWAL, cluster.LogStoreBoltDB, c.LogStore)
