@@ -49,7 +49,6 @@ func (s Span) Attr(key string) string {
 	return ""
 }
 
-
 // Receiver is a running OTLP/HTTP receiver.
 type Receiver struct {
 	srv *httptest.Server
