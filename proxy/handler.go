@@ -165,6 +165,11 @@ func (h *Handler) Wait(ctx context.Context) error {
 // route says.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	stripGrantHeaders(r.Header)
+	if tp := r.Header.Get(client.HeaderTraceparent); tp != "" {
+		// The caller's trace goes on to the ledger (the SDK sends it from
+		// the context); the upstream gets the header as sent.
+		r = r.WithContext(client.WithTraceparent(r.Context(), tp, r.Header.Get(client.HeaderTracestate)))
+	}
 	if safeMethod(r.Method) {
 		h.passThrough(w, r, "-")
 		return
