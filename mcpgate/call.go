@@ -49,7 +49,7 @@ func (g *Gate) callTool(ctx context.Context, name string, req *mcp.CallToolReque
 		g.cfg.Metrics.call("", ResultUnknownTool, time.Since(start))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 	}
-	res, result, err := g.gatedCall(ctx, p, req)
+	res, result, err := g.gatedCall(withTrace(ctx, req.Params.Meta), p, req)
 	g.cfg.Metrics.call(p.name, result, time.Since(start))
 	return res, err
 }
