@@ -23,8 +23,16 @@ import (
 // returns the status code.
 func claimTraced(t *testing.T, addr, traceparent string, body map[string]any) int {
 	t.Helper()
+	code, _ := postTraced(t, addr, "/v1/intents", traceparent, body)
+	return code
+}
+
+// postTraced posts body to addr's path with the agent's traceparent and
+// returns the status code and the decoded answer.
+func postTraced(t *testing.T, addr, path, traceparent string, body map[string]any) (int, map[string]any) {
+	t.Helper()
 	b, _ := json.Marshal(body)
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/intents", bytes.NewReader(b))
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+path, bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,10 +40,12 @@ func claimTraced(t *testing.T, addr, traceparent string, body map[string]any) in
 	req.Header.Set("traceparent", traceparent)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("claim: %v", err)
+		t.Fatalf("POST %s: %v", path, err)
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	var answer map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&answer)
+	return resp.StatusCode, answer
 }
 
 // spanAttr is the string value of the span's attribute key ("" if unset).
@@ -52,8 +62,9 @@ func spanAttr(s sdktrace.ReadOnlySpan, key string) string {
 // one trace under the agent's traceparent, across nodes: the server span
 // of the node that received it (with the outcome, policy, namespace,
 // tool and key hash), the follower's forward of the command to the
-// leader, and the leader's Raft commit as the forward's child. A claim
-// the leader receives commits under its own server span.
+// leader, and the leader's Raft commit as the forward's child; the same
+// for the grant's completion. A claim the leader receives commits under
+// its own server span.
 func TestClaimTraceSpansFollowerForwardAndCommit(t *testing.T) {
 	tn := newTestNodes(t)
 	exp := tracetest.NewInMemoryExporter()
@@ -83,6 +94,7 @@ func TestClaimTraceSpansFollowerForwardAndCommit(t *testing.T) {
 
 	cases := []struct {
 		name, key, tool string
+		complete        bool // complete the key (granted by an earlier case) instead of claiming it
 		via             *Node
 		wantCode        int
 		outcome, policy string
@@ -90,24 +102,36 @@ func TestClaimTraceSpansFollowerForwardAndCommit(t *testing.T) {
 		// parent of the next; nodes the node each ran on.
 		chain, nodes []string
 	}{
-		{"granted through a follower", "trace-granted", "test.tool", follower, http.StatusCreated, "granted", "default",
+		{"granted through a follower", "trace-granted", "test.tool", false, follower, http.StatusCreated, "granted", "default",
 			[]string{"intentd.claim", cluster.SpanForward, cluster.SpanCommit},
 			[]string{follower.cfg.ID, follower.cfg.ID, leader.cfg.ID}},
-		{"held for approval through a follower", "trace-held", "pay.charge", follower, http.StatusAccepted, "pending_approval", "charges",
+		{"held for approval through a follower", "trace-held", "pay.charge", false, follower, http.StatusAccepted, "pending_approval", "charges",
 			[]string{"intentd.claim", cluster.SpanForward, cluster.SpanCommit},
 			[]string{follower.cfg.ID, follower.cfg.ID, leader.cfg.ID}},
-		{"granted by the leader", "trace-leader", "test.tool", leader, http.StatusCreated, "granted", "default",
+		{"completed through a follower", "trace-granted", "test.tool", true, follower, http.StatusOK, "ok", "default",
+			[]string{"intentd.complete", cluster.SpanForward, cluster.SpanCommit},
+			[]string{follower.cfg.ID, follower.cfg.ID, leader.cfg.ID}},
+		{"granted by the leader", "trace-leader", "test.tool", false, leader, http.StatusCreated, "granted", "default",
 			[]string{"intentd.claim", cluster.SpanCommit},
 			[]string{leader.cfg.ID, leader.cfg.ID}},
 	}
+	var fencing any // the fencing token of trace-granted's grant
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			traceID := trace.TraceID{0xa6, byte(i + 1), 0xce}
 			agentSpan := trace.SpanID{0xa9, byte(i + 1)}
 			tp := fmt.Sprintf("00-%s-%s-01", traceID, agentSpan)
-			if code := claimTraced(t, tc.via.HTTPAddr(), tp, map[string]any{
-				"key": tc.key, "tool": tc.tool, "owner": "agent", "payload": map[string]any{"n": 1}}); code != tc.wantCode {
-				t.Fatalf("claim: %d, want %d", code, tc.wantCode)
+			path, body := "/v1/intents", map[string]any{"key": tc.key, "tool": tc.tool, "owner": "agent", "payload": map[string]any{"n": 1}}
+			if tc.complete {
+				path, body = "/v1/intents/"+tc.key+"/complete", map[string]any{
+					"owner": "agent", "fencing_token": fencing, "outcome": "executed", "result": map[string]any{"ok": true}}
+			}
+			code, answer := postTraced(t, tc.via.HTTPAddr(), path, tp, body)
+			if code != tc.wantCode {
+				t.Fatalf("POST %s: %d %v, want %d", path, code, answer, tc.wantCode)
+			}
+			if tc.key == "trace-granted" && !tc.complete {
+				fencing = answer["fencing_token"]
 			}
 			var spans []sdktrace.ReadOnlySpan
 			nodetest.WaitFor(t, 10*time.Second, "the claim's server span", func() bool {
@@ -118,7 +142,7 @@ func TestClaimTraceSpansFollowerForwardAndCommit(t *testing.T) {
 					}
 				}
 				return slices.ContainsFunc(spans, func(s sdktrace.ReadOnlySpan) bool {
-					return s.Name() == "intentd.claim" && s.Parent().SpanID() == agentSpan
+					return s.Name() == tc.chain[0] && s.Parent().SpanID() == agentSpan
 				})
 			})
 			parent := agentSpan
@@ -142,7 +166,7 @@ func TestClaimTraceSpansFollowerForwardAndCommit(t *testing.T) {
 				}
 				for key, want := range map[string]string{
 					httpapi.AttrOutcome: tc.outcome, httpapi.AttrPolicy: tc.policy, httpapi.AttrNamespace: "default",
-					httpapi.AttrTool: tc.tool, httpapi.AttrKeyHash: httpapi.KeyHash(tc.key), "http.route": "/v1/intents",
+					httpapi.AttrTool: tc.tool, httpapi.AttrKeyHash: httpapi.KeyHash(tc.key), "http.route": route(path),
 					"http.response.status_code": fmt.Sprint(tc.wantCode),
 				} {
 					if got := spanAttr(s, key); got != want {
@@ -229,4 +253,12 @@ func TestNodeExportsSpansOverOTLP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// route is the route template of a path the test posts to.
+func route(path string) string {
+	if path == "/v1/intents" {
+		return path
+	}
+	return "/v1/intents/:key/complete"
 }
