@@ -6,6 +6,9 @@ import (
 	"sync"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/intentledger/intentd/client"
 )
 
@@ -71,5 +74,50 @@ func TestTraceparentInMetaReachesLedgerAndUpstream(t *testing.T) {
 				t.Errorf("ledger calls %v: want one claim and one completion", lt.seen)
 			}
 		})
+	}
+}
+
+// TestGateSpanParentsLedgerAndUpstream: with a TracerProvider the gate
+// records a span per tools/call, the child of the caller's _meta
+// traceparent, and its ledger calls and the upstream call carry that
+// span's context: the trace reads agent → gate → ledger, upstream.
+func TestGateSpanParentsLedgerAndUpstream(t *testing.T) {
+	const (
+		traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+		agent   = "00f067aa0ba902b7"
+	)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	lt := &ledgerTraces{seen: map[string]string{}}
+	h := newGateHarnessWith(t, nil, []client.Option{client.WithHTTPClient(&http.Client{Transport: lt})},
+		func(c *Config) { c.TracerProvider = tp })
+	cs := h.connect(nil)
+	meta := key("k-span")
+	meta[MetaTraceparent] = "00-" + traceID + "-" + agent + "-01"
+	if res := mustCall(t, cs, "charge", map[string]any{"order": "o-span", "amount": 1}, meta); res.IsError {
+		t.Fatalf("call: %+v", res)
+	}
+	var gate *tracetest.SpanStub
+	spans := exp.GetSpans()
+	for i := range spans {
+		if spans[i].Name == SpanCall {
+			gate = &spans[i]
+		}
+	}
+	if gate == nil {
+		t.Fatalf("no %s span among %d", SpanCall, len(spans))
+	}
+	if gate.SpanContext.TraceID().String() != traceID || gate.Parent.SpanID().String() != agent {
+		t.Fatalf("gate span in trace %s under %s, want %s under %s", gate.SpanContext.TraceID(), gate.Parent.SpanID(), traceID, agent)
+	}
+	want := "00-" + traceID + "-" + gate.SpanContext.SpanID().String() + "-01"
+	if got, _ := h.up.meta("o-span")[MetaTraceparent].(string); got != want {
+		t.Errorf("upstream _meta traceparent %q, want the gate span's %q", got, want)
+	}
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if got := lt.seen["POST /v1/intents"]; got != want {
+		t.Errorf("ledger claim traceparent %q, want the gate span's %q", got, want)
 	}
 }

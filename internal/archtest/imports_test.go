@@ -64,7 +64,7 @@ var allowed = map[string][]string{
 	// The MCP gate: the ledger through the SDK only, MCP through go-sdk.
 	"mcpgate": {"client", "internal/toolname"},
 	// auth: --caller-keys, read in the ledger's keys-file format.
-	"cmd/intent-mcp":                       {"auth", "client", "internal/cli", "internal/probe", "mcpgate"},
+	"cmd/intent-mcp":                       {"auth", "client", "internal/cli", "internal/probe", "internal/tracing", "mcpgate"},
 	"cmd/intent-mcp/internal/testupstream": nil,                             // the process tests' upstream MCP server
 	"cmd/intent-mcp/internal/mcpbench":     {"client", "internal/progress"}, // make bench-mcp's driver
 	"canary":                               {"client", "mcpgate", "proxy"},  // --via http-proxy: proxy.Handler before a plain tool; --via mcp: mcpgate before a plain MCP server
