@@ -6,6 +6,9 @@ import (
 	"sync"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/intentledger/intentd/client"
 )
 
@@ -74,5 +77,39 @@ func TestTraceparentReachesLedgerAndUpstream(t *testing.T) {
 				t.Errorf("%d completions recorded, want 1: %v", completes, rec.seen)
 			}
 		})
+	}
+}
+
+// TestProxySpanParentsLedgerAndUpstream: with a TracerProvider the proxy
+// records a span per claimed request under the caller's traceparent, and
+// its ledger claim and the upstream request carry that span's context.
+func TestProxySpanParentsLedgerAndUpstream(t *testing.T) {
+	const (
+		traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+		caller  = "00f067aa0ba902b7"
+	)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	rec := &traceRecorder{seen: map[string]string{}}
+	hs := newHarnessWith(t, testRoutes(), nil, []client.Option{client.WithHTTPClient(&http.Client{Transport: rec})},
+		func(c *Config) { c.TracerProvider = tp })
+	if r := hs.send("POST", "/v1/charges", "k-span", `{"amount":1}`, "traceparent", "00-"+traceID+"-"+caller+"-01"); r.code != http.StatusCreated {
+		t.Fatalf("send: %v", r)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 1 || spans[0].Name != SpanRequest {
+		t.Fatalf("spans %v, want one %s", spans, SpanRequest)
+	}
+	s := spans[0]
+	if s.SpanContext.TraceID().String() != traceID || s.Parent.SpanID().String() != caller {
+		t.Fatalf("span in trace %s under %s, want %s under %s", s.SpanContext.TraceID(), s.Parent.SpanID(), traceID, caller)
+	}
+	want := "00-" + traceID + "-" + s.SpanContext.SpanID().String() + "-01"
+	if got := hs.up.header(`"k-span"`).Get("traceparent"); got != want {
+		t.Errorf("upstream traceparent %q, want the span's %q", got, want)
+	}
+	if got, _ := rec.get("POST /v1/intents"); got != want {
+		t.Errorf("ledger claim traceparent %q, want the span's %q", got, want)
 	}
 }

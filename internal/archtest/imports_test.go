@@ -60,7 +60,7 @@ var allowed = map[string][]string{
 	"cmd/intent-bench": {"client", "internal/progress"},
 	// The Idempotency-Key reverse proxy: the ledger through the SDK only.
 	"proxy":            {"client", "internal/jsonexact", "internal/toolname"},
-	"cmd/intent-proxy": {"client", "internal/cli", "internal/probe", "proxy"},
+	"cmd/intent-proxy": {"client", "internal/cli", "internal/probe", "internal/tracing", "proxy"},
 	// The MCP gate: the ledger through the SDK only, MCP through go-sdk.
 	"mcpgate": {"client", "internal/toolname"},
 	// auth: --caller-keys, read in the ledger's keys-file format.
