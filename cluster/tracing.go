@@ -47,11 +47,14 @@ func (n *Node) tracer() trace.Tracer {
 	return n.cfg.TracerProvider.Tracer("github.com/intentledger/intentd/cluster")
 }
 
-// startSpan starts a span named name under ctx's, or returns ctx and a
-// span that records nothing when the node does not trace (no allocation).
+// startSpan starts a span named name under ctx's span, or returns ctx
+// and a span that records nothing when the node does not trace or ctx has
+// no span: the cluster's spans are parts of a request's trace, never
+// traces of their own (the ledger's background proposals, expiries and
+// notes, record none).
 func (n *Node) startSpan(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	t := n.tr
-	if t == nil {
+	if t == nil || !trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx, trace.SpanFromContext(context.Background())
 	}
 	return t.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))

@@ -5,6 +5,8 @@ import (
 	"context"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -49,5 +51,34 @@ func TestTraceBlockRoundTrip(t *testing.T) {
 		if _, _, err := readTraceBlock(bad); err == nil {
 			t.Errorf("%s block accepted", name)
 		}
+	}
+}
+
+// TestClusterSpansNeedAParent: with a tracer, a commit or forward span
+// is started under a request's span only; a proposal without one (the
+// ledger's background work) records nothing.
+func TestClusterSpansNeedAParent(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	n := &Node{cfg: Config{TracerProvider: tp}}
+	n.tr = n.tracer()
+	parent, root := tp.Tracer("test").Start(context.Background(), "request")
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want bool
+	}{
+		{"under a request's span", parent, true},
+		{"background", context.Background(), false},
+	} {
+		_, span := n.startSpan(tc.ctx, SpanCommit, trace.SpanKindInternal)
+		if span.IsRecording() != tc.want {
+			t.Errorf("%s: recording %v, want %v", tc.name, span.IsRecording(), tc.want)
+		}
+		endSpan(span, nil)
+	}
+	root.End()
+	if got := len(exp.GetSpans()); got != 2 {
+		t.Errorf("%d spans ended, want the request's and its commit", got)
 	}
 }
