@@ -39,6 +39,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -87,6 +88,9 @@ type Client struct {
 
 	// apiKey, when set, is sent as a bearer token with every request.
 	apiKey string
+	// injectTrace writes a request's trace context (trace.go); nil: only
+	// WithTraceparent's is sent.
+	injectTrace func(ctx context.Context, h http.Header)
 
 	// Do.
 	maxWait       time.Duration

@@ -202,6 +202,7 @@ func (c *Client) once(ctx context.Context, base string, r request, payload []byt
 	}
 	req.Header.Set("Accept", accept)
 	req.Header.Set("User-Agent", c.userAgent)
+	c.setTrace(ctx, req.Header)
 	if payload != nil {
 		req.Header.Set("Content-Type", contentType)
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/internal/faults"
@@ -45,6 +47,10 @@ const (
 	forwardMagic byte = 0xF1
 	// forwardVersion is the protocol's version, echoed by the leader.
 	forwardVersion byte = 1
+	// forwardVersionTraced is version 1 with a trace block (tracing.go)
+	// between a command's id and its entry; a node with a TracerProvider
+	// speaks it, and every leader accepts both.
+	forwardVersionTraced byte = 2
 	// maxForwardFrame bounds a frame either way.
 	maxForwardFrame = 16 << 20
 	// forwardDialTimeout bounds dialling the leader and its greeting.
@@ -53,6 +59,10 @@ const (
 	// to the leader's answer, when Config.ForwardTimeout is not set.
 	DefaultForwardTimeout = 10 * time.Second
 )
+
+// A version 2 command frame: id (uvarint), traceparent and tracestate
+// (each a uvarint length and its text, empty when the command has no
+// trace), then the entry.
 
 // Answer codes.
 const (
@@ -86,18 +96,23 @@ func (n *Node) stamp() int64 {
 // proposeVia sends cmd to the leader and returns its state machine's
 // answer. Errors are definite or unknown as Propose's are: a command that
 // may have been written to the connection and got no answer is unknown.
-func (n *Node) proposeVia(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+func (n *Node) proposeVia(ctx context.Context, cmd fsm.Command) (r *fsm.Result, err error) {
 	entry, err := fsm.Encode(0, cmd) // the leader stamps it
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	ctx, span := n.startSpan(ctx, SpanForward, trace.SpanKindClient, attribute.String("intentd.node", n.cfg.ID), commandAttr(cmd.Type()))
+	defer func() { endSpan(span, err) }()
 	for attempt := 0; ; attempt++ {
 		addr, id := n.raft.LeaderWithID()
 		if id == "" || string(id) == n.cfg.ID {
 			// No leader, or this node is becoming it (raft's state lags).
 			return nil, replication.ErrNoLeader
 		}
-		r, err := n.fwd.call(ctx, string(addr), string(id), entry)
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("intentd.leader", string(id)))
+		}
+		r, err = n.fwd.call(ctx, string(addr), string(id), entry)
 		if errors.Is(err, errNotForwarded) {
 			if attempt == 0 {
 				continue
@@ -112,6 +127,9 @@ func (n *Node) proposeVia(ctx context.Context, cmd fsm.Command) (*fsm.Result, er
 type forwarder struct {
 	n       *Node
 	timeout time.Duration
+	// version is the protocol this node speaks: forwardVersionTraced when
+	// it traces, else forwardVersion.
+	version byte
 
 	mu     sync.Mutex
 	conn   *fwdConn // to the leader last used; nil before the first
@@ -127,6 +145,9 @@ func (f *forwarder) call(ctx context.Context, addr, id string, entry []byte) (*f
 		return nil, err
 	}
 	f.sent.Add(1)
+	if c.version == forwardVersionTraced {
+		entry = append(appendTraceBlock(make([]byte, 0, 128+len(entry)), ctx), entry...)
+	}
 	return c.call(ctx, entry, f.timeout)
 }
 
@@ -142,7 +163,7 @@ func (f *forwarder) connTo(ctx context.Context, addr, id string) (*fwdConn, erro
 	c := f.conn
 	if c == nil || c.addr != addr || c.id != id || c.failed() {
 		old := c
-		c = &fwdConn{addr: addr, id: id, ready: make(chan struct{}), dead: make(chan struct{}),
+		c = &fwdConn{addr: addr, id: id, version: f.version, ready: make(chan struct{}), dead: make(chan struct{}),
 			pending: map[uint64]*fwdCall{}, wake: make(chan struct{}, 1),
 			lostIsFailure: f.n.cfg.Faults.Has(faults.LeadershipLostIsFailure)}
 		f.conn = c
@@ -220,6 +241,7 @@ func (f *forwarder) close() {
 // fwdConn is one connection to the leader.
 type fwdConn struct {
 	addr, id string
+	version  byte          // the protocol it speaks (forwarder.version)
 	ready    chan struct{} // closed once dialled (or failed to)
 	dialErr  error         // set before ready is closed
 	conn     net.Conn
@@ -266,7 +288,7 @@ func (c *fwdConn) dial(n *Node) {
 		return
 	}
 	_ = conn.SetDeadline(time.Now().Add(forwardDialTimeout))
-	hello := [2]byte{forwardMagic, forwardVersion}
+	hello := [2]byte{forwardMagic, c.version}
 	if _, err = conn.Write(hello[:]); err == nil {
 		var back [2]byte
 		if _, err = io.ReadFull(conn, back[:]); err == nil && back != hello {
@@ -539,11 +561,12 @@ func (s *forwardServer) wait(ctx context.Context) error {
 func (n *Node) serveForward(conn net.Conn) {
 	_ = conn.SetDeadline(time.Now().Add(forwardDialTimeout))
 	version := make([]byte, 1)
-	if _, err := io.ReadFull(conn, version); err != nil || version[0] != forwardVersion {
+	if _, err := io.ReadFull(conn, version); err != nil || version[0] != forwardVersion && version[0] != forwardVersionTraced {
 		_ = conn.Close()
 		return // the magic byte was read by the stream layer
 	}
-	if _, err := conn.Write([]byte{forwardMagic, forwardVersion}); err != nil {
+	traced := version[0] == forwardVersionTraced
+	if _, err := conn.Write([]byte{forwardMagic, version[0]}); err != nil {
 		_ = conn.Close()
 		return
 	}
@@ -583,15 +606,36 @@ func (n *Node) serveForward(conn net.Conn) {
 			return
 		}
 		n.fwdServer.served.Add(1)
-		code, f, msg := n.applyForwarded(body[k:])
+		entry, tctx := body[k:], context.Background()
+		if traced {
+			var err error
+			if tctx, entry, err = readTraceBlock(entry); err != nil {
+				send(appendAnswer(nil, id, fwdRefused, []byte(err.Error())))
+				continue
+			}
+		}
+		var span trace.Span
+		if traced && len(entry) > 0 {
+			_, span = n.startSpan(tctx, SpanCommit, trace.SpanKindInternal, attribute.String("intentd.node", n.cfg.ID),
+				commandAttr(fsm.CommandType(entry[0])))
+		} else {
+			_, span = n.startSpan(tctx, SpanCommit, trace.SpanKindInternal, attribute.String("intentd.node", n.cfg.ID))
+		}
+		code, f, msg := n.applyForwarded(entry)
 		if f == nil {
+			endSpan(span, errors.New(msg))
 			send(appendAnswer(nil, id, code, []byte(msg)))
 			continue
 		}
 		inflight.Add(1)
 		go func() {
 			defer inflight.Done()
-			send(n.forwardedAnswer(id, f))
+			a, err := n.forwardedAnswer(id, f)
+			if err == nil && span.IsRecording() {
+				span.SetAttributes(attribute.Int64("raft.log.index", int64(f.Index())))
+			}
+			endSpan(span, err)
+			send(a)
 		}()
 	}
 }
@@ -615,7 +659,8 @@ func (n *Node) applyForwarded(entry []byte) (code byte, f raft.ApplyFuture, msg 
 
 // forwardedAnswer waits for a forwarded command's apply and encodes the
 // answer.
-func (n *Node) forwardedAnswer(id uint64, f raft.ApplyFuture) []byte {
+// err is why it failed (nil when the command applied).
+func (n *Node) forwardedAnswer(id uint64, f raft.ApplyFuture) ([]byte, error) {
 	if err := n.awaitApply(context.Background(), f); err != nil {
 		err = n.mapApplyError(err)
 		var nl *replication.NotLeaderError
@@ -627,18 +672,19 @@ func (n *Node) forwardedAnswer(id uint64, f raft.ApplyFuture) []byte {
 		case errors.Is(err, replication.ErrNoLeader), errors.Is(err, replication.ErrShuttingDown):
 			code = fwdNoLeader
 		}
-		return appendAnswer(nil, id, code, []byte(err.Error()))
+		return appendAnswer(nil, id, code, []byte(err.Error())), err
 	}
 	r, ok := f.Response().(*fsm.Result)
 	if !ok {
-		return appendAnswer(nil, id, fwdUnknown, []byte(fmt.Sprintf("the state machine answered %T", f.Response())))
+		err := fmt.Errorf("the state machine answered %T", f.Response())
+		return appendAnswer(nil, id, fwdUnknown, []byte(err.Error())), err
 	}
 	b := appendAnswerHead(make([]byte, 0, 512), id, fwdOK)
 	b, err := fsm.AppendResult(b, r)
 	if err != nil {
-		return appendAnswer(nil, id, fwdUnknown, []byte(err.Error()))
+		return appendAnswer(nil, id, fwdUnknown, []byte(err.Error())), err
 	}
-	return frame(b)
+	return frame(b), nil
 }
 
 // writeAnswers writes answers as they come, every one that is ready in

@@ -22,6 +22,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/intentledger/intentd/internal/faults"
 )
 
@@ -85,6 +87,9 @@ type Config struct {
 	// answer to a command it forwarded (default DefaultForwardTimeout);
 	// past it the outcome is unknown.
 	ForwardTimeout time.Duration
+	// TracerProvider records the node's commit and forward spans
+	// (tracing.go); nil records none and costs nothing.
+	TracerProvider trace.TracerProvider
 	// Gossip adjusts gossip's timings; zero values keep memberlist's
 	// local-network defaults. FastTimings sets them with Raft's for
 	// clusters on one machine.
@@ -223,6 +228,7 @@ func (c *Config) setDefaults() error {
 // Node is one member of the ledger cluster.
 type Node struct {
 	cfg   Config
+	tr    trace.Tracer // nil: the node does not trace
 	log   *slog.Logger
 	raft  *raft.Raft
 	store logStore
@@ -301,7 +307,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), sm: newStateMachine(), notifyCh: make(chan bool, 16),
 		peers: &peerHealth{fail: map[string]bool{}}, raftStopped: make(chan struct{})}
-	n.fwd = forwarder{n: n, timeout: cfg.ForwardTimeout}
+	n.tr = n.tracer()
+	n.fwd = forwarder{n: n, timeout: cfg.ForwardTimeout, version: forwardVersion}
+	if n.tr != nil {
+		n.fwd.version = forwardVersionTraced
+	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {

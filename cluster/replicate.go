@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/internal/faults"
@@ -33,16 +35,24 @@ func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	sctx, span := n.startSpan(ctx, SpanCommit, trace.SpanKindInternal, attribute.String("intentd.node", n.cfg.ID), commandAttr(cmd.Type()))
 	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
-	err = n.awaitApply(ctx, f)
+	err = n.awaitApply(sctx, f)
 	if errors.Is(err, raft.ErrNotLeader) {
 		// Refused before it was appended: this node stepped down in
 		// between. Forward it to whoever leads now.
+		endSpan(span, err)
 		return n.proposeVia(ctx, cmd)
 	}
 	if err != nil {
-		return nil, n.mapApplyError(err)
+		err = n.mapApplyError(err)
+		endSpan(span, err)
+		return nil, err
 	}
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int64("raft.log.index", int64(f.Index())))
+	}
+	endSpan(span, nil)
 	r, ok := f.Response().(*fsm.Result)
 	if !ok {
 		return nil, fmt.Errorf("cluster: state machine answered %T", f.Response())

@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // BenchmarkClaimHandler is one unique claim through the whole handler
@@ -13,7 +16,20 @@ import (
 // in-memory ledger, token, answer), without a network: the per-claim CPU
 // and allocations the receiving node spends besides HTTP I/O and Raft.
 func BenchmarkClaimHandler(b *testing.B) {
-	e := newEnv(b, func(c *Config) { c.RateLimits = &RateLimits{} })
+	benchmarkClaims(b, nil)
+}
+
+// BenchmarkClaimHandlerTraced is BenchmarkClaimHandler with tracing on:
+// every claim records its server span (sampled, then dropped: no
+// exporter), the cost a traced node adds per claim on top of the export.
+func BenchmarkClaimHandlerTraced(b *testing.B) {
+	tp := sdktrace.NewTracerProvider()
+	b.Cleanup(func() { _ = tp.Shutdown(b.Context()) })
+	benchmarkClaims(b, tp)
+}
+
+func benchmarkClaims(b *testing.B, tp trace.TracerProvider) {
+	e := newEnv(b, func(c *Config) { c.RateLimits, c.TracerProvider = &RateLimits{}, tp })
 	h := e.api.Handler()
 	const payload = `{"d":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`
 	b.ReportAllocs()

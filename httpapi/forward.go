@@ -10,6 +10,9 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // hopHeaders are connection-level headers a proxy must not pass on.
@@ -66,7 +69,14 @@ func (s *Server) forward(c echo.Context, leader string, body []byte, write bool)
 	if err != nil {
 		return s.writeProblem(c, newProblem(CodeNotLeader, err.Error()))
 	}
-	out, err := http.NewRequestWithContext(in.Context(), in.Method, target.String(), bytes.NewReader(body))
+	ctx := in.Context()
+	if s.tracer != nil {
+		var span trace.Span
+		ctx, span = s.tracer.Start(ctx, SpanForwardHTTP, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("intentd.leader", leader)))
+		defer span.End()
+	}
+	out, err := http.NewRequestWithContext(ctx, in.Method, target.String(), bytes.NewReader(body))
 	if err != nil {
 		return s.writeProblem(c, newProblem(CodeNotLeader, fmt.Sprintf("building the request to the leader at %s: %v", leader, err)))
 	}
@@ -74,6 +84,10 @@ func (s *Server) forward(c echo.Context, leader string, body []byte, write bool)
 	dropHopHeaders(out.Header)
 	out.Header.Del("Content-Length")
 	out.Header.Set(HeaderForwardedBy, s.nodeID)
+	if s.tracer != nil {
+		// The leader's server span is a child of this forward's span.
+		traceContext.Inject(ctx, propagation.HeaderCarrier(out.Header))
+	}
 	if !claimsForwarded(in) {
 		// The original client's address, for the leader's per-client limit.
 		if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {

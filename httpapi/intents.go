@@ -61,6 +61,7 @@ func (s *Server) claim(c echo.Context) error {
 		return s.fail(c, err, body)
 	}
 	r := claimed.Result
+	traceResult(c, r)
 	s.metrics.claims.WithLabelValues(string(r.Status)).Inc()
 	s.metrics.namespaceClaims.WithLabelValues(s.namespaceLabel(s.namespaceOf(c)), string(r.Status)).Inc()
 	if noToken != nil {

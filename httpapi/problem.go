@@ -213,6 +213,7 @@ func (p *problem) retryAfterHeader() string {
 
 // writeProblem sends p as application/problem+json.
 func (s *Server) writeProblem(c echo.Context, p *problem) error {
+	traceProblem(c, p)
 	return sendProblem(c.Response(), p)
 }
 

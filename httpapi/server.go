@@ -19,6 +19,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/fsm"
@@ -89,6 +90,9 @@ type Config struct {
 	// advertised address names (TLS is on: a member advertising http://
 	// must not receive a client's request in the clear).
 	ForwardTLS bool
+	// TracerProvider makes every request a server span (tracing.go);
+	// nil traces nothing and installs no middleware.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is the HTTP API of one node.
@@ -118,6 +122,8 @@ type Server struct {
 	peers PeerAuth
 	// forwardTLS forces https when forwarding.
 	forwardTLS bool
+	// tracer records the requests' spans; nil when tracing is off.
+	tracer trace.Tracer
 	// roles is the role each route needs, by "METHOD /template", and
 	// publicPaths the templates of the public routes (routes.go).
 	roles       map[string]auth.Role
@@ -172,6 +178,9 @@ func New(cfg Config) *Server {
 	if s.maxSnapshot <= 0 {
 		s.maxSnapshot = DefaultMaxSnapshotBytes
 	}
+	if cfg.TracerProvider != nil {
+		s.tracer = cfg.TracerProvider.Tracer("github.com/intentledger/intentd/httpapi")
+	}
 	s.metrics = newMetrics(s.reg)
 	register(s.reg, newUsageCollector(s))
 	s.echo = s.router()
@@ -189,6 +198,9 @@ func (s *Server) router() *echo.Echo {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.trustForwarding)
 	e.Use(s.observe)
+	if s.tracer != nil {
+		e.Use(s.traced)
+	}
 	if s.keys != nil {
 		e.Use(s.limitAuthFailures)
 		e.Use(auth.Middleware(s.keys, s.roleOf))
@@ -394,6 +406,7 @@ func (s *Server) decode(c echo.Context, v any) ([]byte, *problem) {
 // answer sends a ledger result: its success body, or the refusal's
 // problem.
 func (s *Server) answer(c echo.Context, r *fsm.Result) error {
+	traceResult(c, r)
 	code, ok := successCode(r)
 	if !ok {
 		return s.writeProblem(c, refusalProblem(r, s.now()))

@@ -23,6 +23,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/cluster"
@@ -30,6 +32,7 @@ import (
 	"github.com/intentledger/intentd/httpapi"
 	"github.com/intentledger/intentd/internal/faults"
 	"github.com/intentledger/intentd/internal/tlsutil"
+	"github.com/intentledger/intentd/internal/tracing"
 	"github.com/intentledger/intentd/ledger"
 )
 
@@ -104,6 +107,12 @@ type Config struct {
 	// ReadyMaxLag is cluster.Config's: how many entries the node may be
 	// behind its leader's commit index and count ready (0: its default).
 	ReadyMaxLag uint64
+	// OTLPEndpoint turns tracing on: spans are exported over OTLP/HTTP to
+	// this collector URL (internal/tracing). Empty: no spans, no exporter.
+	OTLPEndpoint string
+	// TracerProvider, when set, records the node's spans instead (tests:
+	// an in-memory exporter); OTLPEndpoint is then ignored.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultConfig is a single-node ledger on loopback.
@@ -185,6 +194,10 @@ type Node struct {
 	served   chan error
 	debug    *debugServer // pprof, when --pprof is set
 	reloader *keyReloader // API key reloads (reload.go); nil with auth off
+	// tracer records spans (nil: tracing off); exporter is the OTLP
+	// provider the node made and flushes on Shutdown (nil otherwise).
+	tracer   trace.TracerProvider
+	exporter *sdktrace.TracerProvider
 	// clockOffset skews this node's clock (nanoseconds); set only through
 	// the test hooks.
 	clockOffset atomic.Int64
@@ -257,6 +270,15 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := step("loading"); err != nil {
 		return err
 	}
+	n.tracer = n.cfg.TracerProvider
+	if n.tracer == nil && n.cfg.OTLPEndpoint != "" {
+		tp, err := tracing.New(ctx, tracing.Config{Endpoint: n.cfg.OTLPEndpoint, Service: "intentd", Instance: n.cfg.ID})
+		if err != nil {
+			return err
+		}
+		n.tracer, n.exporter = tp, tp
+		undo.push(func() { n.stopExporter(ctx) })
+	}
 	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on --http-addr: %w", err)
@@ -282,7 +304,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		RaftTLS: sec.peer, PeerIdentity: sec.identity, GossipKey: sec.gossipKey,
 		Clock:  func() time.Time { return time.Now().Add(time.Duration(n.clockOffset.Load())) },
 		Faults: bugs, Region: n.cfg.Region, Replica: n.cfg.Replica, PreferLeaderRegion: n.cfg.PreferLeaderRegion,
-		Network: n.cfg.Network, ReadyMaxLag: n.cfg.ReadyMaxLag,
+		Network: n.cfg.Network, ReadyMaxLag: n.cfg.ReadyMaxLag, TracerProvider: n.tracer,
 		// Digests only: nodes compare them at join (cluster/progress.go).
 		Identity: cluster.Identity{Cluster: clusterName(n.cfg.Security), KEK: kek.ID(), APIKeys: keys.Digest},
 	}
@@ -329,17 +351,18 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.registry.MustRegister(n.reloader)
 	}
 	api := httpapi.New(httpapi.Config{
-		Auth:          keys,
-		RateLimits:    &n.cfg.RateLimits,
-		Service:       svc,
-		Cluster:       cn,
-		Registry:      n.registry,
-		ForwardClient: sec.forward,
-		ForwardTLS:    sec.http != nil,
-		PeerAuth:      sec.peers,
-		Snapshots:     cn,
-		Logger:        n.log,
-		NodeID:        n.cfg.ID,
+		Auth:           keys,
+		RateLimits:     &n.cfg.RateLimits,
+		Service:        svc,
+		Cluster:        cn,
+		Registry:       n.registry,
+		ForwardClient:  sec.forward,
+		ForwardTLS:     sec.http != nil,
+		PeerAuth:       sec.peers,
+		Snapshots:      cn,
+		Logger:         n.log,
+		NodeID:         n.cfg.ID,
+		TracerProvider: n.tracer,
 	})
 	// The web console: static files under /ui/, no key needed to load
 	// them; every call its pages make is an API call with the person's key.
@@ -439,7 +462,21 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if n.exporter != nil {
+		// The spans still queued go out before the process ends.
+		if err := n.exporter.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("flushing spans: %w", err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// stopExporter drops the OTLP exporter of a start that failed.
+func (n *Node) stopExporter(ctx context.Context) {
+	if n.exporter != nil {
+		_ = n.exporter.Shutdown(ctx)
+		n.exporter = nil
+	}
 }
 
 // Kill stops the node like a crash: connections are cut and Raft stops
@@ -451,5 +488,11 @@ func (n *Node) Kill() {
 	<-n.served
 	if n.debug != nil {
 		_ = n.debug.close()
+	}
+	if n.exporter != nil {
+		// A crash sends nothing: the queued spans are dropped.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = n.exporter.Shutdown(ctx)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/intentledger/intentd/cluster"
 	"github.com/intentledger/intentd/internal/faults"
+	"github.com/intentledger/intentd/internal/tracing"
 )
 
 // WithDefaults returns a copy of c with the defaults of the fields it
@@ -32,6 +33,11 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("--data-dir must not be empty")
+	}
+	if c.OTLPEndpoint != "" {
+		if _, err := tracing.TracesURL(c.OTLPEndpoint); err != nil {
+			return err
+		}
 	}
 	if c.LogStore != cluster.LogStoreWAL && c.LogStore != cluster.LogStoreBoltDB {
 		return fmt.Errorf("--log-store must be %s or %s, not %q", cluster.LogStoreWAL, cluster.LogStoreBoltDB, c.LogStore)

@@ -14,6 +14,7 @@ import (
 	"github.com/intentledger/intentd/client"
 	"github.com/intentledger/intentd/frontend/mcpgate"
 	"github.com/intentledger/intentd/internal/cli"
+	"github.com/intentledger/intentd/internal/tracing"
 )
 
 // config is the parsed command line, environment and configuration file.
@@ -33,6 +34,7 @@ type config struct {
 	maxPayload, maxResult       int
 	logLevel, logFormat         string
 	pprof                       string
+	otlpEndpoint                string // traces over OTLP/HTTP; "" is none
 	// callers authenticates --listen callers (--caller-keys); nil with
 	// insecureNoCallerAuth (loopback development only) or on stdio.
 	callers              *auth.Keyset
@@ -105,6 +107,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long calls in flight may take to finish and record")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "export a span per gated tools/call over OTLP/HTTP to this collector (http://collector:4318); empty: "+tracing.EnvTracesEndpoint+" or "+tracing.EnvEndpoint+" if set, else no tracing (the caller's _meta traceparent is passed on either way)")
 	fs.StringVar(&c.pprof, "pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on this address; off when empty (never expose it)")
 
 	fromEnv, envErr := cli.SetFromEnv(fs, envPrefix, getenv)
@@ -122,6 +125,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.apiKey == "" {
 		c.apiKey = getenv("INTENTD_API_KEY")
+	}
+	if c.otlpEndpoint == "" {
+		c.otlpEndpoint = tracing.EndpointFromEnv(getenv)
+	}
+	if c.otlpEndpoint != "" {
+		if _, err := tracing.TracesURL(c.otlpEndpoint); err != nil {
+			return c, err
+		}
 	}
 	if c.ledger = cli.SplitList(ledger); len(c.ledger) == 0 {
 		return c, errors.New("--ledger is required: the intentd node addresses")

@@ -271,6 +271,9 @@ func TestParseConfigRefuses(t *testing.T) {
 		{name: "a bad --upstream name", args: []string{"--ledger", "http://n1", "--upstream", "p__y=srv"}, want: []string{`upstream name "p__y"`}},
 		{name: "an unknown flag", args: []string{"--ledger", "http://n1", "--scpoe", "x", "--", "srv"}, want: []string{"flag provided but not defined: -scpoe"}},
 		{name: "a bad flag duration", args: []string{"--ledger", "http://n1", "--window", "10", "--", "srv"}, want: []string{"-window"}},
+		{name: "an OTLP endpoint that is no URL", args: []string{"--ledger", "http://n1", "--otlp-endpoint", "collector:4318", "--", "srv"}, want: []string{"--otlp-endpoint", "http://"}},
+		{name: "a bad OTLP endpoint in the environment", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "grpc://c:4317"}, args: []string{"--ledger", "http://n1", "--", "srv"},
+			want: []string{"grpc://c:4317"}},
 		{name: "a bad environment value", env: map[string]string{"INTENT_MCP_MAX_WAIT": "long"}, args: []string{"--ledger", "http://n1", "--", "srv"},
 			want: []string{"INTENT_MCP_MAX_WAIT", `"long"`}},
 		{name: "a bad --upstream in the environment", env: map[string]string{"INTENT_MCP_UPSTREAM": "=srv"}, args: []string{"--ledger", "http://n1"},
@@ -359,3 +362,29 @@ func TestRunRefusesBadSetups(t *testing.T) {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// TestParseConfigOTLPEndpoint: --otlp-endpoint, and else the standard
+// OpenTelemetry variables, turn the gate's spans on; nothing set is none.
+func TestParseConfigOTLPEndpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"none", nil, nil, ""},
+		{"flag", nil, []string{"--otlp-endpoint", "http://c:4318"}, "http://c:4318"},
+		{"standard variable", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, nil, "http://c:4318/v1/traces"},
+		{"the flag wins", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://env:4318"}, []string{"--otlp-endpoint", "http://flag:4318"}, "http://flag:4318"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, err := parse(t, env(tc.env), append(append([]string{"--ledger", "http://n1:8101"}, tc.args...), "--", "srv")...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.otlpEndpoint != tc.want {
+				t.Errorf("otlpEndpoint %q, want %q", c.otlpEndpoint, tc.want)
+			}
+		})
+	}
+}

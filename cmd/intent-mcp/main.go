@@ -37,12 +37,14 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/client"
 	"github.com/intentledger/intentd/frontend/mcpgate"
 	"github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/internal/probe"
+	"github.com/intentledger/intentd/internal/tracing"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -90,9 +92,26 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdin io.ReadCl
 	if ledgerURL == "" {
 		ledgerURL = ledger.Addrs()[0]
 	}
+	tp, err := tracing.New(ctx, tracing.Config{Endpoint: cfg.otlpEndpoint, Service: "intent-mcp"})
+	if err != nil {
+		return err
+	}
+	var tracer trace.TracerProvider
+	if tp != nil {
+		tracer = tp
+		defer func() {
+			// The spans still queued go out before the process ends.
+			sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				logger.Warn("flushing spans", "err", err)
+			}
+		}()
+	}
 	reg := probe.NewRegistry()
 	gate, err := mcpgate.New(mcpgate.Config{
-		Upstreams: cfg.upstreams, Tools: cfg.tools, Keys: cfg.keys, Ledger: ledger, LedgerURL: ledgerURL,
+		TracerProvider: tracer,
+		Upstreams:      cfg.upstreams, Tools: cfg.tools, Keys: cfg.keys, Ledger: ledger, LedgerURL: ledgerURL,
 		Lease: cfg.lease, CallTimeout: cfg.callTimeout, MaxWait: cfg.maxWait, LedgerTimeout: cfg.ledgerTimeout,
 		ReportTimeout: cfg.reportTimeout, Commit: cfg.commit, MaxPayload: cfg.maxPayload, MaxResult: cfg.maxResult,
 		Logger: logger, UpstreamStderr: stderr, Version: version(), Metrics: mcpgate.NewMetrics(reg),

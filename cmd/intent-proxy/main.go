@@ -32,11 +32,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/intentledger/intentd/client"
 	"github.com/intentledger/intentd/frontend/idemproxy"
 	"github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/internal/probe"
+	"github.com/intentledger/intentd/internal/tracing"
 )
 
 func main() {
@@ -95,9 +97,26 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	tp, err := tracing.New(ctx, tracing.Config{Endpoint: cfg.otlpEndpoint, Service: "intent-proxy"})
+	if err != nil {
+		return err
+	}
+	var tracer trace.TracerProvider
+	if tp != nil {
+		tracer = tp
+		defer func() {
+			// The spans still queued go out before the process ends.
+			sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				logger.Warn("flushing spans", "err", err)
+			}
+		}()
+	}
 	reg := probe.NewRegistry()
 	h, err := idemproxy.New(idemproxy.Config{
-		Upstream: cfg.upstream, Ledger: ledger, LedgerURL: ledger.Addrs()[0], Router: router,
+		TracerProvider: tracer,
+		Upstream:       cfg.upstream, Ledger: ledger, LedgerURL: ledger.Addrs()[0], Router: router,
 		MaxBody: cfg.maxBody, MaxPayload: cfg.maxPayload, MaxResult: cfg.maxResult,
 		UpstreamTimeout: cfg.upstreamTimeout, LedgerTimeout: cfg.ledgerTimeout, ReportTimeout: cfg.reportTimeout, MaxWait: cfg.maxWait,
 		Commit: cfg.commit, Logger: logger, Metrics: idemproxy.NewMetrics(reg),
@@ -199,6 +218,7 @@ func metricsWhere(cfg config) string {
 type config struct {
 	listen, metricsListen string
 	pprof                 string
+	otlpEndpoint          string // traces over OTLP/HTTP; "" is none
 	upstream              *url.URL
 	ledger                []string
 	apiKey                string
@@ -271,6 +291,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.maxWait, "max-wait", idemproxy.DefaultMaxWait, "longest wait of a wait_in_flight request")
 	fs.BoolVar(&c.commit, "commit", false, "acknowledge each executed intent (executed -> committed) after its answer, as client.Do does: a third ledger write per request that changes nothing a retry sees")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz on this separate address; empty: /-/metrics, /-/healthz, /-/readyz on --listen")
+	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "export a span per claimed request over OTLP/HTTP to this collector (http://collector:4318); empty: "+tracing.EnvTracesEndpoint+" or "+tracing.EnvEndpoint+" if set, else no tracing (the caller's traceparent is passed on either way)")
 	fs.StringVar(&c.pprof, "pprof", "", "serve Go's /debug/pprof/ profiling endpoints on this separate address (e.g. 127.0.0.1:6061; off when empty)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long requests in flight may take to finish and record")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -288,6 +309,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.apiKey == "" {
 		c.apiKey = getenv("INTENTD_API_KEY")
+	}
+	if c.otlpEndpoint == "" {
+		c.otlpEndpoint = tracing.EndpointFromEnv(getenv)
+	}
+	if c.otlpEndpoint != "" {
+		if _, err := tracing.TracesURL(c.otlpEndpoint); err != nil {
+			return c, err
+		}
 	}
 	c.defaultRoute.Key, c.defaultRoute.On5xx, c.defaultRoute.Lease = idemproxy.KeyMode(key), idemproxy.On5xx(on5xx), idemproxy.Duration(lease)
 	c.defaultRoute.FingerprintHeaders, c.defaultRoute.ScopeHeaders = cli.SplitList(fpHeaders), cli.SplitList(scopeHeaders)

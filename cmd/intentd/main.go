@@ -25,6 +25,7 @@ import (
 	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/internal/cli"
 	"github.com/intentledger/intentd/internal/faults"
+	"github.com/intentledger/intentd/internal/tracing"
 	"github.com/intentledger/intentd/node"
 )
 
@@ -129,6 +130,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 		"; reloaded on SIGHUP and when its content changes (--api-keys-poll), a file that does not validate changes nothing")
 	fs.DurationVar(&c.APIKeysPoll, "api-keys-poll", c.APIKeysPoll, "how often to check --api-keys-file for changes and reload the keys (0: only on SIGHUP)")
 	fs.StringVar(&c.NamespaceQuotasFile, "namespace-quotas", "", "JSON file of quotas by namespace, e.g. {\"payments\": {\"claims_per_second\": 50, \"burst\": 100, \"max_intents\": 100000}}: over them claims are answered 429 namespace_rate_limited or 507 namespace_full; give every node the same file; reloaded on SIGHUP with the API keys")
+	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to this collector (http://collector:4318; /v1/traces is added to a URL without a path); empty: "+tracing.EnvTracesEndpoint+" or "+tracing.EnvEndpoint+" if set, else no tracing")
 	fs.StringVar(&c.PprofAddr, "pprof", "", "serve Go's /debug/pprof/ profiling endpoints on this separate address (e.g. 127.0.0.1:6060; off when empty)")
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "TESTING ONLY: serve /debug/digest and /debug/clock-offset for the fault suite")
 	fs.StringVar(&c.TestBug, "test-bug", "", "TESTING ONLY (needs --test-hooks and a binary built with -tags faults): seed a known bug: "+faults.Names())
@@ -151,6 +153,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 		}
 	}
 	c.Replica = !voter
+	if c.OTLPEndpoint == "" {
+		c.OTLPEndpoint = tracing.EndpointFromEnv(getenv)
+	}
 	if c.BootstrapExpect < 0 {
 		c.BootstrapExpect = 0
 		if len(c.Join) == 0 {

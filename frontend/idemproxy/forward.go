@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/intentledger/intentd/client"
 )
 
 // upstreamRequest is the request the proxy sends the upstream for a
@@ -37,6 +39,14 @@ func upstreamRequest(ctx context.Context, in *http.Request, target *url.URL, bod
 	// the client's own forwarding headers, in every spelling: the proxy
 	// writes them anew.
 	stripGrantHeaders(out.Header)
+	if tp, ts := client.Traceparent(ctx); tp != "" {
+		// The trace context of the proxy's span, when it records one.
+		out.Header.Set(client.HeaderTraceparent, tp)
+		out.Header.Del(client.HeaderTracestate)
+		if ts != "" {
+			out.Header.Set(client.HeaderTracestate, ts)
+		}
+	}
 	pr := &httputil.ProxyRequest{In: in, Out: out}
 	pr.SetURL(target)
 	pr.SetXForwarded()

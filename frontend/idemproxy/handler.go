@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/intentledger/intentd/client"
 )
 
@@ -30,6 +32,11 @@ const (
 
 // Config configures a Handler.
 type Config struct {
+	// TracerProvider records a span per claimed request (SpanRequest),
+	// the child of the caller's traceparent and the parent of the ledger
+	// calls and the upstream request; nil records none (the caller's
+	// trace context is still passed on).
+	TracerProvider trace.TracerProvider
 	// Upstream is the base URL requests are forwarded to.
 	Upstream *url.URL
 	// Ledger is the intentd cluster (a *client.Client).
@@ -165,6 +172,11 @@ func (h *Handler) Wait(ctx context.Context) error {
 // route says.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	stripGrantHeaders(r.Header)
+	if tp := r.Header.Get(client.HeaderTraceparent); tp != "" {
+		// The caller's trace goes on to the ledger (the SDK sends it from
+		// the context); the upstream gets the header as sent.
+		r = r.WithContext(client.WithTraceparent(r.Context(), tp, r.Header.Get(client.HeaderTracestate)))
+	}
 	if safeMethod(r.Method) {
 		h.passThrough(w, r, "-")
 		return
@@ -208,6 +220,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		NewProblem(CodeBodyTooLarge, err.Error()).Write(w)
 		return
 	}
+	r, span := h.startSpan(r, route.Name)
+	defer span.End()
 	ex := &exchange{
 		h: h, w: w, r: r, route: route, body: body,
 		key:       LedgerKey(route.Scope, ScopeDigest(r.Header, route.ScopeHeaders), key),

@@ -49,7 +49,9 @@ func (g *Gate) callTool(ctx context.Context, name string, req *mcp.CallToolReque
 		g.cfg.Metrics.call("", ResultUnknownTool, time.Since(start))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 	}
+	ctx, span := g.startCall(ctx, p.name, req.Params.Meta)
 	res, result, err := g.gatedCall(ctx, p, req)
+	endCall(span, result, err)
 	g.cfg.Metrics.call(p.name, result, time.Since(start))
 	return res, err
 }
@@ -358,7 +360,7 @@ func (c *call) execute(grant *client.ClaimResponse) (*mcp.CallToolResult, error)
 	defer cancel()
 
 	params := &mcp.CallToolParams{Name: c.p.tool.Name, Arguments: argumentsOf(c.req.Params.Arguments),
-		Meta: withMeta(forwardMeta(c.req.Params.Meta), MetaIdempotencyKey, c.key.Ledger, MetaFencingToken, token,
+		Meta: withMeta(traceMeta(c.ctx, forwardMeta(c.req.Params.Meta)), MetaIdempotencyKey, c.key.Ledger, MetaFencingToken, token,
 			MetaExecutionToken, grant.ExecutionToken)}
 	if pt := c.req.Params.GetProgressToken(); pt != nil && c.req.Session != nil {
 		up, forget := c.g.progress.register(c.ctx, c.req.Session, pt)
@@ -484,7 +486,7 @@ func (g *Gate) passThrough(ctx context.Context, p *toolPlan, req *mcp.CallToolRe
 	if cs == nil {
 		return upstreamUnavailableAnswer("", p.up.spec.Name), nil
 	}
-	params := &mcp.CallToolParams{Name: p.tool.Name, Arguments: argumentsOf(req.Params.Arguments), Meta: forwardMeta(req.Params.Meta)}
+	params := &mcp.CallToolParams{Name: p.tool.Name, Arguments: argumentsOf(req.Params.Arguments), Meta: traceMeta(ctx, forwardMeta(req.Params.Meta))}
 	if pt := req.Params.GetProgressToken(); pt != nil && req.Session != nil {
 		up, forget := g.progress.register(ctx, req.Session, pt)
 		defer forget()

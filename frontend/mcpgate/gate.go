@@ -16,10 +16,16 @@ import (
 	"github.com/intentledger/intentd/client"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Gate; zero fields take the defaults.
 type Config struct {
+	// TracerProvider records a span per tools/call (SpanCall), the child
+	// of the caller's _meta traceparent and the parent of the ledger
+	// calls and the upstream call; nil records none (the caller's trace
+	// context is still passed on).
+	TracerProvider trace.TracerProvider
 	// Upstreams are the MCP servers behind the gate, in order: when two
 	// list the same downstream name, the first one's tool is listed.
 	Upstreams []Upstream

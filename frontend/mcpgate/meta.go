@@ -1,7 +1,10 @@
 package mcpgate
 
 import (
+	"context"
 	"strings"
+
+	"github.com/intentledger/intentd/client"
 )
 
 // The _meta keys the gate reads and writes. They use the reverse-DNS
@@ -33,7 +36,25 @@ const (
 	// MetaGate, on a listed tool, says what the gate does with its calls
 	// (gate or pass).
 	MetaGate = "dev.intentd/gate"
+	// MetaTraceparent and MetaTracestate, in a tools/call's _meta, are the
+	// caller's W3C trace context (the keys MCP hosts and SDKs use for
+	// it): the gate sends it with its ledger calls and, as every other
+	// key of the caller's _meta, on to the upstream.
+	MetaTraceparent = "traceparent"
+	MetaTracestate  = "tracestate"
 )
+
+// withTrace returns ctx carrying the trace context a tools/call's _meta
+// names, for the ledger calls made under it (the SDK sends it); ctx
+// unchanged when there is none or it is malformed.
+func withTrace(ctx context.Context, meta map[string]any) context.Context {
+	tp, _ := meta[MetaTraceparent].(string)
+	if tp == "" {
+		return ctx
+	}
+	ts, _ := meta[MetaTracestate].(string)
+	return client.WithTraceparent(ctx, tp, ts)
+}
 
 // DefaultHostIDKeys are the _meta keys read as a host's call id when the
 // configuration names none: the ids hosts are known to send with

@@ -18,23 +18,25 @@ const module = "github.com/intentledger/intentd/"
 // A package missing here fails the test: a new package states its place.
 var allowed = map[string][]string{
 	// Leaves: no module imports.
-	"internal/jsonenc":         nil,
-	"internal/toolname":        nil,
-	"internal/namespace":       nil,
-	"internal/faults":          nil,
-	"internal/gossipforge":     nil,
-	"internal/peerauth":        nil,
-	"internal/jsonexact":       nil, // the integers canonical JSON would change: the ledger's and the proxy's one rule
-	"internal/tlsutil":         nil,
-	"internal/progress":        nil, // status lines redrawn on a terminal, plain lines in a log
-	"internal/cli":             nil, // the commands' logger, flags from the environment, list flags
-	"internal/doccheck":        nil, // Markdown and shell scanning; its tests start a local cluster
-	"console":                  nil, // the web console's embedded files; its pages reach the ledger through the API only
-	"internal/probe":           nil, // healthz, readyz against the ledger (a LeaderFunc), the metrics registry, pprof: for the node and the front ends
-	"internal/probe/probetest": nil, // Prometheus series read back in tests
-	"token":                    nil,
-	"client":                   nil, // the SDK: standard library only, no server package (clientMayImport)
-	"client/":                  {"client", "client/"},
+	"internal/jsonenc":          nil,
+	"internal/toolname":         nil,
+	"internal/namespace":        nil,
+	"internal/faults":           nil,
+	"internal/gossipforge":      nil,
+	"internal/peerauth":         nil,
+	"internal/jsonexact":        nil, // the integers canonical JSON would change: the ledger's and the proxy's one rule
+	"internal/tlsutil":          nil,
+	"internal/tracing":          nil, // the OTLP/HTTP tracer provider of intentd and the front ends
+	"internal/tracing/otlptest": nil, // an OTLP/HTTP receiver for tests
+	"internal/progress":         nil, // status lines redrawn on a terminal, plain lines in a log
+	"internal/cli":              nil, // the commands' logger, flags from the environment, list flags
+	"internal/doccheck":         nil, // Markdown and shell scanning; its tests start a local cluster
+	"console":                   nil, // the web console's embedded files; its pages reach the ledger through the API only
+	"internal/probe":            nil, // healthz, readyz against the ledger (a LeaderFunc), the metrics registry, pprof: for the node and the front ends
+	"internal/probe/probetest":  nil, // Prometheus series read back in tests
+	"token":                     nil,
+	"client":                    nil, // the SDK: standard library only, no server package (clientMayImport)
+	"client/":                   {"client", "client/"},
 
 	// The replicated core, bottom up.
 	"fsm":               {"internal/jsonenc", "internal/jsonexact", "internal/toolname"},
@@ -47,8 +49,8 @@ var allowed = map[string][]string{
 	"httpapi":           {"auth", "clusterview", "fsm", "ledger", "token", "internal/jsonenc", "internal/namespace", "internal/peerauth"},
 
 	// The wiring and what starts it.
-	"node":        {"auth", "cluster", "console", "fsm", "httpapi", "ledger", "token", "internal/faults", "internal/peerauth", "internal/probe", "internal/tlsutil"},
-	"cmd/intentd": {"auth", "internal/cli", "internal/faults", "node", "internal/tlsutil"},
+	"node":        {"auth", "cluster", "console", "fsm", "httpapi", "ledger", "token", "internal/faults", "internal/peerauth", "internal/probe", "internal/tlsutil", "internal/tracing"},
+	"cmd/intentd": {"auth", "internal/cli", "internal/faults", "node", "internal/tlsutil", "internal/tracing"},
 
 	// Test kits: what tests start (real nodes, clusters, processes, an MCP
 	// server). Above the wiring, below nothing but tests and the canary.
@@ -66,9 +68,9 @@ var allowed = map[string][]string{
 	// go-sdk).
 	"frontend/idemproxy": {"client", "internal/jsonexact", "internal/toolname"},
 	"frontend/mcpgate":   {"client", "internal/toolname"},
-	"cmd/intent-proxy":   {"client", "internal/cli", "internal/probe", "frontend/idemproxy"},
+	"cmd/intent-proxy":   {"client", "internal/cli", "internal/probe", "internal/tracing", "frontend/idemproxy"},
 	// auth: --caller-keys, read in the ledger's keys-file format.
-	"cmd/intent-mcp": {"auth", "client", "internal/cli", "internal/probe", "frontend/mcpgate"},
+	"cmd/intent-mcp": {"auth", "client", "internal/cli", "internal/probe", "internal/tracing", "frontend/mcpgate"},
 	"canary":         {"client", "frontend/idemproxy", "frontend/mcpgate"}, // --via http-proxy: idemproxy.Handler before a plain tool; --via mcp: mcpgate before a plain MCP server
 	"cmd/canary":     {"canary", "testkit/localcluster", "internal/progress"},
 	"examples/":      {"client"},
@@ -272,6 +274,9 @@ func violations(arch map[string][]string, rel string, imports []string) []string
 	}
 	var out []string
 	for _, imp := range imports {
+		if rel == "fsm" && strings.HasPrefix(imp, "go.opentelemetry.io/") {
+			out = append(out, fmt.Sprintf("fsm imports %s: the state machine records no spans (the cluster traces its commits)", imp))
+		}
 		if rel == "fsm" && slices.Contains(fsmForbidden, imp) {
 			out = append(out, fmt.Sprintf("fsm imports %s: the state machine must stay deterministic (time arrives inside commands)", imp))
 		}
@@ -391,5 +396,27 @@ func TestInternalHoldsOnlyLeaves(t *testing.T) {
 	control := map[string][]string{"internal/localcluster": {"node"}, "internal/cli": {"internal/namespace"}}
 	if got := notLeaves(control); len(got) != 1 || got[0] != "internal/localcluster imports node" {
 		t.Errorf("control: notLeaves = %v, want the one import of node", got)
+	}
+}
+
+// TestFSMRecordsNoSpans is the fsm tracing rule's positive control: the
+// state machine importing OpenTelemetry is a violation, the cluster doing
+// so is not.
+func TestFSMRecordsNoSpans(t *testing.T) {
+	for _, tc := range []struct {
+		rel  string
+		bad  bool
+		imps []string
+	}{
+		{"fsm", true, []string{"go.opentelemetry.io/otel/trace"}},
+		{"fsm", false, []string{"encoding/binary"}},
+		{"cluster", false, []string{"go.opentelemetry.io/otel/trace"}},
+	} {
+		got := slices.ContainsFunc(violations(allowed, tc.rel, tc.imps), func(v string) bool {
+			return strings.Contains(v, "records no spans")
+		})
+		if got != tc.bad {
+			t.Errorf("%s importing %v: violation %v, want %v", tc.rel, tc.imps, got, tc.bad)
+		}
 	}
 }

@@ -43,6 +43,14 @@ export interface ClientOptions {
     ownerPrefix?: string;
     /** The User-Agent header (default "intentd-ts/0.1"; browsers may ignore it). */
     userAgent?: string;
+    /**
+     * Writes the caller's W3C trace context (traceparent, tracestate) into
+     * carrier when a request is sent, so the ledger's spans join the agent's
+     * trace. OpenTelemetry fits it in one line:
+     * `traceInject: (carrier) => propagation.inject(context.active(), carrier)`.
+     * Only a well-formed traceparent and its tracestate are sent.
+     */
+    traceInject?: (carrier: Record<string, string>) => void;
     /** The jitter source, a number in [0, 1) (default Math.random); for tests. */
     random?: () => number;
 }
@@ -136,6 +144,7 @@ export declare class Client {
     /** The headers of every request, and of a request with a body. */
     private readonly headers;
     private readonly bodyHeaders;
+    private readonly traceInject?;
     private readonly ownerPrefix;
     private readonly userAgent;
     /** The discovery under way, which concurrent calls wait for. */
@@ -168,6 +177,8 @@ export declare class Client {
      * returns the HTTP status and the decoded 2xx answer.
      */
     private request;
+    /** withTrace adds the trace context traceInject writes to headers (headers as they are without one). */
+    private withTrace;
     /** attempt sends the call to one node, once; core.ts says what came of it. */
     private attempt;
     /** poll long-polls one intent, the whole call bounded by step.boundMs and signal. */
@@ -308,3 +319,5 @@ export declare class Client {
 }
 /** once wraps a tool function with client.once(options, fn). */
 export declare function once<A, R>(client: Client, options: OnceOptions<A>, fn: (args: A, ctx: OnceContext) => R | Promise<R>): (args: A, callOptions?: OnceCallOptions) => Promise<R>;
+/** validTraceparent reports whether tp is a W3C traceparent of version 00 (the IDs not all zero). */
+export declare function validTraceparent(tp: string): boolean;

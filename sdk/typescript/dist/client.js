@@ -34,6 +34,7 @@ export class Client {
     /** The headers of every request, and of a request with a body. */
     headers;
     bodyHeaders;
+    traceInject;
     // An ES private field: util.inspect and console.log do not show it.
     #apiKey;
     ownerPrefix;
@@ -68,6 +69,7 @@ export class Client {
         if (this.#apiKey)
             headers.authorization = `Bearer ${this.#apiKey}`;
         this.headers = Object.freeze(headers);
+        this.traceInject = options.traceInject;
         this.bodyHeaders = Object.freeze({ ...headers, "content-type": "application/json" });
         const transport = options.transport ?? "auto";
         if (transport !== "auto" && transport !== "fetch" && transport !== "node") {
@@ -184,6 +186,26 @@ export class Client {
     request(r, signal) {
         return this.run(call(this.core, r, signal), signal);
     }
+    /** withTrace adds the trace context traceInject writes to headers (headers as they are without one). */
+    withTrace(headers) {
+        if (!this.traceInject)
+            return headers;
+        const carrier = {};
+        try {
+            this.traceInject(carrier);
+        }
+        catch {
+            return headers; // a broken hook costs the trace, never the call
+        }
+        const tp = carrier.traceparent;
+        if (typeof tp !== "string" || !validTraceparent(tp))
+            return headers;
+        const out = { ...headers, traceparent: tp };
+        const ts = carrier.tracestate;
+        if (typeof ts === "string" && ts !== "" && ts.length <= 512 && !/[^\x20-\x7e]/.test(ts))
+            out.tracestate = ts;
+        return out;
+    }
     /** attempt sends the call to one node, once; core.ts says what came of it. */
     async attempt(base, r, signal) {
         const path = requestPath(r);
@@ -201,7 +223,7 @@ export class Client {
         let answer;
         try {
             answer = await send({
-                method: r.method, base, path, headers: r.body === undefined ? this.headers : this.bodyHeaders, body: r.body, signal, timeoutMs,
+                method: r.method, base, path, headers: this.withTrace(r.body === undefined ? this.headers : this.bodyHeaders), body: r.body, signal, timeoutMs,
             });
         }
         catch (e) {
@@ -628,4 +650,8 @@ function raceSignal(p, signal) {
 /** once wraps a tool function with client.once(options, fn). */
 export function once(client, options, fn) {
     return client.once(options, fn);
+}
+/** validTraceparent reports whether tp is a W3C traceparent of version 00 (the IDs not all zero). */
+export function validTraceparent(tp) {
+    return /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/.test(tp);
 }

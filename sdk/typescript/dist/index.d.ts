@@ -1,4 +1,4 @@
-export { Client, DEFAULTS, MAX_LONG_POLL_MS, normalizeAddr, once } from "./client.js";
+export { Client, DEFAULTS, MAX_LONG_POLL_MS, normalizeAddr, once, validTraceparent } from "./client.js";
 export type { CallOptions, ClientOptions, DoOptions, Effect, EffectFn, FetchFn, GetOptions, ListOptions, OnceCallOptions, OnceContext, OnceOptions, } from "./client.js";
 export { BadRequestError, BadSnapshotError, BlockedError, DivergentError, EffectUnknown, FencedError, ForbiddenError, InDoubtError, InFlightError, IntentdError, InvalidStateError, NoLeaderError, NotEmptyError, NotFoundError, NotGrantHolderError, OutcomeUnknownError, PendingApprovalError, ProblemError, RateLimitedError, RejectedError, ReportError, SelfApprovalError, TokenExpiredError, TokenInvalidError, TokenToolForbiddenError, TokenUsedError, TokenWrongToolError, UnauthorizedError, UnavailableError, isEffectUnknown, problemFor, } from "./errors.js";
 export type { ProblemInit } from "./errors.js";

@@ -109,6 +109,14 @@ export interface ClientOptions {
   ownerPrefix?: string;
   /** The User-Agent header (default "intentd-ts/0.1"; browsers may ignore it). */
   userAgent?: string;
+  /**
+   * Writes the caller's W3C trace context (traceparent, tracestate) into
+   * carrier when a request is sent, so the ledger's spans join the agent's
+   * trace. OpenTelemetry fits it in one line:
+   * `traceInject: (carrier) => propagation.inject(context.active(), carrier)`.
+   * Only a well-formed traceparent and its tracestate are sent.
+   */
+  traceInject?: (carrier: Record<string, string>) => void;
   /** The jitter source, a number in [0, 1) (default Math.random); for tests. */
   random?: () => number;
 }
@@ -211,6 +219,7 @@ export class Client {
   /** The headers of every request, and of a request with a body. */
   private readonly headers: Readonly<Record<string, string>>;
   private readonly bodyHeaders: Readonly<Record<string, string>>;
+  private readonly traceInject?: (carrier: Record<string, string>) => void;
   // An ES private field: util.inspect and console.log do not show it.
   readonly #apiKey: string;
   private readonly ownerPrefix: string;
@@ -240,6 +249,7 @@ export class Client {
     if (this.userAgent) headers["user-agent"] = this.userAgent;
     if (this.#apiKey) headers.authorization = `Bearer ${this.#apiKey}`;
     this.headers = Object.freeze(headers);
+    this.traceInject = options.traceInject;
     this.bodyHeaders = Object.freeze({ ...headers, "content-type": "application/json" });
     const transport = options.transport ?? "auto";
     if (transport !== "auto" && transport !== "fetch" && transport !== "node") {
@@ -364,6 +374,23 @@ export class Client {
     return this.run(call(this.core, r, signal), signal);
   }
 
+  /** withTrace adds the trace context traceInject writes to headers (headers as they are without one). */
+  private withTrace(headers: Readonly<Record<string, string>>): Readonly<Record<string, string>> {
+    if (!this.traceInject) return headers;
+    const carrier: Record<string, string> = {};
+    try {
+      this.traceInject(carrier);
+    } catch {
+      return headers; // a broken hook costs the trace, never the call
+    }
+    const tp = carrier.traceparent;
+    if (typeof tp !== "string" || !validTraceparent(tp)) return headers;
+    const out: Record<string, string> = { ...headers, traceparent: tp };
+    const ts = carrier.tracestate;
+    if (typeof ts === "string" && ts !== "" && ts.length <= 512 && !/[^\x20-\x7e]/.test(ts)) out.tracestate = ts;
+    return out;
+  }
+
   /** attempt sends the call to one node, once; core.ts says what came of it. */
   private async attempt(base: string, r: Req, signal: AbortSignal | undefined): Promise<AttemptResult> {
     const path = requestPath(r);
@@ -380,7 +407,7 @@ export class Client {
     let answer: HttpAnswer;
     try {
       answer = await send({
-        method: r.method, base, path, headers: r.body === undefined ? this.headers : this.bodyHeaders, body: r.body, signal, timeoutMs,
+        method: r.method, base, path, headers: this.withTrace(r.body === undefined ? this.headers : this.bodyHeaders), body: r.body, signal, timeoutMs,
       });
     } catch (e) {
       const byCaller = !!signal?.aborted;
@@ -831,4 +858,9 @@ export function once<A, R>(
   fn: (args: A, ctx: OnceContext) => R | Promise<R>,
 ): (args: A, callOptions?: OnceCallOptions) => Promise<R> {
   return client.once(options, fn);
+}
+
+/** validTraceparent reports whether tp is a W3C traceparent of version 00 (the IDs not all zero). */
+export function validTraceparent(tp: string): boolean {
+  return /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/.test(tp);
 }

@@ -1,7 +1,7 @@
 // intentd: the TypeScript SDK of the intent ledger, the at-most-once gate in
 // front of side-effecting tool calls. See README.md.
 
-export { Client, DEFAULTS, MAX_LONG_POLL_MS, normalizeAddr, once } from "./client.js";
+export { Client, DEFAULTS, MAX_LONG_POLL_MS, normalizeAddr, once, validTraceparent } from "./client.js";
 export type {
   CallOptions,
   ClientOptions,

@@ -19,7 +19,7 @@ contract, errors and keys.
 
 from __future__ import annotations
 
-from ._core import new_owner, tls_context
+from ._core import new_owner, tls_context, traceparent, valid_traceparent
 from ._decorate import current_grant
 from .aio import AsyncClient
 from .client import Client
@@ -36,7 +36,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "AsyncClient", "key", "key_of", "validate_key", "new_owner", "current_grant", "tls_context",
-    "MAX_KEY_BYTES", "KEY_SEPARATOR",
+    "MAX_KEY_BYTES", "KEY_SEPARATOR", "traceparent", "valid_traceparent",
     # errors
     "IntentdError", "Problem", "InFlight", "InDoubt", "Divergent", "Fenced", "Rejected", "PendingApproval",
     "NotFound", "InvalidState", "BadRequest", "Blocked", "TokenUsed", "TokenExpired", "TokenInvalid",

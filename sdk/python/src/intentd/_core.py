@@ -3,7 +3,10 @@ JSON encoding, request descriptions. No I/O here."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as _dt
+import re
 import json
 import os
 import random
@@ -13,7 +16,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote, urlencode, urlsplit
 
 from .errors import BadRequest
@@ -269,6 +272,59 @@ def duration_param(secs: float) -> str:
     return "%dms" % max(0, int(round(secs * 1000)))
 
 
+# -- trace context ------------------------------------------------------------
+#
+# Every request carries the caller's W3C trace context (traceparent,
+# tracestate) when it has one, so the ledger's spans join the agent's trace
+# (docs/operations.md, "Traces"). No dependency: the headers are text. They
+# come from ``with intentd.traceparent(tp, ts):`` around the calls, or else
+# from the client's ``trace_inject`` hook, which OpenTelemetry's
+# ``opentelemetry.propagate.inject`` fits as it is::
+#
+#     ledger = intentd.Client(addrs, api_key=KEY, trace_inject=opentelemetry.propagate.inject)
+
+#: A hook that writes the current trace context into a dict of headers.
+TraceInject = Callable[[Dict[str, str]], None]
+
+_TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+_MAX_TRACESTATE = 512
+_current_trace: "contextvars.ContextVar[Optional[Tuple[str, str]]]" = contextvars.ContextVar(
+    "intentd_trace", default=None)
+
+
+def valid_traceparent(tp: Optional[str]) -> bool:
+    """Whether tp is a W3C traceparent of version 00 (the IDs not all zero)."""
+    return isinstance(tp, str) and _TRACEPARENT.fullmatch(tp) is not None
+
+
+@contextlib.contextmanager
+def traceparent(tp: str, tracestate: str = "") -> Iterator[None]:
+    """Within the block (thread, or asyncio task), every request sends tp
+    and tracestate; a malformed tp is ignored. It wins over the client's
+    trace_inject hook."""
+    token = _current_trace.set((tp, tracestate) if valid_traceparent(tp) else None)
+    try:
+        yield
+    finally:
+        _current_trace.reset(token)
+
+
+def trace_headers(inject: Optional[TraceInject]) -> Dict[str, str]:
+    """The trace headers of a request: traceparent() first, else the hook's;
+    only a well-formed traceparent and its tracestate are kept."""
+    cur = _current_trace.get()
+    if cur is None and inject is not None:
+        carrier: Dict[str, str] = {}
+        inject(carrier)
+        cur = (carrier.get("traceparent", ""), carrier.get("tracestate", ""))
+    if cur is None or not valid_traceparent(cur[0]):
+        return {}
+    h = {"traceparent": cur[0]}
+    if cur[1] and len(cur[1]) <= _MAX_TRACESTATE:
+        h["tracestate"] = cur[1]
+    return h
+
+
 @dataclass
 class Request:
     """One API call."""
@@ -295,10 +351,12 @@ class Request:
             return self.path + "?" + urlencode(self.query)
         return self.path
 
-    def header_lines(self, host: str, api_key: Optional[str], user_agent: str) -> Dict[str, str]:
+    def header_lines(self, host: str, api_key: Optional[str], user_agent: str,
+                     trace_inject: Optional[TraceInject] = None) -> Dict[str, str]:
         h = {"Host": host, "User-Agent": user_agent, "Accept": JSON_ACCEPT}
         if api_key:
             h["Authorization"] = "Bearer " + api_key
+        h.update(trace_headers(trace_inject))
         if self.body is not None:
             h["Content-Type"] = "application/json"
             h["Content-Length"] = str(len(self.body))

@@ -12,7 +12,7 @@ from typing import Any, BinaryIO, Dict, List, Optional, Tuple
 from urllib.parse import urlsplit
 
 from . import _flow
-from ._core import DISCOVERY_PROBE_TIMEOUT, IDLE_CONN_MAX_AGE, Backoff, Request, Route, left
+from ._core import DISCOVERY_PROBE_TIMEOUT, IDLE_CONN_MAX_AGE, Backoff, Request, Route, TraceInject, left
 from ._flow import Attempt, Pause, Step, transport_error
 from ._http11 import MAX_HEAD, READ_HEAD, READ_LINE, BadResponse, ReadExactly, Response, read_response, request_bytes
 from .errors import OutcomeUnknown, Unavailable
@@ -138,7 +138,8 @@ class SyncTransport:
 
     def __init__(self, seeds: List[str], *, api_key: Optional[str], timeout: float,
                  ssl_ctx: Optional[ssl.SSLContext], retries: int, backoff: Backoff, discovery: bool,
-                 discovery_refresh: float, rate_limit_wait: float, max_idle: int, user_agent: str) -> None:
+                 discovery_refresh: float, rate_limit_wait: float, max_idle: int, user_agent: str,
+                 trace_inject: Optional[TraceInject] = None) -> None:
         self.seeds = seeds
         self.api_key = api_key
         self.timeout = timeout
@@ -150,6 +151,7 @@ class SyncTransport:
         self.rate_limit_wait = rate_limit_wait
         self.max_idle = max_idle
         self.user_agent = user_agent
+        self.trace_inject = trace_inject
         self.probe_timeout = DISCOVERY_PROBE_TIMEOUT
         self.route = Route(0, list(seeds), "", time.monotonic())
         self._pools: Dict[str, _NodePool] = {}
@@ -189,7 +191,7 @@ class SyncTransport:
                 raise transport_error(Unavailable, "%s %s: the call's time is up" % (req.method, base + req.path))
             timeout = min(timeout, rem)
         payload = request_bytes(req.method, pool.prefix + req.target(),
-                                req.header_lines(pool.netloc, self.api_key, self.user_agent), req.body)
+                                req.header_lines(pool.netloc, self.api_key, self.user_agent, self.trace_inject), req.body)
         where = "%s %s%s" % (req.method, base, req.path)
         maybe_sent = False  # a write went out on a connection that then died
         for fresh_try in (0, 1):

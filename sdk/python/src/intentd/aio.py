@@ -24,7 +24,7 @@ from ._api import UNSET, Call
 from ._core import (DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_MAX, DEFAULT_DISCOVERY_REFRESH, DEFAULT_MAX_WAIT,
                     DEFAULT_RATE_LIMIT_WAIT, DEFAULT_REPORT_TIMEOUT, DEFAULT_RETRIES, DEFAULT_TIMEOUT,
                     DISCOVERY_PROBE_TIMEOUT, IDLE_CONN_MAX_AGE, MAX_IDLE_PER_NODE, USER_AGENT, Request, Route, TLSArg,
-                    left, new_owner, normalize_addr, seconds)
+                    TraceInject, left, new_owner, normalize_addr, seconds)
 from . import _flow
 from ._decorate import CallSpec, KeySpec, reset_grant, set_grant
 from ._flow import Attempt, Pause, Run, Step, attach, transport_error
@@ -138,7 +138,8 @@ class AsyncTransport:
 
     def __init__(self, seeds: List[str], *, api_key: Optional[str], timeout: float,
                  ssl_ctx: Optional[ssl.SSLContext], retries: int, backoff: Any, discovery: bool,
-                 discovery_refresh: float, rate_limit_wait: float, max_idle: int, user_agent: str) -> None:
+                 discovery_refresh: float, rate_limit_wait: float, max_idle: int, user_agent: str,
+                 trace_inject: Optional[TraceInject] = None) -> None:
         self.seeds = seeds
         self.api_key = api_key
         self.timeout = timeout
@@ -150,6 +151,7 @@ class AsyncTransport:
         self.rate_limit_wait = rate_limit_wait
         self.max_idle = max_idle
         self.user_agent = user_agent
+        self.trace_inject = trace_inject
         self.probe_timeout = DISCOVERY_PROBE_TIMEOUT
         self.route = Route(0, list(seeds), "", time.monotonic())
         self._pools: Dict[str, _AsyncPool] = {}
@@ -187,7 +189,7 @@ class AsyncTransport:
                 raise transport_error(Unavailable, "%s %s: the call's time is up" % (req.method, base + req.path))
             timeout = min(timeout, rem)
         payload = request_bytes(req.method, pool.prefix + req.target(),
-                                req.header_lines(pool.netloc, self.api_key, self.user_agent), req.body)
+                                req.header_lines(pool.netloc, self.api_key, self.user_agent, self.trace_inject), req.body)
         where = "%s %s%s" % (req.method, base, req.path)
         maybe_sent = False
         for fresh_try in (0, 1):
@@ -280,14 +282,14 @@ class AsyncClient:
                  max_wait: float = DEFAULT_MAX_WAIT, report_timeout: float = DEFAULT_REPORT_TIMEOUT,
                  approval_wait: Optional[float] = None, auto_commit: bool = True,
                  rate_limit_wait: float = DEFAULT_RATE_LIMIT_WAIT, max_idle_per_node: int = MAX_IDLE_PER_NODE,
-                 user_agent: str = USER_AGENT) -> None:
+                 user_agent: str = USER_AGENT, trace_inject: Optional[TraceInject] = None) -> None:
         s = self._s = _Settings(addrs, api_key, timeout, tls, retries, backoff_base, backoff_max, discovery,
                                 discovery_refresh, max_wait, report_timeout, approval_wait, auto_commit,
                                 rate_limit_wait, max_idle_per_node, user_agent)
         self._t = AsyncTransport(s.seeds, api_key=s.api_key, timeout=s.timeout, ssl_ctx=s.ssl_ctx,
                                  retries=s.retries, backoff=s.backoff, discovery=s.discovery,
                                  discovery_refresh=s.discovery_refresh, rate_limit_wait=s.rate_limit_wait,
-                                 max_idle=s.max_idle, user_agent=s.user_agent)
+                                 max_idle=s.max_idle, user_agent=s.user_agent, trace_inject=trace_inject)
 
     async def aclose(self) -> None:
         """Closes the idle connections."""

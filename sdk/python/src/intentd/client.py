@@ -14,7 +14,7 @@ from ._api import UNSET, Call
 from ._core import (DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_MAX, DEFAULT_DISCOVERY_REFRESH, DEFAULT_MAX_WAIT,
                     DEFAULT_RATE_LIMIT_WAIT, DEFAULT_REPORT_TIMEOUT, DEFAULT_RETRIES, DEFAULT_TIMEOUT,
                     MAX_IDLE_PER_NODE, USER_AGENT, Backoff, Request, TLSArg, encode_json, make_tls, new_owner,
-                    normalize_addr, seconds, split_addrs)
+                    TraceInject, normalize_addr, seconds, split_addrs)
 from . import _flow
 from ._decorate import CallSpec, KeySpec, reset_grant, set_grant
 from ._flow import Run, Step, attach
@@ -114,14 +114,14 @@ class Client:
                  max_wait: float = DEFAULT_MAX_WAIT, report_timeout: float = DEFAULT_REPORT_TIMEOUT,
                  approval_wait: Optional[float] = None, auto_commit: bool = True,
                  rate_limit_wait: float = DEFAULT_RATE_LIMIT_WAIT, max_idle_per_node: int = MAX_IDLE_PER_NODE,
-                 user_agent: str = USER_AGENT) -> None:
+                 user_agent: str = USER_AGENT, trace_inject: Optional[TraceInject] = None) -> None:
         s = self._s = _Settings(addrs, api_key, timeout, tls, retries, backoff_base, backoff_max, discovery,
                                 discovery_refresh, max_wait, report_timeout, approval_wait, auto_commit,
                                 rate_limit_wait, max_idle_per_node, user_agent)
         self._t = SyncTransport(s.seeds, api_key=s.api_key, timeout=s.timeout, ssl_ctx=s.ssl_ctx,
                                 retries=s.retries, backoff=s.backoff, discovery=s.discovery,
                                 discovery_refresh=s.discovery_refresh, rate_limit_wait=s.rate_limit_wait,
-                                max_idle=s.max_idle, user_agent=s.user_agent)
+                                max_idle=s.max_idle, user_agent=s.user_agent, trace_inject=trace_inject)
 
     # -- lifecycle ----------------------------------------------------------
 
