@@ -233,6 +233,8 @@ func (n *Node) Start(ctx context.Context) error {
 		Identity: cluster.Identity{Cluster: clusterName(n.cfg.Security), KEK: kek.ID(), APIKeys: keys.Digest},
 	}
 	n.cfg.Timings.Apply(&cc)
+	logWrite := newLogWriteHistogram()
+	cc.ObserveLogWrite = func(d time.Duration) { logWrite.Observe(d.Seconds()) }
 	cn, err := cluster.New(cc)
 	if err != nil {
 		_ = ln.Close()
@@ -241,7 +243,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.cluster = cn
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(newClusterCollector(cn))
+	n.registry.MustRegister(newClusterCollector(cn), logWrite, newDiskCollector(n.cfg.DataDir))
 	svc := ledger.New(n.instrument(cn), n.cfg.Limits)
 	svc.SetKEK(kek, n.log)
 	svc.SetRefusalNotes(n.cfg.ID, ledger.RefusalNotes{Interval: ledger.DefaultRefusalNotes.Interval, Now: cc.Clock, Log: n.log})
