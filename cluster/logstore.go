@@ -100,9 +100,18 @@ func (s *walStore) Close() error {
 }
 
 // timedLogStore times every append to the log store (Config.ObserveLogWrite).
+// It passes raft.MonotonicLogStore through: raft-wal refuses a gap in its
+// indexes, and Raft deletes the old log after restoring a snapshot only
+// when the store says so.
 type timedLogStore struct {
 	raft.LogStore
 	observe func(time.Duration)
+}
+
+// IsMonotonic implements raft.MonotonicLogStore as the inner store does.
+func (s timedLogStore) IsMonotonic() bool {
+	m, ok := s.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
 }
 
 // StoreLog implements raft.LogStore.
