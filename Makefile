@@ -35,6 +35,7 @@ test-go: deps verify
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 	cd bench && $(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -tags faults $(TEST_FLAGS) -run Parse ./internal/faults/ ./cmd/intentd/
+	cd deploy && $(GO) test $(TEST_FLAGS) ./...
 
 ## canary: the agent-side gate: 200 episodes x 5 failure classes x 3 seeds, each seed twice (CANARY_ARGS adds flags); then seed 1 through intent-proxy (CANARY_PROXY_ARGS) and seed 1 through the MCP gate (CANARY_MCP_ARGS)
 CANARY_ARGS ?=
@@ -140,11 +141,12 @@ verify: vet
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) test -short -count=1 ./internal/doccheck/
 
-## vet: the product build and the fault suite's build (-tags faults: seeded bugs compiled in), and the bench module (it imports this one through replace => ../)
+## vet: the product build and the fault suite's build (-tags faults: seeded bugs compiled in), and the bench and deploy modules (they import this one through replace => ../)
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags faults $(PKGS)
 	cd bench && $(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

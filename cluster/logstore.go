@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -96,4 +97,32 @@ type walStore struct {
 // Close closes the WAL, then its meta database.
 func (s *walStore) Close() error {
 	return errors.Join(s.WAL.Close(), s.meta.Close())
+}
+
+// timedLogStore times every append to the log store (Config.ObserveLogWrite).
+// It passes raft.MonotonicLogStore through: raft-wal refuses a gap in its
+// indexes, and Raft deletes the old log after restoring a snapshot only
+// when the store says so.
+type timedLogStore struct {
+	raft.LogStore
+	observe func(time.Duration)
+}
+
+// IsMonotonic implements raft.MonotonicLogStore as the inner store does.
+func (s timedLogStore) IsMonotonic() bool {
+	m, ok := s.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
+// StoreLog implements raft.LogStore.
+func (s timedLogStore) StoreLog(l *raft.Log) error {
+	return s.StoreLogs([]*raft.Log{l})
+}
+
+// StoreLogs implements raft.LogStore: the inner store's append, timed.
+func (s timedLogStore) StoreLogs(logs []*raft.Log) error {
+	start := time.Now()
+	err := s.LogStore.StoreLogs(logs)
+	s.observe(time.Since(start))
+	return err
 }

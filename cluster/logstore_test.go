@@ -172,3 +172,44 @@ func TestWALSurvivesATailTruncationAndARestart(t *testing.T) {
 		t.Fatalf("last index %d, %v; want 9", last, err)
 	}
 }
+
+// The timed wrapper (Config.ObserveLogWrite) times every append and
+// answers raft.MonotonicLogStore as the store it wraps: hiding raft-wal's
+// answer made Raft keep the old log after a snapshot restore, and raft-wal
+// then refused the next append ("non-monotonic log entries").
+func TestTimedLogStoreTimesAppendsAndKeepsMonotonic(t *testing.T) {
+	cases := []struct {
+		kind      string
+		monotonic bool
+	}{
+		{LogStoreWAL, true},
+		{LogStoreBoltDB, false},
+	}
+	for _, tt := range cases {
+		t.Run(tt.kind, func(t *testing.T) {
+			s, err := openLogStore(t.TempDir(), tt.kind, hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var observed int
+			timed := timedLogStore{LogStore: s, observe: func(time.Duration) { observed++ }}
+			cache, err := raft.NewLogCache(8, timed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cache.IsMonotonic(); got != tt.monotonic {
+				t.Fatalf("IsMonotonic through the wrapper and Raft's cache = %v, want %v", got, tt.monotonic)
+			}
+			if err := cache.StoreLog(&raft.Log{Index: 1, Term: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := cache.StoreLogs([]*raft.Log{{Index: 2, Term: 1}, {Index: 3, Term: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			if observed != 2 {
+				t.Fatalf("%d appends timed, want 2", observed)
+			}
+		})
+	}
+}

@@ -138,6 +138,11 @@ type Config struct {
 	// KEK and API keys digests): the leader adds no member whose cluster
 	// name or KEK differs (progress.go).
 	Identity Identity
+	// ObserveLogWrite, when set, is called after every append to the Raft
+	// log store with the time it took: the write and the fsync that makes
+	// it durable (StoreLogs returns only once both are done), so it is the
+	// node's fsync latency as Raft sees it. Nil: not measured.
+	ObserveLogWrite func(time.Duration)
 }
 
 // The network profiles of Config.Network.
@@ -334,7 +339,11 @@ func New(cfg Config) (*Node, error) {
 	if err := syncDirs(cfg.dirSync, walDir, cfg.DataDir); err != nil {
 		return nil, err
 	}
-	if n.logs, err = raft.NewLogCache(logCacheSize, store); err != nil {
+	var logs raft.LogStore = store
+	if cfg.ObserveLogWrite != nil {
+		logs = timedLogStore{LogStore: store, observe: cfg.ObserveLogWrite}
+	}
+	if n.logs, err = raft.NewLogCache(logCacheSize, logs); err != nil {
 		return nil, fmt.Errorf("cluster: log cache: %w", err)
 	}
 	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.Raft.SnapshotRetain, newHCLog(n.log, "snapshots"))

@@ -105,3 +105,46 @@ func (c *opsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.forwarded, prometheus.CounterValue, float64(st.Forwarded))
 	ch <- prometheus.MustNewConstMetric(c.forwardsServed, prometheus.CounterValue, float64(st.ForwardsServed))
 }
+
+// newLogWriteHistogram times the Raft log store's appends (write and
+// fsync; cluster.Config.ObserveLogWrite).
+func newLogWriteHistogram() prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "intentd_raft_log_write_duration_seconds",
+		Help:    "Time to append a batch of entries to the Raft log store, the fsync that makes them durable included: the disk's share of commit latency.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+	})
+}
+
+// diskCollector exports the free and total bytes of the file system
+// holding the data dir, read on every scrape.
+type diskCollector struct {
+	dir        string
+	free, size *prometheus.Desc
+}
+
+func newDiskCollector(dir string) *diskCollector {
+	return &diskCollector{
+		dir:  dir,
+		free: prometheus.NewDesc("intentd_data_dir_free_bytes", "Bytes an unprivileged process may still write on the file system holding --data-dir.", nil, nil),
+		size: prometheus.NewDesc("intentd_data_dir_size_bytes", "Size of the file system holding --data-dir.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *diskCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.free
+	ch <- c.size
+}
+
+// Collect implements prometheus.Collector. A failed statfs exports
+// neither series (the alert on a missing series fires) rather than a
+// made-up zero or a failed scrape.
+func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
+	free, size, err := diskSpace(c.dir)
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.free, prometheus.GaugeValue, float64(free))
+	ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(size))
+}

@@ -309,6 +309,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		Identity: cluster.Identity{Cluster: clusterName(n.cfg.Security), KEK: kek.ID(), APIKeys: keys.Digest},
 	}
 	n.cfg.Timings.Apply(&cc)
+	logWrite := newLogWriteHistogram()
+	cc.ObserveLogWrite = func(d time.Duration) { logWrite.Observe(d.Seconds()) }
 	cn, err := cluster.New(cc)
 	if err != nil {
 		return err
@@ -320,7 +322,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(newClusterCollector(cn))
+	n.registry.MustRegister(newClusterCollector(cn), logWrite, newDiskCollector(n.cfg.DataDir))
 	lc := ledger.Config{Limits: n.cfg.Limits, KEK: kek, Log: n.log, Node: n.cfg.ID, Faults: bugs,
 		RefusalNotes: ledger.RefusalNotes{Now: cc.Clock, Log: n.log}, Leading: cn.IsLeader, NamespaceQuotas: quotas}
 	if n.cfg.LocalDuplicates {

@@ -207,11 +207,20 @@ func TestMetricsExportOperationalSeries(t *testing.T) {
 		`intentd_gossip_members 3`,
 		`intentd_cluster_members{gossip="alive"} 3`,
 		`intentd_ready 1`,
+		`intentd_raft_log_write_duration_seconds_bucket{le=`,
+		`intentd_data_dir_free_bytes `,
+		`intentd_data_dir_size_bytes `,
 		`go_goroutines `,
 	} {
 		if !strings.Contains(text, series) {
 			t.Errorf("/metrics lacks %s", series)
 		}
+	}
+	// The log store's appends are timed: the claim and the bootstrap wrote
+	// entries, so the histogram counted some (a zero count would mean the
+	// hook is not wired).
+	if m := regexp.MustCompile(`\nintentd_raft_log_write_duration_seconds_count (\d+)`).FindStringSubmatch(text); m == nil || m[1] == "0" {
+		t.Errorf("log writes not counted: %v", m)
 	}
 	// Every intentd series the Grafana dashboard queries is exported.
 	dash, err := os.ReadFile("../deploy/grafana-dashboard.json")
