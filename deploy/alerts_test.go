@@ -301,12 +301,12 @@ func (d describingRegisterer) MustRegister(cs ...prometheus.Collector) {
 
 // frontEndMetricNames returns the families intent-proxy and intent-mcp
 // register: the registry their main builds (probe.NewRegistry) and the
-// metrics they add to it (proxy.NewMetrics, mcpgate.NewMetrics).
+// metrics they add to it (idemproxy.NewMetrics, mcpgate.NewMetrics).
 func frontEndMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
 	for _, register := range []func(prometheus.Registerer){
-		func(r prometheus.Registerer) { proxy.NewMetrics(r) },
+		func(r prometheus.Registerer) { idemproxy.NewMetrics(r) },
 		func(r prometheus.Registerer) { mcpgate.NewMetrics(r) },
 	} {
 		reg := probe.NewRegistry()
