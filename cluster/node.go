@@ -310,7 +310,7 @@ func New(cfg Config) (*Node, error) {
 		}
 	}()
 
-	store, err := openLogStore(cfg.DataDir, cfg.LogStore, newHCLog(n.log, "logstore"))
+	store, err := openLogStore(cfg.DataDir, cfg.LogStore, newHCLog(n.log, "logstore"), cfg.Faults.Has(faults.LogNoFsync))
 	if err != nil {
 		return nil, err
 	}
