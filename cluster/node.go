@@ -366,6 +366,9 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: inspect raft state: %w", err)
 	}
+	if err := checkRestorable(store, n.snaps); err != nil {
+		return nil, err
+	}
 	stable := &patientStable{StableStore: store, ctx: n.ctx, log: n.log}
 	r, err := raft.NewRaft(rc, n.sm, n.logs, stable, n.snaps, n.raftTrans)
 	if err != nil {

@@ -185,7 +185,19 @@ func corruptFile(ctx context.Context, env *Env, what string, pick func(dir strin
 	if f >= l {
 		f++
 	}
-	heal := func(ctx context.Context) error { return s.RestartAll(ctx, []int{f}) }
+	heal := func(ctx context.Context) error {
+		err := s.RestartAll(ctx, []int{f})
+		if err == nil || !strings.Contains(err.Error(), "cannot be restored") {
+			return err
+		}
+		// The node detected the corruption and stopped with a clear error
+		// (cluster.ErrUnrestorable): do what it says, start it empty.
+		env.logf("nemesis: %s stopped on its corrupt state as it should; moving its data aside and starting it empty", nodes.Name(f))
+		if werr := wipe(s.Disk(f)); werr != nil {
+			return errors.Join(err, werr)
+		}
+		return s.RestartAll(ctx, []int{f})
+	}
 	if err := c.Kill(f); err != nil {
 		return "", nil, nil, err
 	}
@@ -301,4 +313,23 @@ func corruptState(ctx context.Context, env *Env) (string, []string, func(context
 		f := all[r.Intn(len(all))]
 		return f, r.Int63n(sizes[f]), nil
 	})
+}
+
+// wipe empties a node's data dir through its mount and makes that durable.
+func wipe(d *lazyfs.FS) error {
+	entries, err := os.ReadDir(d.Mountpoint())
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(d.Mountpoint(), e.Name())); err != nil {
+			return err
+		}
+	}
+	dir, err := os.Open(d.Mountpoint())
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
 }
