@@ -335,7 +335,8 @@ func New(cfg Config) (*Node, error) {
 	if err := syncDirs(cfg.dirSync, snapDir, cfg.DataDir); err != nil {
 		return nil, err
 	}
-	n.snaps = &indexedSnapshots{SnapshotStore: fileSnaps, dir: snapDir, sync: cfg.dirSync}
+	n.snaps = &indexedSnapshots{SnapshotStore: fileSnaps, dir: snapDir, sync: cfg.dirSync,
+		noChecksum: cfg.Faults.Has(faults.SnapshotNoChecksum)}
 	trans, err := n.newTransport()
 	if err != nil {
 		return nil, err

@@ -56,6 +56,12 @@ for SEED in $SEEDS; do
   # (NoSync) the nodes come back on older state and grant keys again.
   run "control-log-no-fsync-s$SEED" --nodes 3 --seed "$SEED" --duration 30s --interval 8s --hold 2500ms --storage strict \
     --nemesis power-loss-all --workload w1,w2 --log-store boltdb --bug log-no-fsync
+  # A node that restores snapshots without their checksums (raft's CRC-64,
+  # the ledger encoding's SHA-256) must be caught serving corrupted data:
+  # corrupt-snapshot turns a digit of an intent into another digit, which
+  # still parses, and the replicas' digests differ.
+  run "control-snapshot-no-checksum-s$SEED" --nodes 3 --seed "$SEED" --duration 40s --interval 5s --hold 2500ms --storage strict \
+    --nemesis corrupt-snapshot --workload w1,w2 --bug snapshot-no-checksum
 done
 echo "== jepsen storage profile: ${#failed[@]} failed"
 for f in "${failed[@]}"; do

@@ -1,7 +1,9 @@
 package nemesis
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -207,6 +209,9 @@ func corruptFile(ctx context.Context, env *Env, what string, pick func(dir strin
 		return "", nil, heal, fmt.Errorf("%s: %w", nodes.Name(f), err)
 	}
 	mask := byte(1 << r.Intn(8))
+	if what == "the newest snapshot" {
+		mask = 1
+	}
 	if err := d.Flip(rel, off, mask); err != nil {
 		return "", nil, heal, err
 	}
@@ -295,7 +300,37 @@ func corruptSnapshot(ctx context.Context, env *Env) (string, []string, func(cont
 			return "", 0, fmt.Errorf("no snapshot to corrupt (%v)", err)
 		}
 		s := snaps[len(snaps)-1]
-		return s, r.Int63n(sizes[s]), nil
+		// A digit, turned into another digit below (mask 1): the
+		// encoding still parses, so only a checksum can tell.
+		b, err := os.ReadFile(filepath.Join(dir, s))
+		if err != nil {
+			return "", 0, err
+		}
+		// In an intent's line (after the header, before the audit events,
+		// whose hash chain would also see it).
+		var hdr struct {
+			Count int `json:"count"`
+		}
+		lines := bytes.SplitAfter(b, []byte("\n"))
+		if len(lines) > 0 {
+			_ = json.Unmarshal(lines[0], &hdr)
+		}
+		var digits []int64
+		pos := int64(0)
+		for k, line := range lines {
+			if k >= 1 && k <= hdr.Count {
+				for j, c := range line {
+					if c >= '0' && c <= '8' && c != '1' {
+						digits = append(digits, pos+int64(j))
+					}
+				}
+			}
+			pos += int64(len(line))
+		}
+		if len(digits) == 0 {
+			return s, r.Int63n(sizes[s]), nil
+		}
+		return s, digits[r.Intn(len(digits))], nil
 	})
 }
 
