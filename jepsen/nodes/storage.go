@@ -118,7 +118,7 @@ func (c *Cluster) RestartAll(ctx context.Context, ids []int) error {
 	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
 	if err := c.WaitReady(ctx, ids...); err != nil {
-		return fmt.Errorf("nodes: restart after a power loss: %w", err)
+		return fmt.Errorf("nodes: restart: %w", err)
 	}
 	return nil
 }
