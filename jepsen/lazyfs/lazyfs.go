@@ -241,9 +241,10 @@ func (f *FS) SetFull(full bool) {
 // Unmount unmounts the filesystem. Unsynced changes stay on the backing
 // directory (a clean shutdown, not a power loss).
 func (f *FS) Unmount() error {
+	// Not under mu: unmounting waits for requests in flight, which take it.
+	err := f.server.Unmount()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	err := f.server.Unmount()
 	f.dropAll()
 	if err2 := os.RemoveAll(f.shadow); err == nil && err2 != nil {
 		err = err2
@@ -276,8 +277,8 @@ func (f *FS) Flip(rel string, off int64, mask byte) error {
 		return fmt.Errorf("lazyfs: flip %s at %d: %w", rel, off, err)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	in := f.root
+	in := f.root // not under mu below: the kernel may call back while invalidating
+	f.mu.Unlock()
 	for _, part := range strings.Split(strings.Trim(filepath.Clean("/"+rel), "/"), "/") {
 		if in = in.GetChild(part); in == nil {
 			return nil // never looked up through the mount: nothing cached
@@ -293,11 +294,14 @@ func (f *FS) Flip(rel string, off int64, mask byte) error {
 // made durable, and mounts again. Every process using the mount must be
 // gone.
 func (f *FS) LoseUnsynced(opts LossOptions) (Loss, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	// Unmount before taking mu: unmounting waits for the requests in
+	// flight (a killed process's last write may still be one), and they
+	// take mu. Once it returns, no request can come in.
 	if err := f.server.Unmount(); err != nil {
 		return Loss{}, fmt.Errorf("lazyfs: unmount %s for a power loss: %w", f.mountpoint, err)
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	loss := f.undo(opts)
 	f.dropAll()
 	if err := f.mount(); err != nil {
