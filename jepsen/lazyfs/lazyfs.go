@@ -242,7 +242,7 @@ func (f *FS) SetFull(full bool) {
 // directory (a clean shutdown, not a power loss).
 func (f *FS) Unmount() error {
 	// Not under mu: unmounting waits for requests in flight, which take it.
-	err := f.server.Unmount()
+	err := f.unmount()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropAll()
@@ -297,7 +297,7 @@ func (f *FS) LoseUnsynced(opts LossOptions) (Loss, error) {
 	// Unmount before taking mu: unmounting waits for the requests in
 	// flight (a killed process's last write may still be one), and they
 	// take mu. Once it returns, no request can come in.
-	if err := f.server.Unmount(); err != nil {
+	if err := f.unmount(); err != nil {
 		return Loss{}, fmt.Errorf("lazyfs: unmount %s for a power loss: %w", f.mountpoint, err)
 	}
 	f.mu.Lock()
@@ -308,6 +308,37 @@ func (f *FS) LoseUnsynced(opts LossOptions) (Loss, error) {
 		return loss, err
 	}
 	return loss, nil
+}
+
+// fusectl is where the kernel lists FUSE connections.
+const fusectl = "/sys/fs/fuse/connections"
+
+// unmount detaches the mount, aborts its FUSE connection and waits for the
+// server to stop. Unmounting alone is not enough: a process started with
+// its own mount namespace (ip netns exec gives each node one) holds a
+// copy of the mount, which keeps the connection, and so the server's
+// loops, alive for as long as that process runs.
+func (f *FS) unmount() error {
+	var st unix.Stat_t
+	if err := unix.Stat(f.mountpoint, &st); err != nil {
+		return err
+	}
+	conn := unix.Minor(st.Dev)
+	if err := unix.Unmount(f.mountpoint, unix.MNT_DETACH); err != nil {
+		return err
+	}
+	abort := filepath.Join(fusectl, strconv.FormatUint(uint64(conn), 10), "abort")
+	if _, err := os.Stat(abort); errors.Is(err, os.ErrNotExist) {
+		if err := unix.Mount("fusectl", fusectl, "fusectl", 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("mount fusectl: %w", err)
+		}
+	}
+	// Gone already when nothing else held the mount.
+	if err := os.WriteFile(abort, []byte("1"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("abort the FUSE connection: %w", err)
+	}
+	f.server.Wait()
+	return nil
 }
 
 func (f *FS) undo(opts LossOptions) Loss {

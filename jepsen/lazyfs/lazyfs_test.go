@@ -3,9 +3,12 @@ package lazyfs
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 )
@@ -388,5 +391,43 @@ func TestFlip(t *testing.T) {
 	}
 	if got := read(t, mnt, "state"); got != "abCdef" {
 		t.Errorf("state = %q after a power loss, want the flip kept", got)
+	}
+}
+
+// TestLoseUnsyncedWithACopyInAnotherNamespace: a process in its own mount
+// namespace (as ip netns exec starts each node) holds a copy of the mount;
+// a power loss must still complete (the unmount alone left the server
+// waiting for a connection that copy kept alive: the storage profile hung)
+// and the mount must come back with the loss applied.
+func TestLoseUnsyncedWithACopyInAnotherNamespace(t *testing.T) {
+	f := mount(t, Strict)
+	mnt := f.Mountpoint()
+	durable("a", "old")(t, mnt)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatalf("unshare(1) is needed: %v", err)
+	}
+	cmd := exec.Command(unshare, "--mount", "--propagation", "private", "sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// Wait until the copy exists: the child's mount table lists the mount
+	// in a namespace other than ours.
+	for {
+		own, _ := os.Readlink("/proc/self/ns/mnt")
+		ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", cmd.Process.Pid))
+		info, _ := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", cmd.Process.Pid))
+		if ns != "" && ns != own && bytes.Contains(info, []byte(mnt)) {
+			break
+		}
+		runtime.Gosched()
+	}
+	write("a", "new")(t, mnt)
+	if _, err := f.LoseUnsynced(LossOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, mnt, "a"); got != "old" {
+		t.Errorf("a = %q after the loss, want %q", got, "old")
 	}
 }
