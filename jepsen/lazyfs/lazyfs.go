@@ -464,7 +464,7 @@ func (f *FS) hold(ino uint64, p string, dir bool) error {
 	if dir {
 		flag = os.O_RDONLY | syscall.O_DIRECTORY
 	}
-	file, err := os.OpenFile(p, flag|syscall.O_NOFOLLOW, 0)
+	file, err := os.OpenFile(p, flag, 0)
 	if err != nil {
 		return err
 	}
@@ -618,6 +618,18 @@ func (n *node) backingPath() string {
 	return filepath.Join(n.lfs.backing, n.Path(nil))
 }
 
+// dataPath is where the file's data is reached: through its open
+// descriptor when there is one (the file may have no name any more), else
+// its backing path.
+func (n *node) dataPath(fh fs.FileHandle) string {
+	if h, ok := fh.(*file); ok {
+		if fd, ok := h.lf.PassthroughFd(); ok {
+			return "/proc/self/fd/" + strconv.Itoa(fd)
+		}
+	}
+	return n.backingPath()
+}
+
 func (n *node) dirIno() (uint64, string, error) {
 	p := n.backingPath()
 	var st syscall.Stat_t
@@ -648,7 +660,7 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 	}
 	n.lfs.mu.Lock()
 	defer n.lfs.mu.Unlock()
-	errno, commit, abort := n.lfs.recordData(n.backingPath(), off, len(data), false)
+	errno, commit, abort := n.lfs.recordData(n.dataPath(fh), off, len(data), false)
 	if errno != 0 {
 		return 0, errno
 	}
@@ -666,7 +678,9 @@ func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscal
 	defer n.lfs.mu.Unlock()
 	ino, _, err := n.dirIno()
 	if err != nil {
-		return fs.ToErrno(err)
+		// A file already unlinked: the loopback's inode numbers are the
+		// backing ones (one device; only the root's differs).
+		ino = n.StableAttr().Ino
 	}
 	if n.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		n.lfs.syncDir(ino)
@@ -683,7 +697,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	}
 	n.lfs.mu.Lock()
 	defer n.lfs.mu.Unlock()
-	errno, commit, abort := n.lfs.recordData(n.backingPath(), int64(sz), 0, true)
+	errno, commit, abort := n.lfs.recordData(n.dataPath(fh), int64(sz), 0, true)
 	if errno != 0 {
 		return errno
 	}
@@ -712,8 +726,7 @@ func (n *node) Allocate(ctx context.Context, fh fs.FileHandle, off, size uint64,
 	}
 	n.lfs.mu.Lock()
 	defer n.lfs.mu.Unlock()
-	p := n.backingPath()
-	errno, commit, abort := n.lfs.recordData(p, int64(off), 0, true)
+	errno, commit, abort := n.lfs.recordData(n.dataPath(fh), int64(off), 0, true)
 	if errno != 0 {
 		return errno
 	}

@@ -431,3 +431,23 @@ func TestLoseUnsyncedWithACopyInAnotherNamespace(t *testing.T) {
 		t.Errorf("a = %q after the loss, want %q", got, "old")
 	}
 }
+
+// TestFsyncAfterUnlink: an open file whose name is gone can still be
+// fsynced (a store may remove a segment it still holds open).
+func TestFsyncAfterUnlink(t *testing.T) {
+	f := mount(t, Strict)
+	mnt := f.Mountpoint()
+	durable("a", "data")(t, mnt)
+	file, err := os.OpenFile(filepath.Join(mnt, "a"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	remove("a")(t, mnt)
+	if _, err := file.WriteAt([]byte("more"), 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Sync(); err != nil {
+		t.Errorf("fsync of an unlinked file: %v", err)
+	}
+}
