@@ -367,7 +367,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: inspect raft state: %w", err)
 	}
-	if err := checkRestorable(store, n.snaps); err != nil {
+	if err := checkRestorable(store, n.snaps, snapDir); err != nil {
 		return nil, err
 	}
 	stable := &patientStable{StableStore: store, ctx: n.ctx, log: n.log}

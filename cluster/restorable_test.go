@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ func TestCheckRestorable(t *testing.T) {
 	cases := []struct {
 		name        string
 		corrupt     []int // which snapshots (by index) get a flipped byte
+		badMeta     []int // which snapshots (by index) get a meta.json that does not parse
 		logFrom     uint64
 		logTo       uint64
 		unrestoring bool
@@ -28,6 +30,9 @@ func TestCheckRestorable(t *testing.T) {
 		{name: "older corrupt only", corrupt: []int{100}, logFrom: 150, logTo: 300},
 		{name: "both corrupt, log compacted", corrupt: []int{100, 200}, logFrom: 150, logTo: 300, unrestoring: true},
 		{name: "both corrupt, whole log kept", corrupt: []int{100, 200}, logFrom: 1, logTo: 300},
+		{name: "newest meta.json broken, log compacted past the older", badMeta: []int{200}, logFrom: 150, logTo: 300, unrestoring: true},
+		{name: "newest meta.json broken, log reaches back", badMeta: []int{200}, logFrom: 101, logTo: 300},
+		{name: "older meta.json broken only", badMeta: []int{100}, logFrom: 150, logTo: 300},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,13 +66,23 @@ func TestCheckRestorable(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			for _, index := range tc.badMeta {
+				p := filepath.Join(dir, "snapshots", ids[index], "meta.json")
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, bytes.Replace(b, []byte(","), []byte("."), 1), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
 			logs := raft.NewInmemStore()
 			for i := tc.logFrom; i <= tc.logTo; i++ {
 				if err := logs.StoreLog(&raft.Log{Index: i, Term: 1, Type: raft.LogNoop}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			err = checkRestorable(logs, snaps)
+			err = checkRestorable(logs, snaps, filepath.Join(dir, "snapshots"))
 			if got := errors.Is(err, ErrUnrestorable); got != tc.unrestoring {
 				t.Fatalf("checkRestorable = %v, want ErrUnrestorable: %v", err, tc.unrestoring)
 			}
