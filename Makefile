@@ -4,7 +4,7 @@ BIN       := bin
 PKGS      := ./...
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build run test test-go test-sdk canary canary-proxy canary-mcp test-unit test-integration jepsen jepsen-short jepsen-long jepsen-wan jepsen-soak fuzz bench vet fmt verify clean deps
+.PHONY: all build run test test-go test-sdk canary canary-proxy canary-mcp test-unit test-integration jepsen jepsen-short jepsen-storage jepsen-long jepsen-wan jepsen-soak fuzz bench vet fmt verify clean deps
 
 all: build
 
@@ -62,6 +62,10 @@ jepsen: deps
 ## jepsen-short: the profile make test runs (no violation allowed; every seeded bug caught)
 jepsen-short: deps
 	./scripts/jepsen-short.sh
+
+## jepsen-storage: storage faults on lazy filesystems (power loss of one node, the leader, a minority, every node; full disks; flipped bytes) in strict and ext4 mode, then the log-no-fsync control (about 5 min a seed; SEEDS="1 2 3 4 5")
+jepsen-storage: deps
+	./scripts/jepsen-storage.sh
 
 ## jepsen-long: every nemesis, 5 nodes, several seeds
 jepsen-long: deps

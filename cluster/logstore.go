@@ -13,7 +13,10 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
+	waltypes "github.com/hashicorp/raft-wal/types"
 )
 
 // logCacheSize is how many recent log entries the leader keeps in memory,
@@ -48,8 +51,11 @@ var ErrLogStore = errors.New("cluster: log store")
 // dir that holds the other kind is refused, since opening the configured
 // kind beside it would start a second, empty log, and the node would
 // rejoin as if it had lost its disk. Both fsync before StoreLogs returns:
-// durability is the same.
-func openLogStore(dataDir, kind string, logger hclog.Logger) (logStore, error) {
+// durability is the same. noSync is the seeded bug faults.LogNoFsync: the
+// store's log files are never fsynced (raft-boltdb's NoSync, raft-wal's
+// segment files through a VFS whose Sync does nothing); the stable store
+// (term, vote) still is.
+func openLogStore(dataDir, kind string, logger hclog.Logger, noSync bool) (logStore, error) {
 	boltPath := filepath.Join(dataDir, "raft.db")
 	walDir := filepath.Join(dataDir, "wal")
 	var mine, other, otherKind string
@@ -68,7 +74,7 @@ func openLogStore(dataDir, kind string, logger hclog.Logger) (logStore, error) {
 		return nil, fmt.Errorf("%w: %w", ErrLogStore, err)
 	}
 	if kind == LogStoreBoltDB {
-		s, err := raftboltdb.New(raftboltdb.Options{Path: mine})
+		s, err := raftboltdb.New(raftboltdb.Options{Path: mine, NoSync: noSync})
 		if err != nil {
 			return nil, fmt.Errorf("cluster: open %s: %w", mine, err)
 		}
@@ -78,7 +84,11 @@ func openLogStore(dataDir, kind string, logger hclog.Logger) (logStore, error) {
 		return nil, fmt.Errorf("cluster: wal dir: %w", err)
 	}
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(mine, wal.WithLogger(logger), wal.WithMetaStore(meta))
+	var vfs waltypes.VFS = walfs.New()
+	if noSync {
+		vfs = noSyncVFS{vfs}
+	}
+	w, err := wal.Open(mine, wal.WithLogger(logger), wal.WithMetaStore(meta), wal.WithSegmentFiler(segment.NewFiler(mine, vfs)))
 	if err != nil {
 		_ = meta.Close()
 		return nil, fmt.Errorf("cluster: open wal: %w", err)
@@ -126,3 +136,30 @@ func (s timedLogStore) StoreLogs(logs []*raft.Log) error {
 	s.observe(time.Since(start))
 	return err
 }
+
+// noSyncVFS is raft-wal's file system with a Sync that does nothing: the
+// seeded bug faults.LogNoFsync.
+type noSyncVFS struct{ waltypes.VFS }
+
+// Create creates a segment file whose Sync does nothing.
+func (v noSyncVFS) Create(dir, name string, size uint64) (waltypes.WritableFile, error) {
+	f, err := v.VFS.Create(dir, name, size)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{f}, nil
+}
+
+// OpenWriter opens a segment file whose Sync does nothing.
+func (v noSyncVFS) OpenWriter(dir, name string) (waltypes.WritableFile, error) {
+	f, err := v.VFS.OpenWriter(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{f}, nil
+}
+
+type noSyncFile struct{ waltypes.WritableFile }
+
+// Sync does nothing.
+func (noSyncFile) Sync() error { return nil }

@@ -325,7 +325,7 @@ func New(cfg Config) (*Node, error) {
 		}
 	}()
 
-	store, err := openLogStore(cfg.DataDir, cfg.LogStore, newHCLog(n.log, "logstore"))
+	store, err := openLogStore(cfg.DataDir, cfg.LogStore, newHCLog(n.log, "logstore"), cfg.Faults.Has(faults.LogNoFsync))
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +354,8 @@ func New(cfg Config) (*Node, error) {
 	if err := syncDirs(cfg.dirSync, snapDir, cfg.DataDir); err != nil {
 		return nil, err
 	}
-	n.snaps = &indexedSnapshots{SnapshotStore: fileSnaps, dir: snapDir, sync: cfg.dirSync}
+	n.snaps = &indexedSnapshots{SnapshotStore: fileSnaps, dir: snapDir, sync: cfg.dirSync,
+		noChecksum: cfg.Faults.Has(faults.SnapshotNoChecksum)}
 	trans, err := n.newTransport()
 	if err != nil {
 		return nil, err
@@ -384,6 +385,9 @@ func New(cfg Config) (*Node, error) {
 	hasState, err := raft.HasExistingState(store, store, n.snaps)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: inspect raft state: %w", err)
+	}
+	if err := checkRestorable(store, n.snaps, snapDir); err != nil {
+		return nil, err
 	}
 	stable := &patientStable{StableStore: store, ctx: n.ctx, log: n.log}
 	r, err := raft.NewRaft(rc, n.sm, n.logs, stable, n.snaps, n.raftTrans)

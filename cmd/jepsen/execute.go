@@ -43,7 +43,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 			// published: "all" leaves them out so their schedules stay the
 			// same (the trust run and the short profile name them).
 			if o.nodes < 5 && (n == "ring" || n == "bridge") || !o.tls && n == "raft-poke" || n == "gossip-forgery" ||
-				n == "kill-stop-restart" || nemesis.IsRegionNemesis(n) {
+				n == "kill-stop-restart" || nemesis.IsRegionNemesis(n) || nemesis.IsStorageNemesis(n) {
 				continue
 			}
 			o.nemeses = append(o.nemeses, n)
@@ -115,13 +115,16 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	if o.bug != "" {
 		extra = append(extra, "--test-bug", o.bug)
 	}
+	if o.logStore != "" {
+		extra = append(extra, "--log-store", o.logStore)
+	}
 	trust, err := newTrust(o, net)
 	if err != nil {
 		return exitError, err
 	}
 	cl, err := nodes.Start(ctx, nodes.Config{Binary: bin, Net: net, Dir: o.results, ExtraArgs: extra,
 		GossipKey: trust.gossipKey, TLSDir: trust.pkiDir, RaftHeartbeat: o.raftTimeout, ProfileTimeouts: nf.profile,
-		Relayed: links != nil, NodeArgs: nf.args, BootstrapExpect: nf.bootstrapExpect})
+		Relayed: links != nil, NodeArgs: nf.args, BootstrapExpect: nf.bootstrapExpect, Storage: o.storage})
 	if err != nil {
 		return exitError, fmt.Errorf("start nodes: %w", err)
 	}

@@ -30,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/intentledger/intentd/jepsen/nemesis"
 )
 
 func main() {
@@ -62,8 +64,10 @@ type options struct {
 	results       string
 	binary        string
 	bug           string
-	finalRead     bool // W2
-	tls           bool // nodes run with TLS (HTTPS, Raft over mutual TLS with node identities)
+	finalRead     bool   // W2
+	tls           bool   // nodes run with TLS (HTTPS, Raft over mutual TLS with node identities)
+	storage       string // lazyfs mode under each node's data dir ("": none)
+	logStore      string // the nodes' --log-store ("": their default)
 	args          []string
 
 	raftTimeout    time.Duration
@@ -103,6 +107,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	wl := fs.String("workload", "w1,w2,w3", "workloads: w1 contended claims (always), w2 final reads after healing, w3 reads through restarting nodes (adds the restart-read nemesis)")
 	fs.StringVar(&o.bug, "bug", "", "positive control: seed this bug in the nodes and pass only if it is caught")
 	fs.BoolVar(&o.tls, "tls", false, "run the nodes with TLS (a fresh development PKI): HTTPS, Raft over mutual TLS with node identities (raft-poke needs it)")
+	fs.StringVar(&o.storage, "storage", "", "put each node's data dir on a lazy filesystem (jepsen/lazyfs) in this mode: strict (only a directory's fsync makes its entries durable) or ext4 (any fsync does); the storage nemeses (power-loss-*, disk-full-*, corrupt-*) need it and default it to strict")
+	fs.StringVar(&o.logStore, "log-store", "", "pass --log-store VALUE (wal or boltdb) to the nodes (default: theirs)")
 	fs.DurationVar(&o.raftTimeout, "raft-timeout", 500*time.Millisecond, "the nodes' Raft heartbeat and election timeout (at least 500ms)")
 	regions := fs.String("regions", "", "place the nodes in regions: NAME:VOTERS[+REPLICAS],... e.g. eu:2,us:2,ap:1 (sets the number of nodes; voters 3 or 5)")
 	rtt := fs.String("rtt", "", "link delay: round trips between regions, A-B=80ms,..., or one duration for every pair (without --regions every node is a region); empty: no delay layer")
@@ -140,6 +146,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		if n = strings.TrimSpace(n); n != "" {
 			o.nemeses = append(o.nemeses, n)
 		}
+	}
+	if o.storage == "" && slices.ContainsFunc(o.nemeses, nemesis.IsStorageNemesis) {
+		o.storage = "strict"
+	}
+	if o.storage != "" && o.storage != "strict" && o.storage != "ext4" {
+		return o, fmt.Errorf("--storage: unknown mode %q (want strict or ext4)", o.storage)
 	}
 	for _, w := range strings.Split(*wl, ",") {
 		switch strings.TrimSpace(w) {

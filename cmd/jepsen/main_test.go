@@ -205,3 +205,31 @@ func TestProfileElection(t *testing.T) {
 		t.Errorf("an explicit --raft-timeout: checked at parse time: %v", err)
 	}
 }
+
+// --storage: a storage nemesis puts the nodes on lazy filesystems (strict
+// unless told), and an unknown mode is refused.
+func TestParseStorage(t *testing.T) {
+	cases := []struct {
+		args    []string
+		storage string
+		bad     bool
+	}{
+		{args: []string{"--nemesis", "kill-leader"}, storage: ""},
+		{args: []string{"--nemesis", "power-loss-all"}, storage: "strict"},
+		{args: []string{"--nemesis", "kill-leader+disk-full-leader"}, storage: "strict"},
+		{args: []string{"--nemesis", "corrupt-snapshot", "--storage", "ext4"}, storage: "ext4"},
+		{args: []string{"--storage", "xfs"}, bad: true},
+	}
+	for _, tc := range cases {
+		o, err := parse(tc.args, io.Discard)
+		if tc.bad {
+			if err == nil {
+				t.Errorf("parse(%q) accepted", tc.args)
+			}
+			continue
+		}
+		if err != nil || o.storage != tc.storage {
+			t.Errorf("parse(%q): storage %q, %v; want %q", tc.args, o.storage, err, tc.storage)
+		}
+	}
+}

@@ -84,9 +84,10 @@ var allowed = map[string][]string{
 	"jepsen/checker":         {"jepsen/history"},
 	"jepsen/workload":        {"jepsen/history"},
 	"jepsen/report":          {"jepsen/checker", "jepsen/history"},
-	"jepsen/nodes":           {"internal/tlsutil", "jepsen/netns"},
+	"jepsen/nodes":           {"internal/tlsutil", "jepsen/lazyfs", "jepsen/netns"},
 	"jepsen/wan":             {"jepsen/netns"}, // the link-delay layer: relays in the nodes' namespaces
-	"jepsen/nemesis":         {"fsm", "internal/gossipforge", "internal/tlsutil", "jepsen/history", "jepsen/netns", "jepsen/nodes", "jepsen/wan"},
+	"jepsen/lazyfs":          nil,              // the lazy filesystem (FUSE): no project imports
+	"jepsen/nemesis":         {"fsm", "internal/gossipforge", "internal/tlsutil", "jepsen/history", "jepsen/lazyfs", "jepsen/netns", "jepsen/nodes", "jepsen/wan"},
 	"cmd/jepsen":             {"internal/progress", "internal/tlsutil", "jepsen/"},
 }
 

@@ -49,11 +49,20 @@ const (
 	// as a duplicate of the executed key whatever its payload, so a
 	// divergent retry is told "duplicate" instead of being refused.
 	LocalDuplicateAnyPayload Bug = "local-duplicate-any-payload"
+	// LogNoFsync never fsyncs the Raft log store's files (raft-boltdb's
+	// NoSync; raft-wal's segment files), so an entry is acknowledged
+	// before it is durable: a whole-cluster power loss loses it.
+	LogNoFsync Bug = "log-no-fsync"
+	// SnapshotNoChecksum restores snapshots without their checksums:
+	// raft's CRC-64 of state.bin is not checked and the ledger encoding's
+	// SHA-256 trailer is rewritten to match the bytes read, so a
+	// corrupted snapshot is restored if its values still parse.
+	SnapshotNoChecksum Bug = "snapshot-no-checksum"
 )
 
 // All lists every seeded bug.
 func All() []Bug {
-	return []Bug{StaleReads, LeadershipLostIsFailure, CheckThenClaim, TrustGossipIDs, TrustGossipLeave, LocalDuplicateAnyPayload}
+	return []Bug{StaleReads, LeadershipLostIsFailure, CheckThenClaim, TrustGossipIDs, TrustGossipLeave, LocalDuplicateAnyPayload, LogNoFsync, SnapshotNoChecksum}
 }
 
 // Names returns the bugs' names, comma separated, for help texts.

@@ -205,6 +205,16 @@ var registry = []named{
 	{"wan", wanChange},
 	{"isolate-leader-region", isolateLeaderRegion},
 	{"kill-leader-region", killLeaderRegion},
+	{"power-loss-random", powerLossRandom},
+	{"power-loss-leader", powerLossLeader},
+	{"power-loss-minority", powerLossMinority},
+	{"power-loss-all", powerLossAll},
+	{"disk-full-leader", diskFullLeader},
+	{"disk-full-follower", diskFullFollower},
+	{"corrupt-log-tail", corruptLogTail},
+	{"corrupt-log-middle", corruptLogMiddle},
+	{"corrupt-snapshot", corruptSnapshot},
+	{"corrupt-state", corruptState},
 }
 
 // Names lists every nemesis ByName knows, in a fixed order.

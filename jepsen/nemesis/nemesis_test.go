@@ -163,13 +163,15 @@ func (c counting) Start(ctx context.Context, env *Env) (string, []string, func(c
 // ones (rogue-member, raft-poke, gossip-forgery) join gossip and dial Raft
 // for real, and
 // the fault suite's short profile runs them against real nodes; the region
-// ones need a layout and a delay layer (regions_test.go runs them).
+// ones need a layout and a delay layer (regions_test.go runs them); the
+// storage ones need lazy filesystems under real nodes (the storage profile
+// runs them).
 func fakeable() []string {
 	var out []string
 	for _, n := range Names() {
 		// kill-stop-restart came after the seed below was pinned
 		// (TestKillStopRestart runs it on the fake).
-		if n != "rogue-member" && n != "raft-poke" && n != "gossip-forgery" && n != "kill-stop-restart" && !IsRegionNemesis(n) {
+		if n != "rogue-member" && n != "raft-poke" && n != "gossip-forgery" && n != "kill-stop-restart" && !IsRegionNemesis(n) && !IsStorageNemesis(n) {
 			out = append(out, n)
 		}
 	}

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/internal/tlsutil"
+	"github.com/intentledger/intentd/jepsen/lazyfs"
 	"github.com/intentledger/intentd/jepsen/netns"
 )
 
@@ -109,6 +110,10 @@ type Config struct {
 	// run with TLS (HTTPS, Raft over mutual TLS with node identities) and
 	// the controller speaks HTTPS, trusting the node CA.
 	TLSDir string
+	// Storage, when set ("strict" or "ext4", lazyfs's modes), mounts a
+	// lazy filesystem over <Dir>/disk/n<i> at each node's data directory,
+	// for the storage nemeses (power loss, full disk, corruption).
+	Storage string
 }
 
 // Cluster is a set of running (or killed, or paused) intentd processes.
@@ -122,6 +127,7 @@ type Cluster struct {
 	mu     sync.Mutex
 	procs  []*proc // index 1..n; nil before the first start
 	closed bool
+	disks  []*lazyfs.FS // index 1..n with Config.Storage; set by Start
 }
 
 // proc is one run of one node's process.
@@ -198,6 +204,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				return nil, fmt.Errorf("nodes: %w", err)
 			}
+		}
+	}
+	if cfg.Storage != "" {
+		if err := c.mountDisks(); err != nil {
+			return nil, errors.Join(err, c.unmountDisks())
 		}
 	}
 	for i := 1; i <= n; i++ {
@@ -620,6 +631,9 @@ func (c *Cluster) Close() error {
 		}
 	}
 	c.client.CloseIdleConnections()
+	if len(errs) == 0 {
+		errs = append(errs, c.unmountDisks())
+	}
 	return errors.Join(errs...)
 }
 

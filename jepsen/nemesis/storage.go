@@ -1,0 +1,370 @@
+package nemesis
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/intentledger/intentd/jepsen/lazyfs"
+	"github.com/intentledger/intentd/jepsen/nodes"
+)
+
+// storage is what the storage nemeses need from a nodes.Cluster whose data
+// directories are lazy filesystems.
+type storage interface {
+	PowerLoss(ids []int, torn bool, r *rand.Rand) ([]lazyfs.Loss, error)
+	RestartAll(ctx context.Context, ids []int) error
+	Disk(i int) *lazyfs.FS
+	Running(i int) bool
+}
+
+// IsStorageNemesis reports whether the nemesis called name needs lazy
+// filesystems under the nodes (nodes.Config.Storage).
+func IsStorageNemesis(name string) bool {
+	for _, p := range strings.Split(name, "+") {
+		if strings.HasPrefix(p, "power-loss") || strings.HasPrefix(p, "disk-full") || strings.HasPrefix(p, "corrupt-") {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Env) storage() (storage, cluster, error) {
+	c, err := e.nodes()
+	if err != nil {
+		return nil, nil, err
+	}
+	if e.Nodes == nil || !e.Nodes.HasDisks() {
+		return nil, nil, errors.New("storage nemeses need the nodes on lazy filesystems (--storage)")
+	}
+	return e.Nodes, c, nil
+}
+
+// powerLoss cuts the power of ids at once (torn or not, drawn from r) and
+// heals by starting them all again and waiting until each is ready.
+func powerLoss(env *Env, ids []int, r *rand.Rand, what string) (string, []string, func(context.Context) error, error) {
+	s, _, err := env.storage()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	torn := r.Intn(2) == 0
+	heal := func(ctx context.Context) error { return s.RestartAll(ctx, ids) }
+	losses, err := s.PowerLoss(ids, torn, rand.New(rand.NewSource(r.Int63())))
+	if err != nil {
+		return "", nil, heal, err
+	}
+	var parts []string
+	for k, l := range losses {
+		p := fmt.Sprintf("%s lost %d writes, %d dir changes", nodes.Name(ids[k]), l.DataRecords, l.EntryRecords)
+		if l.TornFile != "" {
+			p += fmt.Sprintf(", torn %s kept %d bytes", filepath.Base(l.TornFile), l.TornKept)
+		}
+		if l.Errors > 0 {
+			p += fmt.Sprintf(", %d undo errors (%s)", l.Errors, l.FirstError)
+		}
+		parts = append(parts, p)
+	}
+	mode := "clean"
+	if torn {
+		mode = "torn"
+	}
+	return fmt.Sprintf("power loss (%s) of %s: %s", mode, what, strings.Join(parts, "; ")), names(ids), heal, nil
+}
+
+func powerLossRandom(_ context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	c, r, err := env.nodesAndRand()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	i := 1 + r.Intn(c.Nodes())
+	return powerLoss(env, []int{i}, r, nodes.Name(i))
+}
+
+func powerLossLeader(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	l, _, err := env.leader(ctx)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	r, err := env.rng()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return powerLoss(env, []int{l}, r, "leader "+nodes.Name(l))
+}
+
+func powerLossMinority(_ context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	c, r, err := env.nodesAndRand()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	ids := minority(r, c.Nodes())
+	return powerLoss(env, ids, r, "minority "+join(ids))
+}
+
+func powerLossAll(_ context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	c, r, err := env.nodesAndRand()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	ids := make([]int, c.Nodes())
+	for k := range ids {
+		ids[k] = k + 1
+	}
+	return powerLoss(env, ids, r, "every node")
+}
+
+// diskFull fills node i's disk; heal returns the space and fails if the
+// node exited meanwhile (a full disk must not kill it).
+func diskFull(env *Env, i int, what string) (string, []string, func(context.Context) error, error) {
+	s, _, err := env.storage()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	d := s.Disk(i)
+	d.SetFull(true)
+	heal := func(ctx context.Context) error {
+		d.SetFull(false)
+		if !s.Running(i) {
+			return fmt.Errorf("%s exited while its disk was full (see its log); starting it again: %w",
+				nodes.Name(i), s.RestartAll(ctx, []int{i}))
+		}
+		return nil
+	}
+	return "disk full on " + what, names([]int{i}), heal, nil
+}
+
+func diskFullLeader(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	l, _, err := env.leader(ctx)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return diskFull(env, l, "leader "+nodes.Name(l))
+}
+
+func diskFullFollower(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	l, c, err := env.leader(ctx)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	r, err := env.rng()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	f := 1 + r.Intn(c.Nodes()-1)
+	if f >= l {
+		f++
+	}
+	return diskFull(env, f, "follower "+nodes.Name(f))
+}
+
+// corruptFile SIGKILLs follower f, flips one byte of a file pick chooses
+// in its data dir (relative path and offset), and heals by starting it
+// again. The node must then detect the corruption (refuse to serve from
+// it, recover from its peers, or stop with a clear error): the checkers
+// see any wrong answer, and a node that does not come back fails the
+// heal.
+func corruptFile(ctx context.Context, env *Env, what string, pick func(dir string, r *rand.Rand) (string, int64, error)) (string, []string, func(context.Context) error, error) {
+	s, _, err := env.storage()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	l, c, err := env.leader(ctx)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	r, err := env.rng()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	f := 1 + r.Intn(c.Nodes()-1)
+	if f >= l {
+		f++
+	}
+	heal := func(ctx context.Context) error {
+		err := s.RestartAll(ctx, []int{f})
+		if err == nil || !strings.Contains(err.Error(), "cannot be restored") {
+			return err
+		}
+		// The node detected the corruption and stopped with a clear error
+		// (cluster.ErrUnrestorable): do what it says, start it empty.
+		env.logf("nemesis: %s stopped on its corrupt state as it should; moving its data aside and starting it empty", nodes.Name(f))
+		if werr := wipe(s.Disk(f)); werr != nil {
+			return errors.Join(err, werr)
+		}
+		return s.RestartAll(ctx, []int{f})
+	}
+	if err := c.Kill(f); err != nil {
+		return "", nil, nil, err
+	}
+	d := s.Disk(f)
+	rel, off, err := pick(d.Backing(), r)
+	if err != nil {
+		return "", nil, heal, fmt.Errorf("%s: %w", nodes.Name(f), err)
+	}
+	mask := byte(1 << r.Intn(8))
+	if what == "the newest snapshot" {
+		mask = 1
+	}
+	if err := d.Flip(rel, off, mask); err != nil {
+		return "", nil, heal, err
+	}
+	return fmt.Sprintf("corrupt %s of follower %s: %s byte %d ^= %#02x", what, nodes.Name(f), rel, off, mask),
+		names([]int{f}), heal, nil
+}
+
+// files lists the regular files under dir/sub matching ok, relative to
+// dir, sorted.
+func files(dir, sub string, ok func(rel string, size int64) bool) ([]string, map[string]int64, error) {
+	var out []string
+	sizes := map[string]int64{}
+	err := filepath.WalkDir(filepath.Join(dir, sub), func(p string, e os.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if info.Size() > 0 && ok(rel, info.Size()) {
+			out = append(out, rel)
+			sizes[rel] = info.Size()
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out, sizes, err
+}
+
+// segments are raft-wal's segment files, oldest first.
+func segments(dir string) ([]string, map[string]int64, error) {
+	return files(dir, "wal", func(rel string, _ int64) bool { return strings.HasSuffix(rel, ".wal") })
+}
+
+// lastWritten is the end of the data written into a preallocated segment:
+// the offset after its last non-zero byte.
+func lastWritten(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	end := len(b)
+	for end > 0 && b[end-1] == 0 {
+		end--
+	}
+	return int64(end), nil
+}
+
+func corruptLogTail(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	return corruptFile(ctx, env, "the log's tail", func(dir string, r *rand.Rand) (string, int64, error) {
+		segs, _, err := segments(dir)
+		if err != nil || len(segs) == 0 {
+			return "", 0, fmt.Errorf("no log segment to corrupt (%v)", err)
+		}
+		last := segs[len(segs)-1]
+		end, err := lastWritten(filepath.Join(dir, last))
+		if err != nil || end == 0 {
+			return "", 0, fmt.Errorf("log segment %s holds nothing (%v)", last, err)
+		}
+		// One of the last 64 bytes written: the newest entries.
+		return last, max(0, end-1-r.Int63n(min(64, end))), nil
+	})
+}
+
+func corruptLogMiddle(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	return corruptFile(ctx, env, "a log segment's middle", func(dir string, r *rand.Rand) (string, int64, error) {
+		segs, _, err := segments(dir)
+		if err != nil || len(segs) == 0 {
+			return "", 0, fmt.Errorf("no log segment to corrupt (%v)", err)
+		}
+		seg := segs[r.Intn(len(segs))]
+		end, err := lastWritten(filepath.Join(dir, seg))
+		if err != nil || end < 64 {
+			return "", 0, fmt.Errorf("log segment %s holds too little (%v)", seg, err)
+		}
+		return seg, end/4 + r.Int63n(end/2), nil
+	})
+}
+
+func corruptSnapshot(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	return corruptFile(ctx, env, "the newest snapshot", func(dir string, r *rand.Rand) (string, int64, error) {
+		snaps, sizes, err := files(dir, "snapshots", func(rel string, _ int64) bool { return filepath.Base(rel) == "state.bin" })
+		if err != nil || len(snaps) == 0 {
+			return "", 0, fmt.Errorf("no snapshot to corrupt (%v)", err)
+		}
+		s := snaps[len(snaps)-1]
+		// A digit, turned into another digit below (mask 1): the
+		// encoding still parses, so only a checksum can tell.
+		b, err := os.ReadFile(filepath.Join(dir, s))
+		if err != nil {
+			return "", 0, err
+		}
+		// In an intent's line (after the header, before the audit events,
+		// whose hash chain would also see it).
+		var hdr struct {
+			Count int `json:"count"`
+		}
+		lines := bytes.SplitAfter(b, []byte("\n"))
+		if len(lines) > 0 {
+			_ = json.Unmarshal(lines[0], &hdr)
+		}
+		var digits []int64
+		pos := int64(0)
+		for k, line := range lines {
+			if k >= 1 && k <= hdr.Count {
+				for j, c := range line {
+					if c >= '0' && c <= '8' && c != '1' {
+						digits = append(digits, pos+int64(j))
+					}
+				}
+			}
+			pos += int64(len(line))
+		}
+		if len(digits) == 0 {
+			return s, r.Int63n(sizes[s]), nil
+		}
+		return s, digits[r.Intn(len(digits))], nil
+	})
+}
+
+func corruptState(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	return corruptFile(ctx, env, "a state file", func(dir string, r *rand.Rand) (string, int64, error) {
+		// Everything the node keeps that is neither a log segment nor a
+		// snapshot's state: raft-wal's meta database (term, vote, segment
+		// list), snapshot metadata, identity and key material.
+		all, sizes, err := files(dir, ".", func(rel string, _ int64) bool {
+			return !strings.HasSuffix(rel, ".wal") && filepath.Base(rel) != "state.bin"
+		})
+		if err != nil || len(all) == 0 {
+			return "", 0, fmt.Errorf("no state file to corrupt (%v)", err)
+		}
+		f := all[r.Intn(len(all))]
+		return f, r.Int63n(sizes[f]), nil
+	})
+}
+
+// wipe empties a node's data dir through its mount and makes that durable.
+func wipe(d *lazyfs.FS) error {
+	entries, err := os.ReadDir(d.Mountpoint())
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(d.Mountpoint(), e.Name())); err != nil {
+			return err
+		}
+	}
+	dir, err := os.Open(d.Mountpoint())
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
+}
