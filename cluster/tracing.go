@@ -119,7 +119,7 @@ var commandNames = map[fsm.CommandType]string{
 	fsm.TypeResolve: "resolve", fsm.TypeApprove: "approve", fsm.TypeReject: "reject", fsm.TypeExpire: "expire",
 	fsm.TypePurge: "purge", fsm.TypePutPolicy: "put_policy", fsm.TypeDeletePolicy: "delete_policy",
 	fsm.TypeAddSigningKey: "add_signing_key", fsm.TypeUseToken: "use_token", fsm.TypeSetSettings: "set_settings",
-	fsm.TypeNoteDuplicates: "note_duplicates",
+	fsm.TypeNoteDuplicates: "note_duplicates", fsm.TypeNoteRefusals: "note_refusals", fsm.TypeNoteDivergent: "note_divergent",
 }
 
 // AttrCommand is the span attribute naming the command a commit or a

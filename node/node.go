@@ -473,10 +473,17 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// stopExporter drops the OTLP exporter of a start that failed.
+// stopExporter stops the OTLP exporter of a start that failed, or of a
+// killed node, giving it at most a second to send what it holds. ctx may
+// be done already (a start stopped by its ctx): the SDK's Shutdown skips
+// stopping its span processors when handed a done context, which would
+// leave their goroutines and HTTP client running, so the shutdown gets a
+// context of its own.
 func (n *Node) stopExporter(ctx context.Context) {
 	if n.exporter != nil {
-		_ = n.exporter.Shutdown(ctx)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = n.exporter.Shutdown(sctx)
 		n.exporter = nil
 	}
 }
@@ -491,10 +498,7 @@ func (n *Node) Kill() {
 	if n.debug != nil {
 		_ = n.debug.close()
 	}
-	if n.exporter != nil {
-		// A crash sends nothing: the queued spans are dropped.
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = n.exporter.Shutdown(ctx)
-	}
+	// A crash would send nothing; the SDK has no way to drop its queue, so
+	// the exporter gets at most a second to stop.
+	n.stopExporter(context.Background())
 }

@@ -145,6 +145,13 @@ func TestFailedStartReleasesEverything(t *testing.T) {
 		{name: "ctx ended after the cluster started", cancelAfter: "cluster"},
 		{name: "ctx ended after the ledger started", cancelAfter: "ledger"},
 		{name: "ctx ended after pprof started", cancelAfter: "pprof"},
+		// The OTLP exporter's goroutines stop too, although the SDK skips
+		// stopping them when its Shutdown is handed the ended ctx.
+		{name: "ctx ended after the cluster started, with traces exported", cancelAfter: "cluster",
+			setup: func(t *testing.T, c *Config, _ startAddrs) func() {
+				c.OTLPEndpoint = "http://" + nodetest.FreePort(t)
+				return nil
+			}},
 		{name: "control: a node that starts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
