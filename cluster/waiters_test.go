@@ -106,7 +106,7 @@ func TestStateMachineReportsTheKeysEachBatchTouched(t *testing.T) {
 
 // countingReads is a node whose reads are counted, so a test can tell how
 // often a long-poll read again. It embeds the node, so it is a
-// ledger.ChangeFeed like the node.
+// replication.Replicator (SubscribeChanges) like the node.
 type countingReads struct {
 	*Node
 	ledgertest.ReadSignal

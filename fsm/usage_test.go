@@ -10,7 +10,7 @@ import (
 )
 
 // scanUsage computes what namespace ns holds by reading every one of its
-// intents: what Ledger.NamespaceUsage must equal.
+// intents: what Machine.NamespaceUsage must equal.
 func scanUsage(l *fsm.Machine, namespace string) fsm.Usage {
 	u := fsm.Usage{ByState: map[fsm.State]int{}}
 	for _, s := range fsm.States {

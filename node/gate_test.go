@@ -14,7 +14,7 @@ import (
 	"github.com/intentledger/intentd/testkit/nodetest"
 )
 
-// postUntilDefinite and putUntilDefinite send a write until the nodetest.Answer
+// postUntilDefinite and putUntilDefinite send a write until the answer
 // is definite, and stop the test if none comes.
 func postUntilDefinite(t *testing.T, addrs []string, path string, body any) nodetest.Answer {
 	t.Helper()
@@ -30,7 +30,7 @@ func mustDefinite(t *testing.T, method string, addrs []string, path string, body
 	t.Helper()
 	a, ok := nodetest.UntilDefinite(method, addrs, 0, path, body)
 	if !ok {
-		t.Fatalf("%s %s: no definite nodetest.Answer", method, path)
+		t.Fatalf("%s %s: no definite answer", method, path)
 	}
 	return a
 }
@@ -199,11 +199,11 @@ func TestGrantBindingHoldsThroughAFollower(t *testing.T) {
 	if len(followers) != 2 {
 		t.Fatalf("want 2 followers, have %d", len(followers))
 	}
-	// definite sends until the nodetest.Answer is not a 503 (a leader change).
+	// definite sends until the answer is not a 503 (a leader change).
 	definite := func(key, addr, path string, body any) nodetest.Answer {
 		t.Helper()
 		var a nodetest.Answer
-		nodetest.WaitFor(t, 30*time.Second, "a definite nodetest.Answer to "+path, func() bool {
+		nodetest.WaitFor(t, 30*time.Second, "a definite answer to "+path, func() bool {
 			var err error
 			a, err = nodetest.SendAs(key, http.MethodPost, addr, path, body)
 			return err == nil && a.Code != http.StatusServiceUnavailable

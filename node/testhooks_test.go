@@ -13,7 +13,7 @@ import (
 )
 
 // TestTestHooksNeedAnAdminKeyWithAuthOn: with --auth=required the debug
-// hooks nodetest.Answer 401 without a key and 403 for a key that is not an
+// hooks answer 401 without a key and 403 for a key that is not an
 // admin's, and work with an admin key; with --auth=off (the fault suite)
 // they work without one.
 func TestTestHooksNeedAnAdminKeyWithAuthOn(t *testing.T) {
@@ -67,7 +67,7 @@ func TestTestHooksNeedAnAdminKeyWithAuthOn(t *testing.T) {
 		hook hook
 		key  string
 		want int
-		// offset, when set, is the offset_ms the nodetest.Answer must show.
+		// offset, when set, is the offset_ms the answer must show.
 		offset any
 	}{
 		{"auth on, digest without a key", secured, digest, "", http.StatusUnauthorized, nil},
@@ -93,7 +93,7 @@ func TestTestHooksNeedAnAdminKeyWithAuthOn(t *testing.T) {
 				code == http.StatusForbidden && out["code"] != httpapi.CodeForbidden:
 				t.Errorf("answer %v is not the API's problem", out)
 			case code == http.StatusOK && tc.hook == digest && out["digest"] == nil:
-				t.Errorf("digest nodetest.Answer %v", out)
+				t.Errorf("digest answer %v", out)
 			case tc.offset != nil && out["offset_ms"] != tc.offset:
 				t.Errorf("offset_ms = %v, want %v", out["offset_ms"], tc.offset)
 			}

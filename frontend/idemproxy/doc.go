@@ -1,4 +1,4 @@
-// Package proxy is an HTTP reverse proxy that gives any upstream HTTP API
+// Package idemproxy is an HTTP reverse proxy that gives any upstream HTTP API
 // the semantics of the IETF Idempotency-Key header
 // (draft-ietf-httpapi-idempotency-key-header), with an intentd cluster as
 // the replicated store of keys, request fingerprints and recorded

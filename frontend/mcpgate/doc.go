@@ -6,7 +6,7 @@
 //
 // The gate is an MCP server to the host (downstream) and an MCP client of
 // each upstream server. It lists the upstreams' tools under its own names
-// (Naming), decides per tool whether calls are gated, passed through or
+// (naming.go: DownstreamName, LedgerToolName), decides per tool whether calls are gated, passed through or
 // blocked (Classify), and for a gated call finds the call's idempotency
 // key (ResolveKey: an explicit key in _meta, a host call id, or a key
 // derived from the arguments inside a time window), claims it in the

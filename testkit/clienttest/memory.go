@@ -1,7 +1,7 @@
 // Package clienttest runs intentd API servers for tests of code that uses
 // the client package: one node over an in-memory ledger (fast, with a clock
 // the test moves and failures it injects) and real Raft clusters of
-// in-process nodes on loopback. It lives under internal/, not client/, so
+// in-process nodes on loopback. It lives under testkit/, not client/, so
 // that the SDK's package tree imports no server package.
 package clienttest
 

@@ -1,4 +1,4 @@
-// Command testupstream is the MCP server cmd/intent-mcp's process tests
+// Command mcpupstream is the MCP server cmd/intent-mcp's process tests
 // put behind the gate. Every effect is one JSON line appended to the
 // --effects file with O_SYNC before the tool answers, so a test counts
 // what really happened even when the process is killed right after.
