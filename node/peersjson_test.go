@@ -73,7 +73,15 @@ func TestPeersJSONRecoveryRunbook(t *testing.T) {
 		t.Fatal(err)
 	}
 	n1 := start("n1", 1)
-	nodetest.WaitFor(t, 30*time.Second, "n1 to lead alone", func() bool { return n1.Cluster().IsLeader() })
+	// A new leader answers linearizable reads once its barrier is applied:
+	// until then a read is 503 no_leader, which is an answer to wait out.
+	nodetest.WaitFor(t, 30*time.Second, "n1 to lead alone and answer linearizable reads", func() bool {
+		if !n1.Cluster().IsLeader() {
+			return false
+		}
+		code, _, err := doJSON(http.DefaultClient, "GET", "http://"+addrs["n1"][0]+"/v1/intents/"+acked[0]+"?consistency=linearizable", nil)
+		return err == nil && code != http.StatusServiceUnavailable
+	})
 	if _, err := os.Stat(filepath.Join(tn.dir, "n1", cluster.PeersFile+".applied")); err != nil {
 		t.Fatalf("peers.json was not renamed once applied: %v", err)
 	}
