@@ -279,3 +279,52 @@ func threeVoters() raft.Configuration {
 	}
 	return c
 }
+
+// TestAwaitLiveMajorityGivesANewLeaderTime: a leader elected a moment
+// ago has heard from no follower yet; it waits for them (up to two
+// heartbeat timeouts from when it began to lead) before refusing a
+// removal, so `peer remove` right after a failover is not refused 409. A
+// leader that has led longer refuses at once, as keepsLiveMajority does.
+func TestAwaitLiveMajorityGivesANewLeaderTime(t *testing.T) {
+	conf := threeVoters()
+	conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: "n4", Address: "n4:1"})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		ledFor  time.Duration // how long n1 has led
+		answers bool          // n2 and n3 answer a moment after the check starts
+		ok      bool
+	}{
+		{"new leader, followers answer within the grace", 0, true, true},
+		{"new leader, followers silent: refused once the grace passes", 0, false, false},
+		{"control: a leader of long standing refuses at once", time.Hour, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := &Node{cfg: Config{ID: "n1", Raft: RaftTuning{HeartbeatTimeout: 300 * time.Millisecond}}}
+			// Before the check: nobody heard, so keepsLiveMajority alone refuses.
+			if err := n.keepsLiveMajority(conf, "n4", time.Now()); !errors.Is(err, ErrNoLiveMajority) {
+				t.Fatalf("keepsLiveMajority with silent followers: %v", err)
+			}
+			since := time.Now().Add(-tc.ledFor)
+			answered := make(chan struct{})
+			if tc.answers {
+				go func() {
+					defer close(answered)
+					time.Sleep(50 * time.Millisecond) // the first heartbeats' round trip
+					n.contact.note("n2", time.Now(), true)
+					n.contact.note("n3", time.Now(), true)
+				}()
+			} else {
+				close(answered)
+			}
+			err := n.awaitLiveMajority(ctx, conf, "n4", since)
+			<-answered
+			if tc.ok && err != nil {
+				t.Errorf("removal refused: %v", err)
+			}
+			if !tc.ok && !errors.Is(err, ErrNoLiveMajority) {
+				t.Errorf("removal allowed (%v), want ErrNoLiveMajority", err)
+			}
+		})
+	}
+}
