@@ -168,6 +168,10 @@ const maxErrorResultBytes = 1024
 //     wait passed): fn does not run; the error wraps ErrDivergent,
 //     ErrInDoubt, ErrRejected or ErrPendingApproval and the *Problem
 //     (errors.As) with the intent.
+//   - namespace_full (507: the namespace holds its quota of intents): fn
+//     does not run and the claim is not sent again; the error wraps
+//     ErrNamespaceFull. namespace_rate_limited (429) is waited out like
+//     rate_limited.
 //   - The claim's outcome stays unknown (the cluster could not answer
 //     before the max wait or ctx ended): fn does not run; the error wraps
 //     ErrOutcomeUnknown. The claim may have been granted to this call's
@@ -428,7 +432,11 @@ func (c *Client) claimGaveUp(key string, last error, unknown bool, stopped error
 
 // retryable reports whether err says the cluster could not answer (so the
 // same request may be sent again), rather than a definite answer.
+// namespace_full (507) is a definite refusal.
 func retryable(err error) bool {
+	if errors.Is(err, ErrNamespaceFull) {
+		return false
+	}
 	var p *Problem
 	if errors.As(err, &p) && p.Status >= 500 {
 		return true

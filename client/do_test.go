@@ -735,3 +735,57 @@ func TestDoResumesAnUnknownClaimWithTheCallersOwner(t *testing.T) {
 		t.Fatalf("resumed: %+v, %v, runs %d", res, err, runs.get(e.Key))
 	}
 }
+
+// TestDoNamespaceQuotas: a claim answered 429 namespace_rate_limited is
+// claimed again and runs once, like rate_limited; one answered 507
+// namespace_full is a clean refusal, ErrNamespaceFull, sent once, and the
+// effect does not run (a claim sent again would be granted here).
+func TestDoNamespaceQuotas(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		code   string
+		want   error // nil: executed
+		claims int64
+	}{
+		{"namespace_rate_limited", http.StatusTooManyRequests, "namespace_rate_limited", nil, 2},
+		{"rate_limited (control)", http.StatusTooManyRequests, "rate_limited", nil, 2},
+		{"namespace_full", http.StatusInsufficientStorage, "namespace_full", client.ErrNamespaceFull, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var claims atomic.Int64
+			refuseFirst := func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if clienttest.Op(r) != "claim" || claims.Add(1) > 1 {
+						next.ServeHTTP(w, r)
+						return
+					}
+					w.Header().Set("Content-Type", "application/problem+json")
+					w.WriteHeader(tc.status)
+					fmt.Fprintf(w, `{"title":"t","status":%d,"code":%q,"retry_after_ms":5}`, tc.status, tc.code)
+				})
+			}
+			mem := clienttest.NewMemory(t, clienttest.WithMiddleware(refuseFirst))
+			c := newClient(t, []string{mem.URL}, client.WithDiscovery(false))
+			runs := newCounter()
+			e := chargeEffect("order-quota")
+			res, err := c.Do(testCtx(t), e, runs.charger)
+			if tc.want == nil {
+				if err != nil || res.Status != client.EffectExecuted || runs.get(e.Key) != 1 {
+					t.Fatalf("%+v, %v, runs %d; want executed once", res, err, runs.get(e.Key))
+				}
+			} else {
+				var p *client.Problem
+				if !errors.Is(err, tc.want) || res != nil || !errors.As(err, &p) || p.Status != tc.status || runs.get(e.Key) != 0 {
+					t.Fatalf("%+v, %v, runs %d; want %v and nothing run", res, err, runs.get(e.Key), tc.want)
+				}
+				if _, err := c.Get(testCtx(t), e.Key, client.GetOptions{}); !errors.Is(err, client.ErrNotFound) {
+					t.Errorf("the refused key: %v, want not found (nothing written)", err)
+				}
+			}
+			if n := claims.Load(); n != tc.claims {
+				t.Errorf("%d claims sent, want %d", n, tc.claims)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -221,6 +222,65 @@ class Do(AsyncTest):
         self.assertEqual((a, b, self.runs), (a, a, 1))
         with self.assertRaises(TypeError):
             cl.once(tool="t", key="k")(lambda: 1)
+
+
+class _Sleeps:
+    """Stands in for the asyncio module of intentd.aio: records the pauses
+    the client takes (and takes them)."""
+
+    def __init__(self):
+        self.pauses = []
+
+    async def sleep(self, secs):
+        self.pauses.append(secs)
+        await asyncio.sleep(secs)
+
+    def __getattr__(self, name):
+        return getattr(asyncio, name)
+
+
+class Quotas(AsyncTest):
+    # name, status, code, retry_after_ms, want class (None: executed), claims sent, pauses
+    cases = [
+        ("namespace_rate_limited waits the hint once", 429, "namespace_rate_limited", 200, None, 2, [0.2]),
+        ("rate_limited waits the hint once (control)", 429, "rate_limited", 200, None, 2, [0.2]),
+        ("namespace_full refuses, no retry", 507, "namespace_full", 0, intentd.NamespaceFull, 1, []),
+    ]
+
+    def test_quota_answers_to_a_claim(self):
+        import intentd.aio as aio_mod
+        for i, (name, status, code, retry_ms, want, claims, pauses) in enumerate(self.cases):
+            with self.subTest(name):
+                key, self.runs = "q%d" % i, 0
+                self.n.inject("POST", "/v1/intents", status, code, times=1, retry_after_ms=retry_ms)
+                sleeps = _Sleeps()
+
+                async def fn(g):
+                    self.runs += 1
+                    return "v"
+
+                async def main():
+                    cl = self.client(backoff_max=1.0)  # above the hint: the pause is the hint
+                    try:
+                        with mock.patch.object(aio_mod, "asyncio", sleeps):
+                            if want is None:
+                                return await cl.do(key, "t", {"a": i}, fn)
+                            with self.assertRaises(want) as cm:
+                                await cl.do(key, "t", {"a": i}, fn)
+                            with self.assertRaises(intentd.NotFound):  # nothing was written
+                                await cl.get(key)
+                            return cm.exception
+                    finally:
+                        await cl.aclose()
+
+                out = self.run_async(main())
+                if want is None:
+                    self.assertEqual((out.status, self.runs), ("executed", 1))
+                else:
+                    self.assertEqual((out.status, out.code, self.runs), (status, code, 0))
+                sent = [c for c in self.n.calls("POST", "/v1/intents") if c[1] == "/v1/intents" and c[2]["key"] == key]
+                self.assertEqual(len(sent), claims)
+                self.assertEqual(sleeps.pauses, pauses)
 
 
 class Transport(AsyncTest):

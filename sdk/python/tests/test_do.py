@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -349,6 +350,83 @@ class Decorator(DoTest):
     def test_decorator_needs_a_key(self):
         with self.assertRaises(TypeError):
             self.cl.once(tool="t")(lambda: 1)
+
+
+class _Sleeps:
+    """Stands in for the time module of intentd._sync: records the pauses
+    the client takes (and takes them), so a test reads the wait a
+    Retry-After asked for instead of timing it."""
+
+    def __init__(self):
+        self.pauses = []
+
+    def sleep(self, secs):
+        self.pauses.append(secs)
+        time.sleep(secs)
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+# Namespace quotas (docs/operations.md#namespace-quotas-and-usage): the claim
+# answers of one row, then what do() must do with them.
+QUOTA_CASES = [
+    # name, status, code, retry_after_ms, want class (None: executed), claims sent, pauses
+    ("namespace_rate_limited waits the hint once", 429, "namespace_rate_limited", 200, None, 2, [0.2]),
+    ("rate_limited waits the hint once (control)", 429, "rate_limited", 200, None, 2, [0.2]),
+    ("namespace_full refuses, no retry", 507, "namespace_full", 0, intentd.NamespaceFull, 1, []),
+]
+
+
+class Quotas(DoTest):
+    def setUp(self):
+        super().setUp()
+        # backoff_max above the hint, so the pause is the hint itself.
+        self.cl = intentd.Client(self.c.urls, backoff_base=0.01, backoff_max=1.0, max_wait=5)
+        self.addCleanup(self.cl.close)
+
+    def test_quota_answers_to_a_claim(self):
+        import intentd._sync as sync_mod
+        for i, (name, status, code, retry_ms, want, claims, pauses) in enumerate(QUOTA_CASES):
+            with self.subTest(name):
+                key, self.runs = "q%d" % i, 0
+                self.n.inject("POST", "/v1/intents", status, code, times=1, retry_after_ms=retry_ms)
+                sleeps = _Sleeps()
+                with mock.patch.object(sync_mod, "time", sleeps):
+                    if want is None:
+                        res = self.cl.do(key, "t", {"a": i}, self.count("v"))
+                        self.assertEqual((res.status, self.runs), ("executed", 1))
+                    else:
+                        with self.assertRaises(want) as cm:
+                            self.cl.do(key, "t", {"a": i}, self.count("v"))
+                        self.assertEqual((cm.exception.status, cm.exception.code, self.runs), (status, code, 0))
+                        with self.assertRaises(intentd.NotFound):  # nothing was written
+                            self.cl.get(key)
+                self.assertEqual(len([c for c in self.n.calls("POST", "/v1/intents") if c[1] == "/v1/intents" and c[2]["key"] == key]), claims)
+                self.assertEqual(sleeps.pauses, pauses)
+
+    def test_namespace_rate_limited_past_the_wait_is_rate_limited(self):
+        self.n.inject("POST", "/v1/intents", 429, "namespace_rate_limited", times=1000, retry_after_ms=100)
+        cl = intentd.Client(self.c.urls, backoff_base=0.01, backoff_max=0.05, rate_limit_wait=0.2)
+        self.addCleanup(cl.close)
+        with self.assertRaises(intentd.RateLimited) as cm:
+            cl.do("k1", "t", None, self.count(), max_wait=0.3)
+        self.assertEqual((cm.exception.code, self.runs), ("namespace_rate_limited", 0))
+
+    def test_once_does_not_run_the_function_on_namespace_full(self):
+        calls = []
+
+        @self.cl.once(tool="stripe.charge", key=lambda order_id: order_id)
+        def charge(order_id: str) -> str:
+            calls.append(order_id)
+            return "ch"
+
+        self.n.inject("POST", "/v1/intents", 507, "namespace_full", times=1)
+        with self.assertRaises(intentd.NamespaceFull):
+            charge("o-1")
+        self.assertEqual(calls, [])
+        self.assertEqual(charge("o-1"), "ch")  # served once the namespace has room
+        self.assertEqual(calls, ["o-1"])
 
 
 if __name__ == "__main__":

@@ -38,7 +38,8 @@ GO_TABLE = {
     intentd.OutcomeUnknown: ["outcome_unknown"],
     intentd.NoLeader: ["no_leader", "not_leader"],
     intentd.Unavailable: ["unavailable", "shutting_down", "not_ready", "no_leader", "not_leader"],
-    intentd.RateLimited: ["rate_limited"],
+    intentd.RateLimited: ["rate_limited", "namespace_rate_limited"],
+    intentd.NamespaceFull: ["namespace_full"],
     intentd.BadSnapshot: ["bad_snapshot"],
     intentd.NotEmpty: ["not_empty"],
 }
@@ -112,6 +113,20 @@ class ProblemMapping(unittest.TestCase):
         self.assertTrue(retryable(parse_problem(500, {}, doc(500, "internal"))))
         self.assertTrue(retryable(parse_problem(429, {}, doc(429, "rate_limited"))))
         self.assertFalse(retryable(parse_problem(422, {}, doc(422, "divergent"))))
+
+    def test_namespace_quota_classification(self):
+        # (status, code, retried by the transport, retried by do(), may have been applied)
+        cases = [
+            (429, "namespace_rate_limited", True, True, False),
+            (429, "rate_limited", True, True, False),
+            (507, "namespace_full", False, False, False),
+            (500, "internal", False, True, True),  # control: a 5xx do() retries
+        ]
+        for status, code, transport, do, applied in cases:
+            with self.subTest(code=code):
+                p = parse_problem(status, {"Retry-After": "1"}, doc(status, code, retry_after_ms=250))
+                self.assertEqual((problem_retryable(p), retryable(p), maybe_applied(p)), (transport, do, applied))
+                self.assertEqual(p.retry_after, 0.25)
 
     def test_problem_dict_round_trip(self):
         p = parse_problem(409, {}, doc(409, "fenced", intent={"key": "k"}))

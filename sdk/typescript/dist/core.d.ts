@@ -174,7 +174,10 @@ export declare function answered(r: Req, base: string, path: string, answer: {
 }, aborted: boolean): AttemptResult;
 /** rateLimited: the node is up and asked us to slow down (nothing was written). */
 export declare function rateLimited(err: ProblemError): boolean;
-/** retryableForDo: err says the cluster could not answer, or asked to slow down (do()'s retryable). */
+/**
+ * retryableForDo: err says the cluster could not answer, or asked to slow down (do()'s retryable). NamespaceFullError
+ * (507) is a definite refusal.
+ */
 export declare function retryableForDo(err: unknown): boolean;
 /** retryAfterOf is err's Retry-After in ms, 0 for anything but a Problem. */
 export declare function retryAfterOf(err: unknown): number;

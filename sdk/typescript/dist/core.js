@@ -4,7 +4,7 @@
 // (problem mapping), the backoff, and what do() records. Nothing here sends,
 // sleeps or listens: client.ts does, driving flow.ts. Reading the clock
 // (Date.now) and the jitter source are the only side effects.
-import { BadRequestError, FencedError, InDoubtError, IntentdError, InvalidStateError, NotFoundError, OutcomeUnknownError, ProblemError, RateLimitedError, UnavailableError, badRequest, readProblem, retryableProblem, } from "./errors.js";
+import { BadRequestError, FencedError, InDoubtError, IntentdError, InvalidStateError, NamespaceFullError, NotFoundError, OutcomeUnknownError, ProblemError, RateLimitedError, UnavailableError, badRequest, readProblem, retryableProblem, } from "./errors.js";
 import { hasLoneSurrogate } from "./keys.js";
 import { encodeJSON, errorMessage } from "./util.js";
 /** Defaults of the options (client/client.go). */
@@ -328,8 +328,13 @@ export function answered(r, base, path, answer, aborted) {
 export function rateLimited(err) {
     return err instanceof RateLimitedError || err.status === 429;
 }
-/** retryableForDo: err says the cluster could not answer, or asked to slow down (do()'s retryable). */
+/**
+ * retryableForDo: err says the cluster could not answer, or asked to slow down (do()'s retryable). NamespaceFullError
+ * (507) is a definite refusal.
+ */
 export function retryableForDo(err) {
+    if (err instanceof NamespaceFullError)
+        return false;
     if (err instanceof ProblemError && (err.status >= 500 || err.status === 429))
         return true;
     return err instanceof OutcomeUnknownError || err instanceof UnavailableError || err instanceof RateLimitedError;

@@ -122,8 +122,18 @@ export declare class UnavailableError extends ProblemError {
 /** no_leader, not_leader (503): nothing was written; retry. (Go's ErrNoLeader; here also an UnavailableError.) */
 export declare class NoLeaderError extends UnavailableError {
 }
-/** rate_limited (429): nothing was written; the client waits Retry-After out by itself, for up to rateLimitWaitMs. */
+/**
+ * rate_limited, namespace_rate_limited (429): nothing was written; the client waits Retry-After out by itself, for up
+ * to rateLimitWaitMs. (namespace_rate_limited: the claim's namespace is over its quota of claims per second.)
+ */
 export declare class RateLimitedError extends ProblemError {
+}
+/**
+ * namespace_full (507): the claim would add an intent to a namespace that holds its quota of intents; nothing was
+ * written, and do() does not run the effect. Not retried: claims of keys the namespace holds, reports and reads are
+ * still served; claim again once intents were purged. (Go's ErrNamespaceFull.)
+ */
+export declare class NamespaceFullError extends ProblemError {
 }
 /** bad_snapshot (422). */
 export declare class BadSnapshotError extends ProblemError {

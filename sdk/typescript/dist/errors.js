@@ -143,8 +143,18 @@ export class UnavailableError extends ProblemError {
 /** no_leader, not_leader (503): nothing was written; retry. (Go's ErrNoLeader; here also an UnavailableError.) */
 export class NoLeaderError extends UnavailableError {
 }
-/** rate_limited (429): nothing was written; the client waits Retry-After out by itself, for up to rateLimitWaitMs. */
+/**
+ * rate_limited, namespace_rate_limited (429): nothing was written; the client waits Retry-After out by itself, for up
+ * to rateLimitWaitMs. (namespace_rate_limited: the claim's namespace is over its quota of claims per second.)
+ */
 export class RateLimitedError extends ProblemError {
+}
+/**
+ * namespace_full (507): the claim would add an intent to a namespace that holds its quota of intents; nothing was
+ * written, and do() does not run the effect. Not retried: claims of keys the namespace holds, reports and reads are
+ * still served; claim again once intents were purged. (Go's ErrNamespaceFull.)
+ */
+export class NamespaceFullError extends ProblemError {
 }
 /** bad_snapshot (422). */
 export class BadSnapshotError extends ProblemError {
@@ -189,6 +199,8 @@ const CODE_CLASSES = {
     shutting_down: UnavailableError,
     not_ready: UnavailableError,
     rate_limited: RateLimitedError,
+    namespace_rate_limited: RateLimitedError,
+    namespace_full: NamespaceFullError,
     bad_snapshot: BadSnapshotError,
     not_empty: NotEmptyError,
 };
@@ -254,7 +266,7 @@ const STATUS_TEXT = {
     400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
     409: "Conflict", 410: "Gone", 413: "Request Entity Too Large", 422: "Unprocessable Entity",
     429: "Too Many Requests", 500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway",
-    503: "Service Unavailable", 504: "Gateway Timeout",
+    503: "Service Unavailable", 504: "Gateway Timeout", 507: "Insufficient Storage",
 };
 /**
  * readProblem decodes an error answer as client/problem.go does: a problem

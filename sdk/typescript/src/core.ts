@@ -11,6 +11,7 @@ import {
   InDoubtError,
   IntentdError,
   InvalidStateError,
+  NamespaceFullError,
   NotFoundError,
   OutcomeUnknownError,
   ProblemError,
@@ -420,8 +421,12 @@ export function rateLimited(err: ProblemError): boolean {
   return err instanceof RateLimitedError || err.status === 429;
 }
 
-/** retryableForDo: err says the cluster could not answer, or asked to slow down (do()'s retryable). */
+/**
+ * retryableForDo: err says the cluster could not answer, or asked to slow down (do()'s retryable). NamespaceFullError
+ * (507) is a definite refusal.
+ */
 export function retryableForDo(err: unknown): boolean {
+  if (err instanceof NamespaceFullError) return false;
   if (err instanceof ProblemError && (err.status >= 500 || err.status === 429)) return true;
   return err instanceof OutcomeUnknownError || err instanceof UnavailableError || err instanceof RateLimitedError;
 }

@@ -27,6 +27,7 @@ export {
   InFlightError,
   IntentdError,
   InvalidStateError,
+  NamespaceFullError,
   NoLeaderError,
   NotEmptyError,
   NotFoundError,

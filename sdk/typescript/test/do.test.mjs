@@ -485,3 +485,82 @@ test("long-polls refused (429 too_many_waiters): do() falls back to claiming aga
   const r2 = await c2.do({ key: "refund:w", tool: "payments.refund", payload: 1 }, () => "refunded", { approvalWaitMs: 5000 });
   assert.equal(r2.value, "refunded");
 });
+
+// Namespace quotas (docs/operations.md#namespace-quotas-and-usage): what do() does with each quota answer to its
+// first claim. The pauses are read from the client's flow steps, not timed.
+test("namespace quotas: 429 namespace_rate_limited waits the hint once; 507 namespace_full refuses, fn does not run", async (t) => {
+  const cases = [
+    { name: "namespace_rate_limited", status: 429, code: "namespace_rate_limited", retryAfterMs: 200, claims: 2, pauses: [200] },
+    { name: "rate_limited (control)", status: 429, code: "rate_limited", retryAfterMs: 200, claims: 2, pauses: [200] },
+    { name: "namespace_full", status: 507, code: "namespace_full", want: sdk.NamespaceFullError, claims: 1, pauses: [] },
+  ];
+  for (const [i, tc] of cases.entries()) {
+    await t.test(tc.name, async (t) => {
+      // backoffMaxMs above the hint, so the pause is the hint itself.
+      const { fc, c } = await setup(t, { client: { backoffMaxMs: 1000 } });
+      const key = `k-quota-${i}`;
+      let claims = 0;
+      fc.hook = async (ctx) => {
+        if (ctx.op !== "claim") return false;
+        if (claims++ > 0) return false;
+        const extra = tc.retryAfterMs ? { retry_after_ms: tc.retryAfterMs } : {};
+        sendProblem(ctx.res, new Problem(tc.status, tc.code, "namespace quota", extra));
+        return true;
+      };
+      const pauses = [];
+      const perform = c.perform.bind(c);
+      c.perform = (step, signal) => {
+        if (step.kind === "pause") pauses.push(step.ms);
+        return perform(step, signal);
+      };
+      let runs = 0;
+      const out = await c.do(charge(key), () => ++runs).catch((e) => e);
+      if (tc.want) {
+        assert.ok(out instanceof tc.want, String(out));
+        assert.equal(out.status, tc.status);
+        assert.equal(out.code, tc.code);
+        assert.equal(runs, 0);
+        assert.equal(fc.ledger.intents.has(key), false); // nothing was written
+      } else {
+        assert.equal(out.status, "executed", String(out));
+        assert.equal(runs, 1);
+      }
+      assert.equal(claims, tc.claims);
+      assert.deepEqual(pauses, tc.pauses);
+    });
+  }
+});
+
+test("namespace_rate_limited past rateLimitWaitMs and maxWaitMs: RateLimitedError, fn does not run", async (t) => {
+  const { fc, c } = await setup(t, { client: { rateLimitWaitMs: 100, maxWaitMs: 200 } });
+  fc.hook = async (ctx) => {
+    if (ctx.op !== "claim") return false;
+    sendProblem(ctx.res, new Problem(429, "namespace_rate_limited", "namespace quota", { retry_after_ms: 30 }));
+    return true;
+  };
+  let runs = 0;
+  const err = await c.do(charge("k-ns-limited"), () => ++runs).catch((e) => e);
+  assert.ok(err instanceof sdk.RateLimitedError, String(err));
+  assert.equal(err.code, "namespace_rate_limited");
+  assert.equal(runs, 0);
+});
+
+test("once(): 507 namespace_full is a NamespaceFullError and the function does not run", async (t) => {
+  const { fc, c } = await setup(t);
+  let full = true; // the first claim only: a retry would be granted, and would run the function
+  fc.hook = async (ctx) => {
+    if (ctx.op !== "claim" || !full) return false;
+    full = false;
+    sendProblem(ctx.res, new Problem(507, "namespace_full", "namespace quota"));
+    return true;
+  };
+  const calls = [];
+  const send = c.once({ tool: "email.send", key: (to) => `email:${to}` }, async (to) => {
+    calls.push(to);
+    return "sent";
+  });
+  await assert.rejects(send("a@x"), sdk.NamespaceFullError);
+  assert.deepEqual(calls, []);
+  assert.equal(await send("a@x"), "sent"); // served once the namespace has room
+  assert.deepEqual(calls, ["a@x"]);
+});

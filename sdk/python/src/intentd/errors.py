@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "IntentdError", "Problem", "InFlight", "InDoubt", "Divergent", "Fenced", "Rejected", "PendingApproval",
     "NotFound", "InvalidState", "BadRequest", "Blocked", "TokenUsed", "TokenExpired", "TokenInvalid",
-    "TokenWrongTool", "TokenToolForbidden", "Unauthorized", "Forbidden", "NotGrantHolder", "SelfApproval", "RateLimited", "Unavailable", "NoLeader",
-    "OutcomeUnknown", "BadSnapshot", "NotEmpty", "EffectUnknown", "problem_class", "PROBLEM_TYPE_BASE",
+    "TokenWrongTool", "TokenToolForbidden", "Unauthorized", "Forbidden", "NotGrantHolder", "SelfApproval", "RateLimited", "NamespaceFull",
+    "Unavailable", "NoLeader", "OutcomeUnknown", "BadSnapshot", "NotEmpty", "EffectUnknown", "problem_class", "PROBLEM_TYPE_BASE",
 ]
 
 PROBLEM_TYPE_BASE = "https://github.com/intentledger/intentd/blob/main/docs/problems.md#"
@@ -242,9 +242,20 @@ class TokenToolForbidden(Forbidden):
 
 
 class RateLimited(Problem):
-    """rate_limited (429): the SDK waits Retry-After and sends the call
-    again; raised only when that wait would pass the client's bound."""
+    """rate_limited, namespace_rate_limited (429): the SDK waits
+    Retry-After and sends the call again; raised only when that wait would
+    pass the client's bound. (namespace_rate_limited: the claim's namespace
+    is over its quota of claims per second; nothing was written.)"""
     default_code = "rate_limited"
+
+
+class NamespaceFull(Problem):
+    """namespace_full (507): the claim would add an intent to a namespace
+    that holds its quota of intents; nothing was written, and do() does not
+    run the effect. Not retried: claims of keys the namespace holds,
+    reports and reads are still served; claim again once intents were
+    purged. (Go: client.ErrNamespaceFull.)"""
+    default_code = "namespace_full"
 
 
 class Unavailable(Problem):
@@ -313,6 +324,8 @@ _CODES: Dict[str, Type[Problem]] = {
     "shutting_down": Unavailable,
     "not_ready": Unavailable,
     "rate_limited": RateLimited,
+    "namespace_rate_limited": RateLimited,
+    "namespace_full": NamespaceFull,
     "bad_snapshot": BadSnapshot,
     "not_empty": NotEmpty,
 }
@@ -324,7 +337,7 @@ _STATUS_TEXT = {
     400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
     409: "Conflict", 410: "Gone", 413: "Request Entity Too Large", 422: "Unprocessable Entity",
     429: "Too Many Requests", 500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway",
-    503: "Service Unavailable", 504: "Gateway Timeout",
+    503: "Service Unavailable", 504: "Gateway Timeout", 507: "Insufficient Storage",
 }
 
 
@@ -412,7 +425,10 @@ def maybe_applied(err: BaseException) -> bool:
 
 def retryable(err: BaseException) -> bool:
     """Whether err says the cluster could not answer (so the same request may
-    be sent again), rather than a definite answer (Go's do.go retryable)."""
+    be sent again), rather than a definite answer (Go's do.go retryable).
+    NamespaceFull (507) is a definite refusal."""
+    if isinstance(err, NamespaceFull):
+        return False
     if isinstance(err, Problem) and err.status >= 500:
         return True
     return isinstance(err, (OutcomeUnknown, Unavailable, RateLimited))
