@@ -1,10 +1,12 @@
 package idemproxy
 
 import (
+	"github.com/intentledger/intentd/testkit/nodetest"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -97,6 +99,9 @@ func TestProxySpanParentsLedgerAndUpstream(t *testing.T) {
 	if r := hs.send("POST", "/v1/charges", "k-span", `{"amount":1}`, "traceparent", "00-"+traceID+"-"+caller+"-01"); r.code != http.StatusCreated {
 		t.Fatalf("send: %v", r)
 	}
+	// The span ends as the handler returns, which may be after the
+	// answer reached the caller.
+	nodetest.WaitFor(t, 10*time.Second, "the request span to end", func() bool { return len(exp.GetSpans()) > 0 })
 	spans := exp.GetSpans()
 	if len(spans) != 1 || spans[0].Name != SpanRequest {
 		t.Fatalf("spans %v, want one %s", spans, SpanRequest)

@@ -1,10 +1,12 @@
 package mcpgate
 
 import (
+	"github.com/intentledger/intentd/testkit/nodetest"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -98,6 +100,16 @@ func TestGateSpanParentsLedgerAndUpstream(t *testing.T) {
 	if res := mustCall(t, cs, "charge", map[string]any{"order": "o-span", "amount": 1}, meta); res.IsError {
 		t.Fatalf("call: %+v", res)
 	}
+	// The gate's span ends as the call returns, which may be after the
+	// answer reached the agent.
+	nodetest.WaitFor(t, 10*time.Second, "the call's span to end", func() bool {
+		for _, s := range exp.GetSpans() {
+			if s.Name == SpanCall {
+				return true
+			}
+		}
+		return false
+	})
 	var gate *tracetest.SpanStub
 	spans := exp.GetSpans()
 	for i := range spans {
