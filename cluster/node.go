@@ -275,12 +275,12 @@ type Node struct {
 	// (the leader's own view of who is alive); addrs the HTTP addresses
 	// the servers told this node themselves; memberMu serializes the
 	// membership changes nodes ask the leader for (membership.go).
-	contact contacts
+	contact  contacts
 	// leadingSince is when this node last became the leader (UnixNano;
 	// 0: not leading, or not yet observed), for awaitLiveMajority.
 	leadingSince atomic.Int64
-	addrs        provenAddrs
-	memberMu     sync.Mutex
+	addrs    provenAddrs
+	memberMu sync.Mutex
 	// removed holds the servers an operator removed (peers.go).
 	removed removedPeers
 	// watch is what the leader last reported to this node; joins the
