@@ -220,11 +220,6 @@ func (n *Node) followLeader() {
 		case o := <-ch:
 			if lo, ok := o.Data.(raft.LeaderObservation); ok {
 				n.fwd.leaderIs(string(lo.LeaderID))
-				if string(lo.LeaderID) == n.cfg.ID {
-					n.leadingSince.CompareAndSwap(0, time.Now().UnixNano())
-				} else {
-					n.leadingSince.Store(0)
-				}
 			}
 		case <-n.ctx.Done():
 			return

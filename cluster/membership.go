@@ -234,7 +234,7 @@ func (n *Node) changeMembership(ctx context.Context, req memberRequest) error {
 			return nil // already out
 		}
 		if s.Suffrage == raft.Voter {
-			if err := n.awaitLiveMajority(ctx, conf, req.ID, n.ledSince()); err != nil {
+			if err := n.keepsLiveMajority(conf, req.ID, time.Now()); err != nil {
 				n.log.Warn("refused to remove a voter that asked to leave", "id", req.ID, "err", err)
 				return err
 			}
@@ -268,7 +268,7 @@ func (n *Node) changeMembership(ctx context.Context, req memberRequest) error {
 			if req.ID == n.cfg.ID {
 				return errors.New("cluster: the leader hands leadership over before it is demoted")
 			}
-			if err := n.awaitLiveMajority(ctx, conf, req.ID, n.ledSince()); err != nil {
+			if err := n.keepsLiveMajority(conf, req.ID, time.Now()); err != nil {
 				n.log.Warn("refused to demote a voter that asked to be a replica", "id", req.ID, "err", err)
 				return err
 			}
@@ -322,37 +322,6 @@ func (n *Node) keepsLiveMajority(conf raft.Configuration, id string, now time.Ti
 			window, silent)
 	}
 	return nil
-}
-
-// awaitLiveMajority is keepsLiveMajority for a leader that may have
-// been elected a moment ago (since: when it began to lead): such a leader
-// has not heard from its followers yet, and counting them silent would
-// refuse a removal a live majority allows (a `peer remove` right after a
-// failover was refused 409). So within two heartbeat timeouts of since,
-// a refusal is final only once that grace has passed without the
-// followers answering; after it, the check is keepsLiveMajority's.
-func (n *Node) awaitLiveMajority(ctx context.Context, conf raft.Configuration, id string, since time.Time) error {
-	grace := since.Add(2 * n.cfg.Raft.HeartbeatTimeout)
-	for {
-		err := n.keepsLiveMajority(conf, id, time.Now())
-		if err == nil || !errors.Is(err, ErrNoLiveMajority) || !time.Now().Before(grace) {
-			return err
-		}
-		if !sleepCtx(ctx, 20*time.Millisecond) {
-			return err
-		}
-	}
-}
-
-// ledSince is when this node began to lead, as its leader observation
-// recorded it; a leader whose observation has not arrived yet counts from
-// now.
-func (n *Node) ledSince() time.Time {
-	if n.raft.State() != raft.Leader {
-		return time.Time{}
-	}
-	n.leadingSince.CompareAndSwap(0, time.Now().UnixNano())
-	return time.Unix(0, n.leadingSince.Load())
 }
 
 // memberCall sends req to node id at its Raft address addr and returns the
@@ -463,8 +432,10 @@ func (n *Node) requestRemoval(ctx context.Context) error {
 	defer cancel()
 	req := memberRequest{Op: opLeave, ID: n.cfg.ID}
 	// A leader elected a moment ago (this node may just have handed
-	// leadership over) waits to hear from its followers before it judges
-	// the removal (awaitLiveMajority): its refusal is final.
+	// leadership over) has heard from no follower yet and refuses the
+	// removal for want of a live majority: that refusal is final only
+	// once it has had two heartbeat timeouts to hear from them.
+	var silentSince time.Time
 	for {
 		var err error
 		if n.raft.State() == raft.Leader {
@@ -472,7 +443,14 @@ func (n *Node) requestRemoval(ctx context.Context) error {
 		} else {
 			err = n.askLeader(ctx, req, memberChangeTimeout)
 		}
-		if err == nil || errors.Is(err, ErrNotYourself) || errors.Is(err, ErrNoLiveMajority) {
+		if errors.Is(err, ErrNoLiveMajority) {
+			if silentSince.IsZero() {
+				silentSince = time.Now()
+			}
+			if time.Since(silentSince) > 2*n.cfg.Raft.HeartbeatTimeout {
+				return err
+			}
+		} else if err == nil || errors.Is(err, ErrNotYourself) {
 			return err
 		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {

@@ -276,9 +276,6 @@ type Node struct {
 	// the servers told this node themselves; memberMu serializes the
 	// membership changes nodes ask the leader for (membership.go).
 	contact  contacts
-	// leadingSince is when this node last became the leader (UnixNano;
-	// 0: not leading, or not yet observed), for awaitLiveMajority.
-	leadingSince atomic.Int64
 	addrs    provenAddrs
 	memberMu sync.Mutex
 	// removed holds the servers an operator removed (peers.go).
