@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/intentledger/intentd/jepsen/lazyfs"
@@ -339,10 +340,10 @@ func corruptLogMiddle(ctx context.Context, env *Env) (string, []string, func(con
 func corruptSnapshot(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
 	return corruptFile(ctx, env, "the newest snapshot", func(dir string, r *rand.Rand) (string, int64, error) {
 		snaps, _, err := files(dir, "snapshots", func(rel string, _ int64) bool { return filepath.Base(rel) == "state.bin" })
-		if err != nil || len(snaps) == 0 {
+		s := newestSnapshot(snaps)
+		if err != nil || s == "" {
 			return "", 0, fmt.Errorf("no snapshot to corrupt (%v)", err)
 		}
-		s := snaps[len(snaps)-1]
 		b, err := os.ReadFile(filepath.Join(dir, s))
 		if err != nil {
 			return "", 0, err
@@ -356,6 +357,29 @@ func corruptSnapshot(ctx context.Context, env *Env) (string, []string, func(cont
 		}
 		return s, digits[r.Intn(len(digits))], nil
 	})
+}
+
+// newestSnapshot is the state.bin, of those listed, of the snapshot raft
+// restores first: the highest (term, index) in raft's directory names
+// (term-index-millis), leaving out the temporary ones (.tmp) raft
+// ignores. A name sort would not do: index 982 sorts after 1528.
+func newestSnapshot(states []string) string {
+	best, bestTerm, bestIndex := "", uint64(0), uint64(0)
+	for _, st := range states {
+		parts := strings.Split(filepath.Base(filepath.Dir(st)), "-")
+		if len(parts) != 3 {
+			continue
+		}
+		term, err1 := strconv.ParseUint(parts[0], 10, 64)
+		index, err2 := strconv.ParseUint(parts[1], 10, 64)
+		if _, err3 := strconv.ParseUint(parts[2], 10, 64); err1 != nil || err2 != nil || err3 != nil {
+			continue // not raft's, or a .tmp one
+		}
+		if best == "" || term > bestTerm || term == bestTerm && index > bestIndex {
+			best, bestTerm, bestIndex = st, term, index
+		}
+	}
+	return best
 }
 
 // payloadDigits lists the offsets of the even digits ('0', '2', ... '8')

@@ -208,3 +208,26 @@ func TestPayloadDigitsRefusesATruncatedSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// corrupt-snapshot hits the snapshot raft restores first: the highest
+// term and index, not the last name in order, never a temporary one.
+func TestNewestSnapshot(t *testing.T) {
+	cases := []struct {
+		states []string
+		want   string
+	}{
+		{states: nil, want: ""},
+		{states: []string{"snapshots/2-1528-1796676804678/state.bin", "snapshots/2-982-1796676800530/state.bin"},
+			want: "snapshots/2-1528-1796676804678/state.bin"},
+		{states: []string{"snapshots/2-4007-1796676821404/state.bin", "snapshots/2-982-1796676800530.tmp/state.bin"},
+			want: "snapshots/2-4007-1796676821404/state.bin"},
+		{states: []string{"snapshots/3-900-1796676900000/state.bin", "snapshots/2-4007-1796676821404/state.bin"},
+			want: "snapshots/3-900-1796676900000/state.bin"},
+		{states: []string{"snapshots/2-982-1796676800530.tmp/state.bin"}, want: ""},
+	}
+	for _, tc := range cases {
+		if got := newestSnapshot(tc.states); got != tc.want {
+			t.Errorf("newestSnapshot(%q) = %q, want %q", tc.states, got, tc.want)
+		}
+	}
+}
