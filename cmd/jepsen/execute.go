@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -107,10 +108,11 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 		defer links.Close()
 	}
 	// Small snapshot settings so a follower cut off for a few seconds must
-	// install a snapshot (snapshot-install, partitions, kills). A node's own
+	// install a snapshot (snapshot-install, partitions, kills; unless
+	// --trailing-logs keeps more of the log). A node's own
 	// shutdown bound comes well before the harness's (nodes.StopTimeout),
 	// so a hung step is reported by the node, with its goroutines.
-	extra := []string{"--test-hooks", "--snapshot-threshold", "256", "--trailing-logs", "128", "--snapshot-interval", "1s",
+	extra := []string{"--test-hooks", "--snapshot-threshold", "256", "--trailing-logs", strconv.Itoa(o.trailingLogs), "--snapshot-interval", "1s",
 		"--shutdown-timeout", "10s"}
 	if o.bug != "" {
 		extra = append(extra, "--test-bug", o.bug)
@@ -149,7 +151,8 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	runCtx, stopRun := context.WithTimeout(ctx, o.duration)
 	defer stopRun()
 	env := &nemesis.Env{Net: net, Nodes: cl, Rec: rec, Rand: rand.New(rand.NewSource(o.seed)), Trust: trust.env(),
-		Log: func(format string, args ...any) { prog.Event("  nemesis: "+format, args...) }, Layout: o.wan.layout, Shaper: shaper}
+		Log: func(format string, args ...any) { prog.Event("  nemesis: "+format, args...) }, Layout: o.wan.layout, Shaper: shaper,
+		PowerLoss: o.powerLoss}
 	bursts := 0
 	env.OnRestart = func(ctx context.Context, i int) {
 		bursts++

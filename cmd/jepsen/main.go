@@ -68,6 +68,8 @@ type options struct {
 	tls           bool   // nodes run with TLS (HTTPS, Raft over mutual TLS with node identities)
 	storage       string // lazyfs mode under each node's data dir ("": none)
 	logStore      string // the nodes' --log-store ("": their default)
+	powerLoss     nemesis.PowerLossMode
+	trailingLogs  int // the nodes' --trailing-logs
 	args          []string
 
 	raftTimeout    time.Duration
@@ -109,6 +111,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.tls, "tls", false, "run the nodes with TLS (a fresh development PKI): HTTPS, Raft over mutual TLS with node identities (raft-poke needs it)")
 	fs.StringVar(&o.storage, "storage", "", "put each node's data dir on a lazy filesystem (jepsen/lazyfs) in this mode: strict (only a directory's fsync makes its entries durable) or ext4 (any fsync does); the storage nemeses (power-loss-*, disk-full-*, corrupt-*) need it and default it to strict")
 	fs.StringVar(&o.logStore, "log-store", "", "pass --log-store VALUE (wal or boltdb) to the nodes (default: theirs)")
+	powerLoss := fs.String("power-loss", "mixed", "what the power-loss nemeses drop: mixed (each loss clean or torn, drawn from the seed), clean (every change not made durable) or torn (the file written last keeps its earlier unsynced writes and part of its last one)")
+	fs.IntVar(&o.trailingLogs, "trailing-logs", 128, "pass --trailing-logs N to the nodes: log entries kept behind a snapshot; a node further behind than that is sent a snapshot instead")
 	fs.DurationVar(&o.raftTimeout, "raft-timeout", 500*time.Millisecond, "the nodes' Raft heartbeat and election timeout (at least 500ms)")
 	regions := fs.String("regions", "", "place the nodes in regions: NAME:VOTERS[+REPLICAS],... e.g. eu:2,us:2,ap:1 (sets the number of nodes; voters 3 or 5)")
 	rtt := fs.String("rtt", "", "link delay: round trips between regions, A-B=80ms,..., or one duration for every pair (without --regions every node is a region); empty: no delay layer")
@@ -152,6 +156,14 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.storage != "" && o.storage != "strict" && o.storage != "ext4" {
 		return o, fmt.Errorf("--storage: unknown mode %q (want strict or ext4)", o.storage)
+	}
+	pl, err := nemesis.ParsePowerLossMode(*powerLoss)
+	if err != nil {
+		return o, fmt.Errorf("--power-loss: %w", err)
+	}
+	o.powerLoss = pl
+	if o.trailingLogs < 1 {
+		return o, errors.New("--trailing-logs must be at least 1")
 	}
 	for _, w := range strings.Split(*wl, ",") {
 		switch strings.TrimSpace(w) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/jepsen/checker"
+	"github.com/intentledger/intentd/jepsen/nemesis"
 )
 
 func TestParseFlagsWorkloadsAndReproduce(t *testing.T) {
@@ -207,18 +208,26 @@ func TestProfileElection(t *testing.T) {
 }
 
 // --storage: a storage nemesis puts the nodes on lazy filesystems (strict
-// unless told), and an unknown mode is refused.
+// unless told), and an unknown mode is refused; --power-loss is mixed
+// unless told, --trailing-logs 128; unknown or empty values are refused.
 func TestParseStorage(t *testing.T) {
 	cases := []struct {
-		args    []string
-		storage string
-		bad     bool
+		args      []string
+		storage   string
+		powerLoss nemesis.PowerLossMode
+		trailing  int
+		bad       bool
 	}{
 		{args: []string{"--nemesis", "kill-leader"}, storage: ""},
 		{args: []string{"--nemesis", "power-loss-all"}, storage: "strict"},
 		{args: []string{"--nemesis", "kill-leader+disk-full-leader"}, storage: "strict"},
 		{args: []string{"--nemesis", "corrupt-snapshot", "--storage", "ext4"}, storage: "ext4"},
+		{args: []string{"--nemesis", "power-loss-all", "--power-loss", "clean"}, storage: "strict", powerLoss: nemesis.PowerLossClean},
+		{args: []string{"--nemesis", "power-loss-all", "--power-loss", "torn"}, storage: "strict", powerLoss: nemesis.PowerLossTorn},
+		{args: []string{"--nemesis", "corrupt-snapshot", "--trailing-logs", "100000"}, storage: "strict", trailing: 100000},
 		{args: []string{"--storage", "xfs"}, bad: true},
+		{args: []string{"--power-loss", "partial"}, bad: true},
+		{args: []string{"--trailing-logs", "0"}, bad: true},
 	}
 	for _, tc := range cases {
 		o, err := parse(tc.args, io.Discard)
@@ -228,8 +237,15 @@ func TestParseStorage(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || o.storage != tc.storage {
-			t.Errorf("parse(%q): storage %q, %v; want %q", tc.args, o.storage, err, tc.storage)
+		if tc.powerLoss == "" {
+			tc.powerLoss = nemesis.PowerLossMixed
+		}
+		if tc.trailing == 0 {
+			tc.trailing = 128
+		}
+		if err != nil || o.storage != tc.storage || o.powerLoss != tc.powerLoss || o.trailingLogs != tc.trailing {
+			t.Errorf("parse(%q): storage %q, power loss %q, trailing logs %d, %v; want %q, %q, %d",
+				tc.args, o.storage, o.powerLoss, o.trailingLogs, err, tc.storage, tc.powerLoss, tc.trailing)
 		}
 	}
 }

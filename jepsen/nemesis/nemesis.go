@@ -72,6 +72,10 @@ type Env struct {
 	// Shaper is the link-delay layer's (nil: no delay); the wan nemesis
 	// changes its matrix.
 	Shaper *wan.Shaper
+	// PowerLoss says whether the power-loss nemeses drop every unsynced
+	// change (clean), tear the last write (torn), or draw one of the two
+	// for each loss (mixed, the default).
+	PowerLoss PowerLossMode
 
 	// Test seams: when set, used instead of Net and Nodes.
 	net     network

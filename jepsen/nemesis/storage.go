@@ -3,6 +3,7 @@ package nemesis
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/intentledger/intentd/jepsen/lazyfs"
@@ -47,14 +49,56 @@ func (e *Env) storage() (storage, cluster, error) {
 	return e.Nodes, c, nil
 }
 
-// powerLoss cuts the power of ids at once (torn or not, drawn from r) and
-// heals by starting them all again and waiting until each is ready.
+// PowerLossMode says what the power-loss nemeses drop (Env.PowerLoss).
+type PowerLossMode string
+
+// The power-loss modes.
+const (
+	// PowerLossMixed draws each loss from the step's seed: half of them
+	// clean, half torn. The zero PowerLossMode means the same.
+	PowerLossMixed PowerLossMode = "mixed"
+	// PowerLossClean drops every change not made durable
+	// (lazyfs.FS.LoseUnsynced without Torn).
+	PowerLossClean PowerLossMode = "clean"
+	// PowerLossTorn tears every loss: the file written last keeps its
+	// earlier unsynced writes and part of its last one
+	// (lazyfs.LossOptions.Torn), everything else unsynced is dropped.
+	PowerLossTorn PowerLossMode = "torn"
+)
+
+// ParsePowerLossMode reads a PowerLossMode ("" is mixed).
+func ParsePowerLossMode(s string) (PowerLossMode, error) {
+	switch m := PowerLossMode(s); m {
+	case "", PowerLossMixed:
+		return PowerLossMixed, nil
+	case PowerLossClean, PowerLossTorn:
+		return m, nil
+	}
+	return "", fmt.Errorf("nemesis: unknown power-loss mode %q (want mixed, clean or torn)", s)
+}
+
+// torn draws whether a loss is torn. It draws from r in every mode, so the
+// mode changes no other choice of the step.
+func (m PowerLossMode) torn(r *rand.Rand) bool {
+	drawn := r.Intn(2) == 0
+	switch m {
+	case PowerLossClean:
+		return false
+	case PowerLossTorn:
+		return true
+	}
+	return drawn
+}
+
+// powerLoss cuts the power of ids at once (torn or not, as env.PowerLoss
+// says, drawn from r when mixed) and heals by starting them all again and
+// waiting until each is ready.
 func powerLoss(env *Env, ids []int, r *rand.Rand, what string) (string, []string, func(context.Context) error, error) {
 	s, _, err := env.storage()
 	if err != nil {
 		return "", nil, nil, err
 	}
-	torn := r.Intn(2) == 0
+	torn := env.PowerLoss.torn(r)
 	heal := func(ctx context.Context) error { return s.RestartAll(ctx, ids) }
 	losses, err := s.PowerLoss(ids, torn, rand.New(rand.NewSource(r.Int63())))
 	if err != nil {
@@ -210,7 +254,7 @@ func corruptFile(ctx context.Context, env *Env, what string, pick func(dir strin
 	}
 	mask := byte(1 << r.Intn(8))
 	if what == "the newest snapshot" {
-		mask = 1
+		mask = 1 // an even digit to the next one (payloadDigits)
 	}
 	if err := d.Flip(rel, off, mask); err != nil {
 		return "", nil, heal, err
@@ -295,43 +339,113 @@ func corruptLogMiddle(ctx context.Context, env *Env) (string, []string, func(con
 
 func corruptSnapshot(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
 	return corruptFile(ctx, env, "the newest snapshot", func(dir string, r *rand.Rand) (string, int64, error) {
-		snaps, sizes, err := files(dir, "snapshots", func(rel string, _ int64) bool { return filepath.Base(rel) == "state.bin" })
-		if err != nil || len(snaps) == 0 {
+		snaps, _, err := files(dir, "snapshots", func(rel string, _ int64) bool { return filepath.Base(rel) == "state.bin" })
+		s := newestSnapshot(snaps)
+		if err != nil || s == "" {
 			return "", 0, fmt.Errorf("no snapshot to corrupt (%v)", err)
 		}
-		s := snaps[len(snaps)-1]
-		// A digit, turned into another digit below (mask 1): the
-		// encoding still parses, so only a checksum can tell.
 		b, err := os.ReadFile(filepath.Join(dir, s))
 		if err != nil {
 			return "", 0, err
 		}
-		// In an intent's line (after the header, before the audit events,
-		// whose hash chain would also see it).
-		var hdr struct {
-			Count int `json:"count"`
-		}
-		lines := bytes.SplitAfter(b, []byte("\n"))
-		if len(lines) > 0 {
-			_ = json.Unmarshal(lines[0], &hdr)
-		}
-		var digits []int64
-		pos := int64(0)
-		for k, line := range lines {
-			if k >= 1 && k <= hdr.Count {
-				for j, c := range line {
-					if c >= '0' && c <= '8' && c != '1' {
-						digits = append(digits, pos+int64(j))
-					}
-				}
-			}
-			pos += int64(len(line))
+		digits, err := payloadDigits(b)
+		if err != nil {
+			return "", 0, fmt.Errorf("%s: %w", s, err)
 		}
 		if len(digits) == 0 {
-			return s, r.Int63n(sizes[s]), nil
+			return "", 0, fmt.Errorf("%s: no intent's payload holds a digit to corrupt", s)
 		}
 		return s, digits[r.Intn(len(digits))], nil
 	})
+}
+
+// newestSnapshot is the state.bin, of those listed, of the snapshot raft
+// restores first: the highest (term, index) in raft's directory names
+// (term-index-millis), leaving out the temporary ones (.tmp) raft
+// ignores. A name sort would not do: index 982 sorts after 1528.
+func newestSnapshot(states []string) string {
+	best, bestTerm, bestIndex := "", uint64(0), uint64(0)
+	for _, st := range states {
+		parts := strings.Split(filepath.Base(filepath.Dir(st)), "-")
+		if len(parts) != 3 {
+			continue
+		}
+		term, err1 := strconv.ParseUint(parts[0], 10, 64)
+		index, err2 := strconv.ParseUint(parts[1], 10, 64)
+		if _, err3 := strconv.ParseUint(parts[2], 10, 64); err1 != nil || err2 != nil || err3 != nil {
+			continue // not raft's, or a .tmp one
+		}
+		if best == "" || term > bestTerm || term == bestTerm && index > bestIndex {
+			best, bestTerm, bestIndex = st, term, index
+		}
+	}
+	return best
+}
+
+// payloadDigits lists the offsets of the even digits ('0', '2', ... '8')
+// inside the intents' payloads in a snapshot's state.bin, which holds the
+// ledger's encoding as fsm.Machine.WriteSnapshot writes it: a JSON header
+// line (with the intents' count), then one frame per intent, a 4-byte
+// big-endian length and the record's binary encoding, whose first four
+// fields are the namespace, key, owner and payload, each a uvarint length
+// and its bytes (fsm/recordcodec.go); then the audit log events and the
+// trailer.
+//
+// corrupt-snapshot turns one of these digits into the next, odd one
+// (mask 1): never a '0', which could not lead a JSON number, and never
+// back. A payload is the one field only the checksums protect (raft's
+// CRC-64 over state.bin, the encoding's SHA-256 trailer): fsm.Restore
+// checks it only as compact JSON, which it still is; the intent's
+// fingerprint is kept apart and never recomputed from it; no index, time,
+// state or audit event refers to it. Any other byte is caught, most of
+// the time, by a value check behind the checksums (an audit event's hash,
+// a length, an index or time out of bounds, a key out of order), so a
+// node that skipped the checksums would refuse the snapshot rather than
+// serve it. A changed payload is kept by every later state of the intent
+// until its key is purged, so a replica that restored it keeps a digest
+// of its own.
+func payloadDigits(b []byte) ([]int64, error) {
+	nl := bytes.IndexByte(b, '\n')
+	if nl < 0 {
+		return nil, errors.New("no header line")
+	}
+	var hdr struct {
+		Count int `json:"count"`
+	}
+	if err := json.Unmarshal(b[:nl], &hdr); err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	var digits []int64
+	pos := nl + 1
+	for k := 0; k < hdr.Count; k++ {
+		if len(b)-pos < 4 {
+			return nil, fmt.Errorf("intent %d: the frame's length is cut off", k)
+		}
+		n := int(binary.BigEndian.Uint32(b[pos:]))
+		pos += 4
+		if n > len(b)-pos {
+			return nil, fmt.Errorf("intent %d: a frame of %d bytes, %d left", k, n, len(b)-pos)
+		}
+		frame := b[pos : pos+n]
+		off := 0
+		for field := 0; field < 4; field++ { // namespace, key, owner, payload
+			l, w := binary.Uvarint(frame[off:])
+			if w <= 0 || l > uint64(len(frame)-off-w) {
+				return nil, fmt.Errorf("intent %d: field %d does not fit its frame", k, field)
+			}
+			off += w
+			if field == 3 {
+				for j, c := range frame[off : off+int(l)] {
+					if c >= '0' && c <= '8' && (c-'0')%2 == 0 {
+						digits = append(digits, int64(pos+off+j))
+					}
+				}
+			}
+			off += int(l)
+		}
+		pos += n
+	}
+	return digits, nil
 }
 
 func corruptState(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
