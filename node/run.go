@@ -34,10 +34,8 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("--data-dir must not be empty")
 	}
-	if c.OTLPEndpoint != "" {
-		if _, err := tracing.TracesURL(c.OTLPEndpoint); err != nil {
-			return err
-		}
+	if err := tracing.Check(c.OTLPEndpoint); err != nil {
+		return err
 	}
 	if c.LogStore != cluster.LogStoreWAL && c.LogStore != cluster.LogStoreBoltDB {
 		return fmt.Errorf("--log-store must be %s or %s, not %q", cluster.LogStoreWAL, cluster.LogStoreBoltDB, c.LogStore)

@@ -126,14 +126,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.apiKey == "" {
 		c.apiKey = getenv("INTENTD_API_KEY")
 	}
-	if c.otlpEndpoint == "" {
-		c.otlpEndpoint = tracing.EndpointFromEnv(getenv)
+	otlp, err := tracing.Endpoint(c.otlpEndpoint, getenv)
+	if err != nil {
+		return c, err
 	}
-	if c.otlpEndpoint != "" {
-		if _, err := tracing.TracesURL(c.otlpEndpoint); err != nil {
-			return c, err
-		}
-	}
+	c.otlpEndpoint = otlp
 	if c.ledger = cli.SplitList(ledger); len(c.ledger) == 0 {
 		return c, errors.New("--ledger is required: the intentd node addresses")
 	}

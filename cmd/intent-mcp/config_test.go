@@ -363,8 +363,10 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// TestParseConfigOTLPEndpoint: --otlp-endpoint, and else the standard
-// OpenTelemetry variables, turn the gate's spans on; nothing set is none.
+// TestParseConfigOTLPEndpoint: parseConfig resolves its --otlp-endpoint
+// and the environment with tracing.Endpoint (whose own test covers the
+// order and the checks; TestParseConfigErrors the refusals): the flag and
+// the standard variable reach the config.
 func TestParseConfigOTLPEndpoint(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -372,10 +374,8 @@ func TestParseConfigOTLPEndpoint(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"none", nil, nil, ""},
 		{"flag", nil, []string{"--otlp-endpoint", "http://c:4318"}, "http://c:4318"},
 		{"standard variable", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, nil, "http://c:4318/v1/traces"},
-		{"the flag wins", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://env:4318"}, []string{"--otlp-endpoint", "http://flag:4318"}, "http://flag:4318"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _, err := parse(t, env(tc.env), append(append([]string{"--ledger", "http://n1:8101"}, tc.args...), "--", "srv")...)

@@ -310,14 +310,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.apiKey == "" {
 		c.apiKey = getenv("INTENTD_API_KEY")
 	}
-	if c.otlpEndpoint == "" {
-		c.otlpEndpoint = tracing.EndpointFromEnv(getenv)
+	otlp, err := tracing.Endpoint(c.otlpEndpoint, getenv)
+	if err != nil {
+		return c, err
 	}
-	if c.otlpEndpoint != "" {
-		if _, err := tracing.TracesURL(c.otlpEndpoint); err != nil {
-			return c, err
-		}
-	}
+	c.otlpEndpoint = otlp
 	c.defaultRoute.Key, c.defaultRoute.On5xx, c.defaultRoute.Lease = idemproxy.KeyMode(key), idemproxy.On5xx(on5xx), idemproxy.Duration(lease)
 	c.defaultRoute.FingerprintHeaders, c.defaultRoute.ScopeHeaders = cli.SplitList(fpHeaders), cli.SplitList(scopeHeaders)
 	if upstream == "" {

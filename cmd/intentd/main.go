@@ -153,9 +153,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 		}
 	}
 	c.Replica = !voter
-	if c.OTLPEndpoint == "" {
-		c.OTLPEndpoint = tracing.EndpointFromEnv(getenv)
+	otlp, err := tracing.Endpoint(c.OTLPEndpoint, getenv)
+	if err != nil {
+		return c, err
 	}
+	c.OTLPEndpoint = otlp
 	if c.BootstrapExpect < 0 {
 		c.BootstrapExpect = 0
 		if len(c.Join) == 0 {

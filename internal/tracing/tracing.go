@@ -39,9 +39,35 @@ type Config struct {
 	Service, Instance string
 }
 
-// EndpointFromEnv is the traces endpoint the standard environment names
+// Endpoint is the endpoint a command exports its traces to: flag (the
+// command's --otlp-endpoint) when it is set, else the one the standard
+// environment names (EnvTracesEndpoint as given, else EnvEndpoint plus
+// TracesPath); "" is no tracing. An endpoint that Check refuses is an
+// error, so a command with a bad one fails as it starts.
+func Endpoint(flag string, getenv func(string) string) (string, error) {
+	endpoint := flag
+	if endpoint == "" {
+		endpoint = endpointFromEnv(getenv)
+	}
+	if err := Check(endpoint); err != nil {
+		return "", err
+	}
+	return endpoint, nil
+}
+
+// Check reports what is wrong with endpoint, if anything: "" (tracing
+// off) is fine, any other must be a URL TracesURL accepts.
+func Check(endpoint string) error {
+	if endpoint == "" {
+		return nil
+	}
+	_, err := TracesURL(endpoint)
+	return err
+}
+
+// endpointFromEnv is the traces endpoint the standard environment names
 // (EnvTracesEndpoint as given, else EnvEndpoint plus TracesPath), or "".
-func EndpointFromEnv(getenv func(string) string) string {
+func endpointFromEnv(getenv func(string) string) string {
 	if u := strings.TrimSpace(getenv(EnvTracesEndpoint)); u != "" {
 		return u
 	}
