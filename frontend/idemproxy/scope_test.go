@@ -3,8 +3,6 @@ package idemproxy
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -12,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/client"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/testkit/clienttest"
@@ -198,35 +195,13 @@ func TestRouteToolsFollowTheLedgersGrammar(t *testing.T) {
 	}
 }
 
-// authKeys makes a keyset of agent keys (name → key_prefixes) and returns
-// it with each key's plaintext.
-func authKeys(t *testing.T, prefixes map[string][]string) (*auth.Keyset, map[string]string) {
-	t.Helper()
-	plain := map[string]string{}
-	var fc auth.FileConfig
-	for name, pre := range prefixes {
-		p, sum, err := auth.GenerateKey(rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		plain[name] = p
-		fc.Keys = append(fc.Keys, auth.KeyConfig{Name: name, Namespace: "default", Roles: []auth.Role{auth.RoleAgent}, SHA256: sum, KeyPrefixes: pre})
-	}
-	b, _ := json.Marshal(fc)
-	ks, err := auth.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ks, plain
-}
-
 // TestCoTenantCannotForgeAnAnswer is finding 4 with auth on: another agent
 // key of the namespace claims the ledger key the proxy would claim (with
 // the proxy's payload shape) to complete it with a forged answer. The
 // ledger refuses it (key_prefixes reserve idem: to the proxy's key), and
 // the victim's request runs upstream and gets the upstream's answer.
 func TestCoTenantCannotForgeAnAnswer(t *testing.T) {
-	ks, plain := authKeys(t, map[string][]string{"proxy": {LedgerKeyPrefix}, "mallory": nil})
+	ks, plain := clienttest.AgentKeys(t, map[string][]string{"proxy": {LedgerKeyPrefix}, "mallory": nil})
 	route := Route{Name: "transfers", Method: "POST", Path: "/v1/transfers", Tool: "http", SingleCaller: true} // the key is computable
 	hs := newHarnessWith(t, []Route{route}, []clienttest.MemoryOption{clienttest.WithAuth(ks)},
 		[]client.Option{client.WithAPIKey(plain["proxy"])})
@@ -256,7 +231,7 @@ func TestCoTenantCannotForgeAnAnswer(t *testing.T) {
 // 403 key_reserved: the client gets 502 ledger-refused naming the fix,
 // and nothing is sent upstream.
 func TestKeyReservedIsTheProxysMisconfiguration(t *testing.T) {
-	ks, plain := authKeys(t, map[string][]string{"proxy": nil, "other-proxy": {LedgerKeyPrefix}})
+	ks, plain := clienttest.AgentKeys(t, map[string][]string{"proxy": nil, "other-proxy": {LedgerKeyPrefix}})
 	hs := newHarnessWith(t, testRoutes(), []clienttest.MemoryOption{clienttest.WithAuth(ks)}, []client.Option{client.WithAPIKey(plain["proxy"])})
 	r := hs.send("POST", "/v1/charges", "mis-1", `{"amount":1}`)
 	p := r.problem(t)

@@ -2,14 +2,12 @@ package mcpgate
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/intentledger/intentd/auth"
 	"github.com/intentledger/intentd/client"
 	"github.com/intentledger/intentd/fsm"
 	"github.com/intentledger/intentd/testkit/clienttest"
@@ -151,34 +149,12 @@ func TestUpperCaseToolIsClaimed(t *testing.T) {
 	}
 }
 
-// gateKeys makes a keyset of agent keys (name → key_prefixes) and returns
-// it with each key's plaintext.
-func gateKeys(t *testing.T, prefixes map[string][]string) (*auth.Keyset, map[string]string) {
-	t.Helper()
-	plain := map[string]string{}
-	var fc auth.FileConfig
-	for name, pre := range prefixes {
-		p, sum, err := auth.GenerateKey(rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		plain[name] = p
-		fc.Keys = append(fc.Keys, auth.KeyConfig{Name: name, Namespace: "default", Roles: []auth.Role{auth.RoleAgent}, SHA256: sum, KeyPrefixes: pre})
-	}
-	b, _ := json.Marshal(fc)
-	ks, err := auth.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ks, plain
-}
-
 // TestCoTenantCannotClaimGateKeys is finding 4 for the gate: another agent
 // key of the namespace computes the key of a call (here its explicit key)
 // and claims it to record a forged result; the ledger refuses it
 // (key_prefixes reserve mcp: to the gate's key) and the caller's call runs.
 func TestCoTenantCannotClaimGateKeys(t *testing.T) {
-	ks, plain := gateKeys(t, map[string][]string{"gate": {LedgerKeyPrefix}, "mallory": nil})
+	ks, plain := clienttest.AgentKeys(t, map[string][]string{"gate": {LedgerKeyPrefix}, "mallory": nil})
 	h := newGateHarnessWith(t, []clienttest.MemoryOption{clienttest.WithAuth(ks)}, []client.Option{client.WithAPIKey(plain["gate"])})
 	mallory, err := client.New([]string{h.mem.URL}, client.WithAPIKey(plain["mallory"]))
 	if err != nil {
@@ -200,7 +176,7 @@ func TestCoTenantCannotClaimGateKeys(t *testing.T) {
 // mcp: and the gate's own key does not list it, the call is answered
 // ledger_refused naming the fix, and the tool is not run.
 func TestKeyReservedIsTheGatesMisconfiguration(t *testing.T) {
-	ks, plain := gateKeys(t, map[string][]string{"gate": nil, "other-gate": {LedgerKeyPrefix}})
+	ks, plain := clienttest.AgentKeys(t, map[string][]string{"gate": nil, "other-gate": {LedgerKeyPrefix}})
 	h := newGateHarnessWith(t, []clienttest.MemoryOption{clienttest.WithAuth(ks)}, []client.Option{client.WithAPIKey(plain["gate"])})
 	res := callAs(t, h.gate, "", "charge", map[string]any{"order": "mis"}, nil)
 	sc := structured(t, res)
