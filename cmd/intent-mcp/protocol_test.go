@@ -35,32 +35,13 @@ func newLightGate(t *testing.T) *lightGate {
 	return &lightGate{ledger: clienttest.NewMemory(t).URL, upBin: nodetest.Binary(t, "testkit/mcpupstream"), dir: t.TempDir()}
 }
 
-// run starts run() with the gate flags and upstream flags given and
-// returns its stdin (write) and stdout (read); it stops when the test ends.
+// run starts run() (runGate) with the gate flags and upstream flags given
+// and returns its stdin (write) and stdout (read); it stops when the test
+// ends.
 func (l *lightGate) run(t *testing.T, gateArgs []string, upArgs ...string) (io.WriteCloser, io.ReadCloser) {
 	t.Helper()
-	args := append([]string{"--ledger", l.ledger, "--log-level", "debug", "--shutdown-timeout", "5s"}, gateArgs...)
-	args = append(append(args, "--", l.upBin, "--effects", filepath.Join(l.dir, "effects")), upArgs...)
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	log := &nodetest.LockedBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, args, func(string) string { return "" }, inR, outW, log) }()
-	t.Cleanup(func() {
-		cancel()
-		_ = inW.Close()
-		_ = outR.Close()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Errorf("the gate did not stop")
-		}
-		if t.Failed() {
-			t.Logf("gate log:\n%s", log.String())
-		}
-	})
-	return inW, outR
+	up := []string{"--", l.upBin, "--effects", filepath.Join(l.dir, "effects")}
+	return runGate(t, l.ledger, slices.Concat(gateArgs, up, upArgs)...)
 }
 
 // serveHTTP runs a gate on --listen and returns its /mcp URL once it

@@ -94,9 +94,10 @@ func (u *mcpGoUpstream) counts(order string) (sends, lookups int) {
 	return u.sends[order], u.lookups
 }
 
-// runGate starts run() in the test process with the flags given (no
-// command after --) against ledger and returns its stdin and stdout; it
-// stops when the test ends.
+// runGate starts run() in the test process against ledger with the
+// arguments given (flags, and an upstream command after -- if any) and
+// returns its stdin and stdout; it stops when the test ends, and logs
+// the gate's log if the test failed.
 func runGate(t *testing.T, ledger string, args ...string) (io.WriteCloser, io.ReadCloser) {
 	t.Helper()
 	args = append([]string{"--ledger", ledger, "--log-level", "debug", "--shutdown-timeout", "5s"}, args...)
