@@ -633,14 +633,7 @@ func (rf *refusals) count(r *fsm.Result, owner string, now int64, pending bool) 
 	}
 	rc.pending++
 	rc.last = now
-	if !rc.seen[owner] {
-		rc.seen[owner] = true
-		if len(rc.owners) < fsm.MaxRefusalOwners {
-			rc.owners = append(rc.owners, owner)
-		} else {
-			rc.moreOwners++
-		}
-	}
+	rc.owners, rc.moreOwners = addDistinct(rc.owners, rc.seen, rc.moreOwners, owner, fsm.MaxRefusalOwners)
 	n, known := rc.attempts[owner]
 	if known || len(rc.attempts) < maxOwnerAttempts {
 		n++
@@ -669,22 +662,20 @@ func (rf *refusals) take(now int64) []fsm.RefusalNote {
 			delete(rf.counts, k)
 		}
 	}
-	for k, used := range rf.held {
-		if now-used > int64(time.Minute) {
-			delete(rf.held, k)
-		}
-	}
-	for k, h := range rf.dupHeld {
-		if now-h.used > int64(time.Minute) {
-			delete(rf.dupHeld, k)
-		}
-	}
-	for k, used := range rf.divHeld {
-		if now-used > int64(time.Minute) {
-			delete(rf.divHeld, k)
-		}
-	}
+	forgetIdle(rf.held, now, func(used int64) int64 { return used })
+	forgetIdle(rf.dupHeld, now, func(h dupHold) int64 { return h.used })
+	forgetIdle(rf.divHeld, now, func(used int64) int64 { return used })
 	return out
+}
+
+// forgetIdle deletes the keys of held whose entry was last used (as used
+// reads it) more than a minute before now.
+func forgetIdle[V any](held map[[2]string]V, now int64, used func(V) int64) {
+	for k, v := range held {
+		if now-used(v) > int64(time.Minute) {
+			delete(held, k)
+		}
+	}
 }
 
 // run proposes the counted refusals every Interval until Close, then

@@ -81,3 +81,38 @@ func TestConfirmationsAreShared(t *testing.T) {
 		return !c.running && c.next == nil
 	})
 }
+
+// TestTakeForgetsIdleHolds: take forgets the keys held for refusals,
+// duplicates and divergent claims once they were last used more than a
+// minute before, and keeps those used since.
+func TestTakeForgetsIdleHolds(t *testing.T) {
+	rf := newRefusals(RefusalNotes{}, func() time.Time { return time.Unix(0, 0) })
+	const t0 = int64(1_000_000_000_000)
+	minute := int64(time.Minute)
+	old, recent := [2]string{"default", "old"}, [2]string{"default", "recent"}
+	for _, k := range [][2]string{old, recent} {
+		used := t0
+		if k == recent {
+			used = t0 + 1
+		}
+		rf.held[k] = used
+		rf.dupHeld[k] = dupHold{fence: 1, used: used}
+		rf.divHeld[k] = used
+	}
+	rf.take(t0 + minute) // a minute exactly: both kept
+	for name, n := range map[string]int{"held": len(rf.held), "dupHeld": len(rf.dupHeld), "divHeld": len(rf.divHeld)} {
+		if n != 2 {
+			t.Errorf("a minute on, %s holds %d keys, want 2", name, n)
+		}
+	}
+	rf.take(t0 + minute + 1)
+	for name, m := range map[string]func(k [2]string) bool{
+		"held":    func(k [2]string) bool { _, ok := rf.held[k]; return ok },
+		"dupHeld": func(k [2]string) bool { _, ok := rf.dupHeld[k]; return ok },
+		"divHeld": func(k [2]string) bool { _, ok := rf.divHeld[k]; return ok },
+	} {
+		if m(old) || !m(recent) {
+			t.Errorf("past a minute, %s: old kept %v, recent kept %v; want false, true", name, m(old), m(recent))
+		}
+	}
+}
