@@ -7,26 +7,8 @@ import (
 	"time"
 
 	"github.com/intentledger/intentd/fsm"
-	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/ledger/ledgertest"
 )
-
-// applyClaim applies the claim the service makes of req to l at m's time
-// and the next index, and returns the state machine's answer.
-func applyClaim(t *testing.T, s *ledger.Service, m *ledgertest.Memory, l *fsm.Machine, req ledger.ClaimRequest) *fsm.Result {
-	t.Helper()
-	canonical, fp, err := fsm.Fingerprint(req.Tool, req.Payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &fsm.Claim{Namespace: "default", Key: req.Key, Tool: req.Tool, Owner: req.Owner, Payload: canonical, Fingerprint: fp,
-		DefaultLeaseMS: s.Limits().DefaultLease.Milliseconds(), DedupeWindowMS: s.Limits().DedupeWindow.Milliseconds()}
-	data, err := fsm.Encode(m.Now().UnixNano(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l.Apply(l.AppliedIndex()+1, data)
-}
 
 // sameIntent checks that a and b are the same intent but for the version
 // and trail, which a note writes later and otherwise than a claim.
@@ -95,32 +77,6 @@ func TestDivergentStormCostsOneEntry(t *testing.T) {
 	}
 }
 
-// TestDivergentNotesEveryInterval: the notes are proposed each Interval,
-// not only at Close, and they are all the entries the storm costs.
-func TestDivergentNotesEveryInterval(t *testing.T) {
-	m := ledgertest.NewMemory(start)
-	s := ledgertest.NewService(t, m, ledger.Config{Node: "n1", RefusalNotes: ledger.RefusalNotes{Interval: 20 * time.Millisecond, Now: m.Now}})
-	t.Cleanup(s.Close)
-	mustClaim(t, s, claimReq(key, owner, `{"a":1}`), fsm.StatusGranted)
-	mustClaim(t, s, claimReq(key, "first", `{"a":2}`), fsm.StatusDivergent)
-	proposed := m.Proposed()
-	const storm = 100
-	for i := range storm {
-		if r := mustClaim(t, s, claimReq(key, fmt.Sprintf("retrier-%d", i), `{"a":2}`), fsm.StatusDivergent); !r.Local {
-			t.Fatalf("claim %d went through the log", i)
-		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for s.RefusalStats().DivergentNoted < storm {
-		if time.Now().After(deadline) {
-			t.Fatalf("notes not proposed: %+v", s.RefusalStats())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	eq(t, "divergent", m.Ledger().Get("default", key).Divergent, uint64(1+storm))
-	eq(t, "entries", uint64(m.Proposed()-proposed), s.RefusalStats().Entries)
-}
-
 // TestDivergentThatChangesSomethingGoesThroughTheLog: on a key whose
 // divergent claims are answered from the state, the owner's repeat
 // (granted again) and the first divergent claim after the lease passed
@@ -132,13 +88,7 @@ func TestDivergentThatChangesSomethingGoesThroughTheLog(t *testing.T) {
 	req := claimReq(key, owner, `{"a":1}`)
 	req.Lease = time.Second
 	mustClaim(t, s, req, fsm.StatusGranted)
-	steps := []struct {
-		name    string
-		advance time.Duration
-		req     ledger.ClaimRequest
-		want    fsm.Status
-		local   bool
-	}{
+	steps := []logStep{
 		{"first divergent", 0, claimReq(key, "other", `{"a":2}`), fsm.StatusDivergent, false},
 		{"divergent", 0, claimReq(key, "other", `{"a":3}`), fsm.StatusDivergent, true},
 		{"owner's repeat", 0, req, fsm.StatusGranted, false},
@@ -148,17 +98,9 @@ func TestDivergentThatChangesSomethingGoesThroughTheLog(t *testing.T) {
 		{"first in_doubt refusal", 0, claimReq(key, "other", `{"a":1}`), fsm.StatusInDoubt, false},
 		{"divergent after it", 0, claimReq(key, "fourth", `{"a":4}`), fsm.StatusDivergent, true},
 	}
+	runSteps(t, s, m, steps)
 	divergent := uint64(0)
 	for _, st := range steps {
-		m.Advance(st.advance)
-		before := m.Proposed()
-		r := mustClaim(t, s, st.req, st.want)
-		eq(t, st.name+": local", r.Local, st.local)
-		proposed := 1
-		if st.local {
-			proposed = 0
-		}
-		eq(t, st.name+": proposed", m.Proposed()-before, proposed)
 		if st.want == fsm.StatusDivergent {
 			divergent++
 		}

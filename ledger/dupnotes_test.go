@@ -25,24 +25,6 @@ func executedKey(t *testing.T, s *ledger.Service, payload string) uint64 {
 	return r.Intent.FencingToken
 }
 
-// stateMachineAnswer is what applying the claim the service makes of req
-// to a clone of m's state, at m's time, answers.
-func stateMachineAnswer(t *testing.T, s *ledger.Service, m *ledgertest.Memory, req ledger.ClaimRequest) *fsm.Result {
-	t.Helper()
-	canonical, fp, err := fsm.Fingerprint(req.Tool, req.Payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &fsm.Claim{Namespace: "default", Key: req.Key, Tool: req.Tool, Owner: req.Owner, Payload: canonical, Fingerprint: fp,
-		DefaultLeaseMS: s.Limits().DefaultLease.Milliseconds(), DedupeWindowMS: s.Limits().DedupeWindow.Milliseconds()}
-	data, err := fsm.Encode(m.Now().UnixNano(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := m.Ledger()
-	return l.Apply(l.AppliedIndex()+1, data)
-}
-
 // sameAnswer checks that local, a duplicate answered from the leader's
 // state, is applied's answer but for what the note adds later: the
 // duplicate's count and audit event, the version and the log index.
@@ -85,7 +67,7 @@ func TestDuplicateStormCostsOneEntry(t *testing.T) {
 	const storm = 100
 	for i := range storm {
 		req := claimReq(key, fmt.Sprintf("retrier-%d", i), `{"amount":5}`)
-		applied := stateMachineAnswer(t, s, m, req)
+		applied := applyClaim(t, s, m, m.Ledger(), req)
 		r := mustClaim(t, s, req, fsm.StatusDuplicate)
 		eq(t, "local", r.Local, true)
 		eq(t, "fencing token", r.Intent.FencingToken, fence)
@@ -113,32 +95,6 @@ func TestDuplicateStormCostsOneEntry(t *testing.T) {
 	}
 }
 
-// TestDuplicateNotesEveryInterval: the notes are proposed each Interval,
-// not only at Close, and they are all the entries the storm costs.
-func TestDuplicateNotesEveryInterval(t *testing.T) {
-	m := ledgertest.NewMemory(start)
-	s := ledgertest.NewService(t, m, ledger.Config{Node: "n1", RefusalNotes: ledger.RefusalNotes{Interval: 20 * time.Millisecond, Now: m.Now}})
-	t.Cleanup(s.Close)
-	executedKey(t, s, `{"amount":5}`)
-	mustClaim(t, s, claimReq(key, "first", `{"amount":5}`), fsm.StatusDuplicate)
-	proposed := m.Proposed()
-	const storm = 100
-	for i := range storm {
-		if r := mustClaim(t, s, claimReq(key, fmt.Sprintf("retrier-%d", i), `{"amount":5}`), fsm.StatusDuplicate); !r.Local {
-			t.Fatalf("claim %d went through the log", i)
-		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for s.RefusalStats().DuplicatesNoted < storm {
-		if time.Now().After(deadline) {
-			t.Fatalf("notes not proposed: %+v", s.RefusalStats())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	eq(t, "duplicates", m.Ledger().Get("default", key).Duplicates, uint64(1+storm))
-	eq(t, "entries", uint64(m.Proposed()-proposed), s.RefusalStats().Entries)
-}
-
 // TestDuplicatesThatAreNotGoThroughTheLog: a divergent claim (it counts)
 // goes through the log and leaves the duplicates to the state; past the
 // dedupe window, and on a new grant of the key, the first duplicate goes
@@ -148,30 +104,13 @@ func TestDuplicatesThatAreNotGoThroughTheLog(t *testing.T) {
 	s := refusalSetup(t, m, m)
 	executedKey(t, s, `{"amount":5}`)
 	window := s.Limits().DedupeWindow
-	steps := []struct {
-		name    string
-		advance time.Duration
-		req     ledger.ClaimRequest
-		want    fsm.Status
-		local   bool
-	}{
+	runSteps(t, s, m, []logStep{
 		{"first duplicate", 0, claimReq(key, "other", `{"amount":5}`), fsm.StatusDuplicate, false},
 		{"duplicate", 0, claimReq(key, "other", `{"amount":5}`), fsm.StatusDuplicate, true},
 		{"divergent", 0, claimReq(key, "other", `{"amount":6}`), fsm.StatusDivergent, false},
 		{"duplicate after divergent", 0, claimReq(key, "third", `{"amount":5}`), fsm.StatusDuplicate, true},
 		{"window passed, not purged", window, claimReq(key, "other", `{"amount":5}`), fsm.StatusDuplicate, false},
-	}
-	for _, st := range steps {
-		m.Advance(st.advance)
-		before := m.Proposed()
-		r := mustClaim(t, s, st.req, st.want)
-		eq(t, st.name+": local", r.Local, st.local)
-		proposed := 1
-		if st.local {
-			proposed = 0
-		}
-		eq(t, st.name+": proposed", m.Proposed()-before, proposed)
-	}
+	})
 	eq(t, "divergent counted", m.Ledger().Get("default", key).Divergent, uint64(1))
 }
 

@@ -74,13 +74,7 @@ func duplicates(t *testing.T, m *ledgertest.Memory) uint64 {
 // waitStats waits (bounded) until cond holds for the service's counts.
 func waitStats(t *testing.T, s *ledger.Service, what string, cond func(ledger.LocalDuplicateStats) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond(s.LocalDuplicateStats()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %+v", what, s.LocalDuplicateStats())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, what, func() bool { return cond(s.LocalDuplicateStats()) }, func() any { return s.LocalDuplicateStats() })
 }
 
 func TestLocalDuplicateAnsweredThenNoted(t *testing.T) {

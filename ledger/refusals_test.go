@@ -31,6 +31,119 @@ func lastAudit(t *testing.T, m *ledgertest.Memory, k string) fsm.AuditEvent {
 	return in.Audit[len(in.Audit)-1]
 }
 
+// applyClaim applies the claim the service makes of req to l at m's time
+// and the next index, and returns the state machine's answer: what the
+// log answers where a note test's claim was answered from the state.
+func applyClaim(t *testing.T, s *ledger.Service, m *ledgertest.Memory, l *fsm.Machine, req ledger.ClaimRequest) *fsm.Result {
+	t.Helper()
+	canonical, fp, err := fsm.Fingerprint(req.Tool, req.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &fsm.Claim{Namespace: "default", Key: req.Key, Tool: req.Tool, Owner: req.Owner, Payload: canonical, Fingerprint: fp,
+		DefaultLeaseMS: s.Limits().DefaultLease.Milliseconds(), DedupeWindowMS: s.Limits().DedupeWindow.Milliseconds()}
+	data, err := fsm.Encode(m.Now().UnixNano(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Apply(l.AppliedIndex()+1, data)
+}
+
+// logStep is a claim of a sequence on one key: made advance after the
+// one before, it is answered want, from the leader's state (local, no
+// entry) or through the log (one entry).
+type logStep struct {
+	name    string
+	advance time.Duration
+	req     ledger.ClaimRequest
+	want    fsm.Status
+	local   bool
+}
+
+// runSteps makes the claims of steps in order and checks each answer and
+// where it came from.
+func runSteps(t *testing.T, s *ledger.Service, m *ledgertest.Memory, steps []logStep) {
+	t.Helper()
+	for _, st := range steps {
+		m.Advance(st.advance)
+		before := m.Proposed()
+		r := mustClaim(t, s, st.req, st.want)
+		eq(t, st.name+": local", r.Local, st.local)
+		proposed := 1
+		if st.local {
+			proposed = 0
+		}
+		eq(t, st.name+": proposed", m.Proposed()-before, proposed)
+	}
+}
+
+// waitFor waits until cond holds (bounded: a hang guard, not a
+// threshold); state says what was seen, for the failure.
+func waitFor(t *testing.T, what string, cond func() bool, state func() any) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %+v", what, state())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestNotesEveryInterval: refusal, divergent and duplicate notes are
+// proposed each Interval, not only at Close; they count every claim of
+// the storm answered from the state, and they are all the entries the
+// storm costs.
+func TestNotesEveryInterval(t *testing.T) {
+	const storm = 100
+	for _, tc := range []struct {
+		name string
+		// mark makes the key's claims answerable from the state; then
+		// the storm's claims (payload) are answered want.
+		mark    func(t *testing.T, s *ledger.Service)
+		payload string
+		want    fsm.Status
+		noted   func(ledger.RefusalStats) uint64
+		// counter is the intent's count of the claims (nil: none): the
+		// one through the log and the storm's.
+		counter func(*fsm.Intent) uint64
+	}{
+		{"refusals", func(t *testing.T, s *ledger.Service) {
+			mustClaim(t, s, claimReq(key, owner, `{"a":1}`), fsm.StatusGranted)
+			mustClaim(t, s, claimReq(key, "first", `{"a":1}`), fsm.StatusInFlight)
+		}, `{"a":1}`, fsm.StatusInFlight, func(st ledger.RefusalStats) uint64 { return st.Noted }, nil},
+		{"divergent", func(t *testing.T, s *ledger.Service) {
+			mustClaim(t, s, claimReq(key, owner, `{"a":1}`), fsm.StatusGranted)
+			mustClaim(t, s, claimReq(key, "first", `{"a":2}`), fsm.StatusDivergent)
+		}, `{"a":2}`, fsm.StatusDivergent, func(st ledger.RefusalStats) uint64 { return st.DivergentNoted },
+			func(in *fsm.Intent) uint64 { return in.Divergent }},
+		{"duplicates", func(t *testing.T, s *ledger.Service) {
+			executedKey(t, s, `{"amount":5}`)
+			mustClaim(t, s, claimReq(key, "first", `{"amount":5}`), fsm.StatusDuplicate)
+		}, `{"amount":5}`, fsm.StatusDuplicate, func(st ledger.RefusalStats) uint64 { return st.DuplicatesNoted },
+			func(in *fsm.Intent) uint64 { return in.Duplicates }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := ledgertest.NewMemory(start)
+			s := ledgertest.NewService(t, m, ledger.Config{Node: "n1", RefusalNotes: ledger.RefusalNotes{Interval: 20 * time.Millisecond, Now: m.Now}})
+			t.Cleanup(s.Close)
+			tc.mark(t, s)
+			proposed := m.Proposed()
+			for i := range storm {
+				if r := mustClaim(t, s, claimReq(key, fmt.Sprintf("retrier-%d", i), tc.payload), tc.want); !r.Local {
+					t.Fatalf("claim %d went through the log", i)
+				}
+			}
+			waitFor(t, "the notes", func() bool { return tc.noted(s.RefusalStats()) >= storm }, func() any { return s.RefusalStats() })
+			eq(t, "noted", tc.noted(s.RefusalStats()), uint64(storm))
+			if tc.counter != nil {
+				eq(t, "counter", tc.counter(m.Ledger().Get("default", key)), uint64(1+storm))
+			}
+			eq(t, "entries", uint64(m.Proposed()-proposed), s.RefusalStats().Entries)
+		})
+	}
+}
+
 // TestStormCostsOneEntry: however many claims are refused in_flight, the
 // leader answers them from its state, each exactly as the log would, and
 // one NoteRefusals entry records them all on the key's trail.
@@ -81,13 +194,7 @@ func TestRefusalsThatChangeSomethingGoThroughTheLog(t *testing.T) {
 	req := claimReq(key, owner, `{"a":1}`)
 	req.Lease = time.Second
 	mustClaim(t, s, req, fsm.StatusGranted)
-	steps := []struct {
-		name    string
-		advance time.Duration
-		req     ledger.ClaimRequest
-		want    fsm.Status
-		local   bool
-	}{
+	runSteps(t, s, m, []logStep{
 		{"divergent", 0, claimReq(key, "other", `{"a":2}`), fsm.StatusDivergent, false},
 		{"owner's repeat", 0, claimReq(key, owner, `{"a":1}`), fsm.StatusGranted, false},
 		{"first in_flight", 0, claimReq(key, "other", `{"a":1}`), fsm.StatusInFlight, false},
@@ -95,18 +202,7 @@ func TestRefusalsThatChangeSomethingGoThroughTheLog(t *testing.T) {
 		{"divergent on a held key: the second divergent claim", 0, claimReq(key, "other", `{"a":3}`), fsm.StatusDivergent, true},
 		{"lease passed", 2 * time.Second, claimReq(key, "other", `{"a":1}`), fsm.StatusInDoubt, false},
 		{"in_doubt", 0, claimReq(key, "third", `{"a":1}`), fsm.StatusInDoubt, true},
-	}
-	for _, st := range steps {
-		m.Advance(st.advance)
-		before := m.Proposed()
-		r := mustClaim(t, s, st.req, st.want)
-		eq(t, st.name+": local", r.Local, st.local)
-		proposed := 1
-		if st.local {
-			proposed = 0
-		}
-		eq(t, st.name+": proposed", m.Proposed()-before, proposed)
-	}
+	})
 	s.Close() // the second divergent claim is counted by its note
 	eq(t, "divergent counted", m.Ledger().Get("default", key).Divergent, uint64(2))
 }
