@@ -2,7 +2,6 @@ package fsm_test
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -33,11 +32,7 @@ func TestLocalDivergentByState(t *testing.T) {
 }
 
 func TestLocalDivergentDeclines(t *testing.T) {
-	cases := []struct {
-		name  string
-		claim func() *fsm.Claim
-		now   func(h *harness) int64
-	}{
+	checkDeclines(t, fsm.StateDeclared, []declineCase{
 		{"no record", func() *fsm.Claim { return claim("other", "B", payloadB) }, nil},
 		{"same payload: not divergent", func() *fsm.Claim { return claim("k", "B", payloadA) }, nil},
 		{"the owner's repeat", func() *fsm.Claim { return claim("k", "A", payloadA) }, nil},
@@ -49,20 +44,7 @@ func TestLocalDivergentDeclines(t *testing.T) {
 		{"no fingerprint", func() *fsm.Claim { c := claim("k", "B", payloadB); c.Fingerprint = ""; return c }, nil},
 		{"bad window", func() *fsm.Claim { c := claim("k", "B", payloadB); c.DedupeWindowMS = -1; return c }, nil},
 		{"payload not JSON", func() *fsm.Claim { c := claim("k", "B", payloadB); c.Payload = []byte("{"); return c }, nil},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t)
-			h.run(toState(fsm.StateDeclared))
-			now := h.at
-			if tc.now != nil {
-				now = tc.now(h)
-			}
-			if r, ok := h.l.LocalDivergent(tc.claim(), now); ok {
-				t.Fatalf("answered from the state: %+v", r)
-			}
-		})
-	}
+	}, (*fsm.Machine).LocalDivergent)
 	// Positive control: the harness's declared key does answer a
 	// divergent claim from the state.
 	h := newHarness(t)
@@ -80,14 +62,6 @@ func divergentNoteFor(r *fsm.Result, c *fsm.Claim, now int64) fsm.DivergentNote 
 		Fingerprints: []string{c.Fingerprint}, First: now, Last: now}
 }
 
-// comparable returns in's fields but for its version and trail, the ones
-// a note writes otherwise than the claim it stands for.
-func comparableIntent(in *fsm.Intent) string {
-	a := *in
-	a.Version, a.Audit, a.AuditDropped = 0, nil, 0
-	return fmt.Sprintf("%+v", a)
-}
-
 // TestLocalDivergentProperty: after any history, a divergent claim
 // answered from the state is exactly the state machine's answer to the
 // same claim at the same time (status, detail, the claim's fingerprint,
@@ -96,71 +70,26 @@ func comparableIntent(in *fsm.Intent) string {
 // the intent as the claim's apply does but for the version and trail.
 func TestLocalDivergentProperty(t *testing.T) {
 	answered := 0
+	hs := localHistory{keys: []string{"k0", "k1"}, owners: []string{"A", "B", "C"},
+		payloads: []string{payloadA, payloadB, `{"amount":300,"currency":"EUR"}`}, outcomes: []fsm.Outcome{fsm.OutcomeExecuted, fsm.OutcomeFailed},
+		approvals: true}
 	rapid.Check(t, func(rt *rapid.T) {
 		h := newHarness(t)
-		keys := []string{"k0", "k1"}
-		payloads := []string{payloadA, payloadB, `{"amount":300,"currency":"EUR"}`}
-		owners := []string{"A", "B", "C"}
 		for step := 0; step < 40; step++ {
-			key := rapid.SampledFrom(keys).Draw(rt, "key")
-			h.advance(rapid.SampledFrom([]int64{0, ms(10), ms(leaseMS) / 2, ms(leaseMS) + 1, ms(dedupeMS)}).Draw(rt, "advance"))
-			switch rapid.IntRange(0, 8).Draw(rt, "op") {
-			case 0, 1:
-				h.apply(claim(key, rapid.SampledFrom(owners).Draw(rt, "owner"), rapid.SampledFrom(payloads).Draw(rt, "payload")))
-			case 2:
-				if in := h.get(key); in != nil {
-					h.apply(complete(key, in.Owner, in.FencingToken,
-						rapid.SampledFrom([]fsm.Outcome{fsm.OutcomeExecuted, fsm.OutcomeFailed}).Draw(rt, "outcome"), resultOK))
-				}
-			case 3:
-				if in := h.get(key); in != nil {
-					h.apply(renew(key, in.Owner, in.FencingToken, leaseMS))
-				}
-			case 4:
-				h.apply(expire(key))
-			case 5:
-				h.apply(resolve(key, fsm.OutcomeFailed, resultNo))
-			case 6:
-				h.apply(purge(key))
-			case 7:
-				h.apply(claimApproval(key, rapid.SampledFrom(owners).Draw(rt, "owner"), rapid.SampledFrom(payloads).Draw(rt, "payload")))
-			case 8:
-				if rapid.Bool().Draw(rt, "approve") {
-					h.apply(approve(key))
-				} else {
-					h.apply(reject(key))
-				}
-			}
-			probe := claim(rapid.SampledFrom(keys).Draw(rt, "probe key"), rapid.SampledFrom(owners).Draw(rt, "probe owner"),
-				rapid.SampledFrom(payloads).Draw(rt, "probe payload"))
-			now := h.at + rapid.SampledFrom([]int64{0, ms(leaseMS) / 2, ms(leaseMS)}).Draw(rt, "probe later")
+			hs.step(rt, h)
+			probe, now := hs.probe(rt, h)
 			local, ok := h.l.LocalDivergent(probe, now)
 			if !ok {
 				continue
 			}
 			answered++
-			data, err := fsm.Encode(now, probe)
-			if err != nil {
-				rt.Fatal(err)
+			r, _ := applyToCopy(rt, h, probe, now)
+			if r.Fingerprint != local.Fingerprint {
+				rt.Fatalf("answered fingerprint %s from the state; the log answers %s", local.Fingerprint, r.Fingerprint)
 			}
-			leader := h.l.Clone()
-			r := leader.Apply(h.idx+1, data)
-			if r.Status != local.Status || r.Detail != local.Detail || r.Fingerprint != local.Fingerprint {
-				rt.Fatalf("answered %s (%s, %s) from the state; the log answers %s (%s, %s)",
-					local.Status, local.Detail, local.Fingerprint, r.Status, r.Detail, r.Fingerprint)
-			}
-			if a, b := comparableIntent(local.Intent), comparableIntent(r.Intent); a != b {
-				rt.Fatalf("the state's intent\n%s\nthe log's\n%s", a, b)
-			}
-			if ev := r.Intent.Audit[len(r.Intent.Audit)-1]; ev.ChangesState() {
-				rt.Fatalf("the apply a local divergent answer stands for recorded a state change: %+v", ev)
-			}
-			noted := h.l.Clone()
-			note, err := fsm.Encode(now, &fsm.NoteDivergent{Node: "n1", Notes: []fsm.DivergentNote{divergentNoteFor(local, probe, now)}})
-			if err != nil {
-				rt.Fatal(err)
-			}
-			if nr := noted.Apply(h.idx+1, note); nr.Status != fsm.StatusOK || nr.Count != 1 {
+			sameAsLogged(rt, "a local divergent answer", local, r)
+			nr, noted := applyToCopy(rt, h, &fsm.NoteDivergent{Node: "n1", Notes: []fsm.DivergentNote{divergentNoteFor(local, probe, now)}}, now)
+			if nr.Status != fsm.StatusOK || nr.Count != 1 {
 				rt.Fatalf("the note: %s (%s), %d recorded", nr.Status, nr.Detail, nr.Count)
 			}
 			if a, b := comparableIntent(noted.Get(probe.Namespace, probe.Key)), comparableIntent(r.Intent); a != b {
@@ -247,16 +176,7 @@ func TestNoteDivergent(t *testing.T) {
 		t.Run("moved on: "+tc.name+": the namespace's log alone", func(t *testing.T) {
 			h := newHarness(t)
 			note := tc.setup(h)
-			before := h.get(note.Key)
-			seq := h.l.AuditHead(ns).LastSeq
-			eq(t, "recorded", h.must(&fsm.NoteDivergent{Node: "n1", Notes: []fsm.DivergentNote{note}}, fsm.StatusOK).Count, 0)
-			if before != nil {
-				after := h.get(note.Key)
-				eq(t, "trail", len(after.Audit), len(before.Audit))
-				eq(t, "divergent", after.Divergent, before.Divergent)
-				eq(t, "version", after.Version, before.Version)
-			}
-			eq(t, "namespace log", h.l.AuditHead(ns).LastSeq, seq+1)
+			mustNoteTheNamespaceOnly(t, h, note.Key, &fsm.NoteDivergent{Node: "n1", Notes: []fsm.DivergentNote{note}})
 		})
 	}
 	t.Run("malformed", func(t *testing.T) {
@@ -289,18 +209,7 @@ func TestNoteDivergent(t *testing.T) {
 			{"no key", bad(func(n *fsm.DivergentNote) { n.Key = "" })},
 		}
 		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				h := newHarness(t)
-				h.run(toState(fsm.StateDeclared))
-				before := h.get("k")
-				seq := h.l.AuditHead(ns).LastSeq
-				if r := h.apply(tc.cmd); r.Status != fsm.StatusMalformed {
-					t.Fatalf("%s (%s)", r.Status, r.Detail)
-				}
-				eq(t, "version", h.get("k").Version, before.Version)
-				eq(t, "divergent", h.get("k").Divergent, before.Divergent)
-				eq(t, "namespace log", h.l.AuditHead(ns).LastSeq, seq)
-			})
+			t.Run(tc.name, func(t *testing.T) { mustRefuseMalformed(t, fsm.StateDeclared, tc.cmd) })
 		}
 		// Positive control: the note the cases spoil is recorded.
 		h := newHarness(t)

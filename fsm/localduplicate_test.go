@@ -129,10 +129,7 @@ func TestNoteDuplicates(t *testing.T) {
 		h.run(toState(fsm.StateExecuted))
 		other := note(mustFP(payloadA), "n2/1")
 		other.Notes[0].FencingToken = 7
-		head := h.l.AuditHead(ns)
-		if r := h.must(other, fsm.StatusOK); r.Count != 0 || h.get("k").Duplicates != 0 || h.l.AuditHead(ns).LastSeq != head.LastSeq+1 {
-			t.Errorf("count %d, duplicates %d", r.Count, h.get("k").Duplicates)
-		}
+		mustNoteTheNamespaceOnly(t, h, "k", other)
 	})
 	t.Run("a large batch for one key survives a snapshot", func(t *testing.T) {
 		h := newHarness(t)
@@ -154,39 +151,39 @@ func TestNoteDuplicates(t *testing.T) {
 	})
 	t.Run("the record moved on: the namespace log keeps it", func(t *testing.T) {
 		for _, s := range []fsm.State{fsm.StateDeclared, fsm.StateFailed, fsm.StateInDoubt} {
-			h := newHarness(t)
-			h.run(toState(s))
-			before := h.get("k")
-			head := h.l.AuditHead(ns)
-			h.must(note(mustFP(payloadA), "n2/1"), fsm.StatusOK)
-			if after := h.get("k"); after.Duplicates != before.Duplicates || len(after.Audit) != len(before.Audit) {
-				t.Errorf("%s: the note changed the intent: %+v", s, after)
-			}
-			if h.l.AuditHead(ns).LastSeq != head.LastSeq+1 {
-				t.Errorf("%s: the namespace log did not get the note", s)
-			}
+			t.Run(string(s), func(t *testing.T) {
+				h := newHarness(t)
+				h.run(toState(s))
+				mustNoteTheNamespaceOnly(t, h, "k", note(mustFP(payloadA), "n2/1"))
+			})
 		}
-		h := newHarness(t)
-		h.must(note(mustFP(payloadA), "n2/1"), fsm.StatusOK) // no record at all
-		if h.l.AuditHead(ns).LastSeq != 1 || h.get("k") != nil {
-			t.Error("a note for a purged key: not in the namespace log, or made a record")
-		}
+		t.Run("no record at all", func(t *testing.T) {
+			mustNoteTheNamespaceOnly(t, newHarness(t), "k", note(mustFP(payloadA), "n2/1"))
+		})
 	})
 	t.Run("malformed", func(t *testing.T) {
-		h := newHarness(t)
-		h.run(toState(fsm.StateExecuted))
 		good := note(mustFP(payloadA), "n2/9").Notes[0]
 		tooMany := &fsm.NoteDuplicates{Node: "n2"}
 		for range fsm.MaxDuplicateNotes + 1 {
 			tooMany.Notes = append(tooMany.Notes, good)
 		}
-		for _, c := range []*fsm.NoteDuplicates{note("", "n"), note(mustFP(payloadA), ""), {Node: "", Notes: []fsm.DuplicateNote{good}},
-			{Node: "n2"}, tooMany, {Node: "n2", Notes: []fsm.DuplicateNote{good, {Namespace: ns, Key: "k", Fingerprint: "f"}}}} {
-			h.must(c, fsm.StatusMalformed)
+		for _, tc := range []struct {
+			name string
+			cmd  *fsm.NoteDuplicates
+		}{
+			{"no fingerprint", note("", "n")},
+			{"no note id", note(mustFP(payloadA), "")},
+			{"no node", &fsm.NoteDuplicates{Node: "", Notes: []fsm.DuplicateNote{good}}},
+			{"no notes", &fsm.NoteDuplicates{Node: "n2"}},
+			{"too many notes", tooMany},
+			{"a bad note after a good one", &fsm.NoteDuplicates{Node: "n2", Notes: []fsm.DuplicateNote{good, {Namespace: ns, Key: "k", Fingerprint: "f"}}}},
+		} {
+			t.Run(tc.name, func(t *testing.T) { mustRefuseMalformed(t, fsm.StateExecuted, tc.cmd) })
 		}
-		if in := h.get("k"); in.Duplicates != 0 {
-			t.Errorf("a malformed batch recorded notes: %+v", in)
-		}
+		// Positive control: the note the cases spoil is recorded.
+		h := newHarness(t)
+		h.run(toState(fsm.StateExecuted))
+		eq(t, "recorded", h.must(&fsm.NoteDuplicates{Node: "n2", Notes: []fsm.DuplicateNote{good}}, fsm.StatusOK).Count, 1)
 	})
 }
 

@@ -36,11 +36,7 @@ func TestLocalRefusalByState(t *testing.T) {
 }
 
 func TestLocalRefusalDeclines(t *testing.T) {
-	cases := []struct {
-		name  string
-		claim func() *fsm.Claim
-		now   func(h *harness) int64
-	}{
+	checkDeclines(t, fsm.StateDeclared, []declineCase{
 		{"no record", func() *fsm.Claim { return claim("other", "B", payloadA) }, nil},
 		{"other payload: divergent counts, through the log", func() *fsm.Claim { return claim("k", "B", payloadB) }, nil},
 		{"the owner's repeat: granted again", func() *fsm.Claim { return claim("k", "A", payloadA) }, nil},
@@ -51,20 +47,7 @@ func TestLocalRefusalDeclines(t *testing.T) {
 		{"no lease anywhere", func() *fsm.Claim { c := claim("k", "B", payloadA); c.LeaseMS = 0; return c }, nil},
 		{"no fingerprint", func() *fsm.Claim { c := claim("k", "B", payloadA); c.Fingerprint = ""; return c }, nil},
 		{"bad window", func() *fsm.Claim { c := claim("k", "B", payloadA); c.DedupeWindowMS = -1; return c }, nil},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t)
-			h.run(toState(fsm.StateDeclared))
-			now := h.at
-			if tc.now != nil {
-				now = tc.now(h)
-			}
-			if r, ok := h.l.LocalRefusal(tc.claim(), now); ok {
-				t.Fatalf("answered from the state: %+v", r)
-			}
-		})
-	}
+	}, (*fsm.Machine).LocalRefusal)
 }
 
 // TestLocalRefusalProperty: after any history, a refusal answered from
@@ -73,58 +56,20 @@ func TestLocalRefusalDeclines(t *testing.T) {
 // and trail), and the apply it stands for changed nothing else.
 func TestLocalRefusalProperty(t *testing.T) {
 	answered := 0
+	hs := localHistory{keys: []string{"k0", "k1"}, owners: []string{"A", "B", "C"}, payloads: []string{payloadA, payloadB},
+		outcomes: []fsm.Outcome{fsm.OutcomeExecuted}}
 	rapid.Check(t, func(rt *rapid.T) {
 		h := newHarness(t)
-		keys := []string{"k0", "k1"}
-		payloads := []string{payloadA, payloadB}
-		owners := []string{"A", "B", "C"}
 		for step := 0; step < 40; step++ {
-			key := rapid.SampledFrom(keys).Draw(rt, "key")
-			h.advance(rapid.SampledFrom([]int64{0, ms(10), ms(leaseMS) / 2, ms(leaseMS) + 1, ms(dedupeMS)}).Draw(rt, "advance"))
-			switch rapid.IntRange(0, 6).Draw(rt, "op") {
-			case 0, 1:
-				h.apply(claim(key, rapid.SampledFrom(owners).Draw(rt, "owner"), rapid.SampledFrom(payloads).Draw(rt, "payload")))
-			case 2:
-				if in := h.get(key); in != nil {
-					h.apply(complete(key, in.Owner, in.FencingToken, fsm.OutcomeExecuted, resultOK))
-				}
-			case 3:
-				if in := h.get(key); in != nil {
-					h.apply(renew(key, in.Owner, in.FencingToken, leaseMS))
-				}
-			case 4:
-				h.apply(expire(key))
-			case 5:
-				h.apply(resolve(key, fsm.OutcomeFailed, resultNo))
-			case 6:
-				h.apply(purge(key))
-			}
-			probe := claim(rapid.SampledFrom(keys).Draw(rt, "probe key"), rapid.SampledFrom(owners).Draw(rt, "probe owner"),
-				rapid.SampledFrom(payloads).Draw(rt, "probe payload"))
-			now := h.at + rapid.SampledFrom([]int64{0, ms(leaseMS) / 2, ms(leaseMS)}).Draw(rt, "probe later")
+			hs.step(rt, h)
+			probe, now := hs.probe(rt, h)
 			local, ok := h.l.LocalRefusal(probe, now)
 			if !ok {
 				continue
 			}
 			answered++
-			leader := h.l.Clone()
-			data, err := fsm.Encode(now, probe)
-			if err != nil {
-				rt.Fatal(err)
-			}
-			r := leader.Apply(h.idx+1, data)
-			if r.Status != local.Status || r.Detail != local.Detail {
-				rt.Fatalf("answered %s (%s) from the state; the log answers %s (%s)", local.Status, local.Detail, r.Status, r.Detail)
-			}
-			a, b := *local.Intent, *r.Intent
-			a.Version, a.Audit, a.AuditDropped = 0, nil, 0
-			b.Version, b.Audit, b.AuditDropped = 0, nil, 0
-			if fmt.Sprintf("%+v", a) != fmt.Sprintf("%+v", b) {
-				rt.Fatalf("the state's intent\n%+v\nthe log's\n%+v", a, b)
-			}
-			if ev := r.Intent.Audit[len(r.Intent.Audit)-1]; ev.ChangesState() {
-				rt.Fatalf("the apply a local refusal stands for recorded a state change: %+v", ev)
-			}
+			r, _ := applyToCopy(rt, h, probe, now)
+			sameAsLogged(rt, "a local refusal", local, r)
 		}
 	})
 	if answered == 0 {
@@ -164,32 +109,32 @@ func TestNoteRefusals(t *testing.T) {
 		h := newHarness(t)
 		h.run(toState(fsm.StateFailed))
 		h.must(claim("k", "B", payloadA), fsm.StatusGranted) // fencing token 3
-		trail := len(h.get("k").Audit)
-		seq := h.l.AuditHead(ns).LastSeq
-		eq(t, "recorded", h.must(&fsm.NoteRefusals{Node: "n1", Notes: []fsm.RefusalNote{refusalNote("k", 1, 3, "C")}}, fsm.StatusOK).Count, 0)
-		eq(t, "trail", len(h.get("k").Audit), trail)
-		eq(t, "namespace log", h.l.AuditHead(ns).LastSeq, seq+1)
+		mustNoteTheNamespaceOnly(t, h, "k", &fsm.NoteRefusals{Node: "n1", Notes: []fsm.RefusalNote{refusalNote("k", 1, 3, "C")}})
 	})
 	t.Run("malformed", func(t *testing.T) {
 		tooMany := &fsm.NoteRefusals{Node: "n1"}
 		for range fsm.MaxRefusalNotes + 1 {
 			tooMany.Notes = append(tooMany.Notes, refusalNote("k", 1, 1, "B"))
 		}
-		noOwner := refusalNote("k", 1, 1)
-		noCount := refusalNote("k", 1, 0, "B")
 		badStatus := refusalNote("k", 1, 1, "B")
 		badStatus.Status = fsm.StatusDivergent
-		for i, c := range []*fsm.NoteRefusals{{Node: "", Notes: []fsm.RefusalNote{refusalNote("k", 1, 1, "B")}}, {Node: "n1"}, tooMany,
-			{Node: "n1", Notes: []fsm.RefusalNote{noOwner}}, {Node: "n1", Notes: []fsm.RefusalNote{noCount}},
-			{Node: "n1", Notes: []fsm.RefusalNote{badStatus}}} {
-			h := newHarness(t)
-			h.run(toState(fsm.StateDeclared))
-			before := h.get("k")
-			if r := h.apply(c); r.Status != fsm.StatusMalformed {
-				t.Errorf("case %d: %s", i, r.Status)
-			}
-			eq(t, "version", h.get("k").Version, before.Version)
+		for _, tc := range []struct {
+			name string
+			cmd  *fsm.NoteRefusals
+		}{
+			{"no node", &fsm.NoteRefusals{Node: "", Notes: []fsm.RefusalNote{refusalNote("k", 1, 1, "B")}}},
+			{"no notes", &fsm.NoteRefusals{Node: "n1"}},
+			{"too many notes", tooMany},
+			{"no owner", &fsm.NoteRefusals{Node: "n1", Notes: []fsm.RefusalNote{refusalNote("k", 1, 1)}}},
+			{"no count", &fsm.NoteRefusals{Node: "n1", Notes: []fsm.RefusalNote{refusalNote("k", 1, 0, "B")}}},
+			{"not a refusal's status", &fsm.NoteRefusals{Node: "n1", Notes: []fsm.RefusalNote{badStatus}}},
+		} {
+			t.Run(tc.name, func(t *testing.T) { mustRefuseMalformed(t, fsm.StateDeclared, tc.cmd) })
 		}
+		// Positive control: the note the cases spoil is recorded.
+		h := newHarness(t)
+		h.run(toState(fsm.StateDeclared))
+		h.must(&fsm.NoteRefusals{Node: "n1", Notes: []fsm.RefusalNote{refusalNote("k", 1, 1, "B")}}, fsm.StatusOK)
 	})
 }
 
