@@ -489,11 +489,14 @@ func (n *Node) stopExporter(ctx context.Context) {
 }
 
 // Kill stops the node like a crash: connections are cut and Raft stops
-// without handing over leadership or leaving gossip.
+// without handing over leadership or leaving gossip. The ledger's loops
+// stop too (in a test process they would outlive the node), after Raft:
+// the notes they held are lost, as in a crash, not recorded.
 func (n *Node) Kill() {
 	n.reloader.close()
 	_ = n.srv.Close()
 	_ = n.cluster.Kill()
+	n.svc.Close()
 	<-n.served
 	if n.debug != nil {
 		_ = n.debug.close()

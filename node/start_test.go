@@ -188,8 +188,8 @@ func TestFailedStartReleasesEverything(t *testing.T) {
 				if held := addrs.taken(); len(held) != 5 {
 					t.Fatalf("a started node holds %v, want all five addresses (the check cannot see them)", held)
 				}
-				// Shutdown, not Kill: Kill leaves the ledger's loops running
-				// (a crash has no Close).
+				// Shutdown, the graceful stop (TestKillReleasesEverything
+				// checks Kill).
 				shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), time.Minute)
 				defer cancelShutdown()
 				if err := n.Shutdown(shutdownCtx); err != nil {
