@@ -61,7 +61,7 @@ wait_ready() {
   done
 }
 
-printf '| build | intents acked at first ledger_full | acked in all | first refusal | peak memory per node (MiB) | OOM-killed | acked writes lost |\n' >"$OUT/table.md"
+printf '| build | intents acked at first ledger_full | acked in all | first refusal | peak RSS per node, MiB (VmHWM; killed: -) | OOM-killed | acked writes lost |\n' >"$OUT/table.md"
 printf '|---|---|---|---|---|---|---|\n' >>"$OUT/table.md"
 
 for b in $BUILDS; do
@@ -79,7 +79,9 @@ for b in $BUILDS; do
   peaks="" killed=0
   for i in 1 2 3; do
     cg="$CG/intentd-cap-$b-$i"
-    peaks+="$(( $(cat "$cg/memory.max_usage_in_bytes") >> 20 ))/"
+    hwm=$(awk '/^VmHWM:/{printf "%d", $2/1024}' "/proc/${pids[$i]}/status" 2>/dev/null || true)
+    peaks+="${hwm:--}/"
+    grep -h "the ledger is full" "$OUT/$b/n$i.log" | head -1 || true
     oom=$(awk '/^oom_kill /{print $2}' "$cg/memory.oom_control")
     if [ "${oom:-0}" -gt 0 ] || ! kill -0 "${pids[$i]}" 2>/dev/null; then
       killed=$((killed + 1))
