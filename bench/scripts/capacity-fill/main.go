@@ -61,6 +61,7 @@ func main() {
 	clients := flag.Int("clients", 32, "concurrent clients")
 	duration := flag.Duration("duration", 240*time.Second, "longest fill")
 	after := flag.Duration("after-refusal", 5*time.Second, "how long to go on once every client was refused")
+	dead := flag.Duration("dead", 15*time.Second, "stop once no claim was answered (no node alive) for this long")
 	payload := flag.Int("payload", 200, "payload bytes")
 	result := flag.Int("result", 100, "result bytes")
 	acked := flag.String("acked", "acked.txt", "file the acknowledged keys are written to")
@@ -70,6 +71,11 @@ func main() {
 		nodes: strings.Split(*nodes, ",")}
 	if *verify != "" {
 		out, err := c.verify(*verify)
+		for try := 0; err != nil && try < 10; try++ {
+			// A cluster at its memory high water may be electing a leader.
+			time.Sleep(3 * time.Second)
+			out, err = c.verify(*verify)
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "capacity-fill:", err)
 			os.Exit(1)
@@ -77,7 +83,7 @@ func main() {
 		_ = json.NewEncoder(os.Stdout).Encode(out)
 		return
 	}
-	_ = json.NewEncoder(os.Stdout).Encode(c.fill(*clients, *duration, *after, *payload, *result, *acked))
+	_ = json.NewEncoder(os.Stdout).Encode(c.fill(*clients, *duration, *after, *dead, *payload, *result, *acked))
 }
 
 type fillResult struct {
@@ -93,13 +99,14 @@ type fillResult struct {
 	StillRefusing               bool `json:"still_refusing"`
 }
 
-func (c *client) fill(clients int, duration, after time.Duration, payload, result int, ackedPath string) fillResult {
+func (c *client) fill(clients int, duration, after, dead time.Duration, payload, result int, ackedPath string) fillResult {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
 	defer cancel()
 	pad := func(n int) string { return strings.Repeat("x", max(n-12, 1)) }
 	var acked, ackedAtRefusal, errs atomic.Int64
 	var firstRefusal atomic.Int64 // ns since start
+	var lastAnswer atomic.Int64   // ns since start of the last answer (any)
 	var mu sync.Mutex
 	answers := map[string]int64{}
 	f, err := os.Create(ackedPath)
@@ -118,6 +125,9 @@ func (c *client) fill(clients int, duration, after time.Duration, payload, resul
 				if at := allRefusedAt.Load(); at != 0 && time.Since(start) > time.Duration(at)+after {
 					return
 				}
+				if time.Since(start) > time.Duration(lastAnswer.Load())+dead {
+					return // every node is gone
+				}
 				key := fmt.Sprintf("cap-%d-%d", i, n)
 				a, err := c.post(c.nodes[node], "/v1/intents", map[string]any{"key": key, "tool": "bench.fill", "owner": fmt.Sprintf("c%d", i),
 					"payload": map[string]any{"p": pad(payload)}})
@@ -126,6 +136,9 @@ func (c *client) fill(clients int, duration, after time.Duration, payload, resul
 					node = (node + 1) % len(c.nodes)
 					time.Sleep(50 * time.Millisecond)
 					continue
+				}
+				if a.code != http.StatusServiceUnavailable {
+					lastAnswer.Store(int64(time.Since(start)))
 				}
 				mu.Lock()
 				answers[fmt.Sprintf("%d %s", a.code, a.status)]++
