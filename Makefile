@@ -125,6 +125,11 @@ bench-storm: build
 	BIN=$(STORM_BIN) INTENTD_RATE_LIMIT_KEY=0 INTENTD_RATE_LIMIT_CLIENT=0 INTENTD_RUN_DIR=$$(mktemp -d "$${TMPDIR:-/tmp}/intentd-storm.XXXXXX") \
 		./scripts/run-local.sh --then $(BIN)/intent-bench --storm $(STORM) --storm-hold $(HOLD) --storm-kinds $(STORM_KINDS)
 
+## bench-capacity: 3 nodes in 400 MiB memory cgroups (root, cgroup v1) filled with unique claims, this build vs BASE (776b00b): intents at the first 507 ledger_full, peak RSS, OOM kills, acked writes lost (LIMIT, FILL, CLIENTS, BUILDS)
+.PHONY: bench-capacity
+bench-capacity:
+	./bench/scripts/bench-capacity.sh
+
 ## bench-sdk: the Go, Python and TypeScript SDKs side by side on one local cluster (ROUNDS, DURATION, LEVELS)
 bench-sdk: build
 	./bench/scripts/bench-sdk.sh

@@ -196,6 +196,7 @@ var sentinels = map[string]error{
 	"ErrOutcomeUnknown": client.ErrOutcomeUnknown, "ErrNoLeader": client.ErrNoLeader, "ErrUnavailable": client.ErrUnavailable,
 	"ErrPendingApproval": client.ErrPendingApproval, "ErrEffectUnknown": client.ErrEffectUnknown,
 	"ErrRateLimited": client.ErrRateLimited, "ErrBadSnapshot": client.ErrBadSnapshot, "ErrNotEmpty": client.ErrNotEmpty,
+	"ErrNamespaceFull": client.ErrNamespaceFull, "ErrLedgerFull": client.ErrLedgerFull,
 }
 
 func requireOnly(t *testing.T, err error, want string) *client.Problem {

@@ -171,7 +171,9 @@ const maxErrorResultBytes = 1024
 //   - namespace_full (507: the namespace holds its quota of intents): fn
 //     does not run and the claim is not sent again; the error wraps
 //     ErrNamespaceFull. namespace_rate_limited (429) is waited out like
-//     rate_limited.
+//     rate_limited. ledger_full (507: the cluster is past a capacity) is
+//     the same: fn does not run, the claim is not sent again, and the
+//     error wraps ErrLedgerFull.
 //   - The claim's outcome stays unknown (the cluster could not answer
 //     before the max wait or ctx ended): fn does not run; the error wraps
 //     ErrOutcomeUnknown. The claim may have been granted to this call's
@@ -432,9 +434,9 @@ func (c *Client) claimGaveUp(key string, last error, unknown bool, stopped error
 
 // retryable reports whether err says the cluster could not answer (so the
 // same request may be sent again), rather than a definite answer.
-// namespace_full (507) is a definite refusal.
+// namespace_full and ledger_full (507) are definite refusals.
 func retryable(err error) bool {
-	if errors.Is(err, ErrNamespaceFull) {
+	if errors.Is(err, ErrNamespaceFull) || errors.Is(err, ErrLedgerFull) {
 		return false
 	}
 	var p *Problem

@@ -739,7 +739,7 @@ func TestDoResumesAnUnknownClaimWithTheCallersOwner(t *testing.T) {
 // TestDoNamespaceQuotas: a claim answered 429 namespace_rate_limited is
 // claimed again and runs once, like rate_limited; one answered 507
 // namespace_full is a clean refusal, ErrNamespaceFull, sent once, and the
-// effect does not run (a claim sent again would be granted here).
+// effect does not run; so is ledger_full (ErrLedgerFull) (a claim sent again would be granted here).
 func TestDoNamespaceQuotas(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -751,6 +751,7 @@ func TestDoNamespaceQuotas(t *testing.T) {
 		{"namespace_rate_limited", http.StatusTooManyRequests, "namespace_rate_limited", nil, 2},
 		{"rate_limited (control)", http.StatusTooManyRequests, "rate_limited", nil, 2},
 		{"namespace_full", http.StatusInsufficientStorage, "namespace_full", client.ErrNamespaceFull, 1},
+		{"ledger_full", http.StatusInsufficientStorage, "ledger_full", client.ErrLedgerFull, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var claims atomic.Int64

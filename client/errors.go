@@ -86,6 +86,13 @@ var (
 	// written. Claims of keys it holds, reports and reads are served;
 	// retry once intents were purged.
 	ErrNamespaceFull = errors.New("the namespace holds its quota of intents")
+	// ErrLedgerFull: the claim would add an intent while the leader is
+	// past a capacity (507 ledger_full: free disk under its reserve, data
+	// dir over its cap, or live heap over its memory's high water);
+	// nothing was written. Claims of keys the ledger holds, reports and
+	// reads are served; claims of new keys are admitted again once there
+	// is room (purges, an operator), at no promised time.
+	ErrLedgerFull = errors.New("the ledger is full")
 )
 
 // sentinelCodes maps each sentinel to the problem codes it stands for.
@@ -111,6 +118,7 @@ var sentinelCodes = map[error][]string{
 	ErrUnavailable:     {"unavailable", "shutting_down", "not_ready"},
 	ErrRateLimited:     {"rate_limited", "namespace_rate_limited"},
 	ErrNamespaceFull:   {"namespace_full"},
+	ErrLedgerFull:      {"ledger_full"},
 	ErrBadSnapshot:     {"bad_snapshot"},
 	ErrNotEmpty:        {"not_empty"},
 }

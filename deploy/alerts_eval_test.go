@@ -50,6 +50,17 @@ func TestAlertExpressionsFireOnTheirCondition(t *testing.T) {
 		{"5% free", "IntentdDataDirSpaceLow",
 			`intentd_data_dir_free_bytes{job="intentd",instance="a"} 5x10
 			 intentd_data_dir_size_bytes{job="intentd",instance="a"} 100x10`, "10m", `{job="intentd",instance="a"} 0.05`},
+		{"the leader refuses for memory", "IntentdLedgerFull",
+			`intentd_capacity_refusing{job="intentd",instance="a",resource="memory"} 0x5 1x5`, "10m",
+			`intentd_capacity_refusing{job="intentd",instance="a",resource="memory"} 1`},
+		{"room again (control)", "IntentdLedgerFull",
+			`intentd_capacity_refusing{job="intentd",instance="a",resource="memory"} 1x5 0x5`, "10m", ``},
+		{"5% of the memory high water left", "IntentdCapacityHeadroomLow",
+			`intentd_capacity_headroom_bytes{job="intentd",instance="a",resource="memory"} 5x20
+			 intentd_capacity_limit_bytes{job="intentd",instance="a",resource="memory"} 100x20`, "20m", `{job="intentd",instance="a",resource="memory"} 0.05`},
+		{"half left (control)", "IntentdCapacityHeadroomLow",
+			`intentd_capacity_headroom_bytes{job="intentd",instance="a",resource="disk"} 50x20
+			 intentd_capacity_limit_bytes{job="intentd",instance="a",resource="disk"} 100x20`, "20m", ``},
 		{"a lease lost through intent-proxy", "IntentProxyLeaseLost",
 			`intent_proxy_lease_lost_total{job="proxy",instance="p",route="charge"} 0x10 1x10`, "20m", `{job="proxy",instance="p",route="charge"} 1`},
 	}

@@ -58,6 +58,10 @@ func (s *Server) claim(c echo.Context) error {
 			}
 			s.metrics.namespaceClaims.WithLabelValues(s.namespaceLabel(q.Namespace), code).Inc()
 		}
+		if errors.Is(err, ledger.ErrLedgerFull) {
+			s.metrics.claims.WithLabelValues(CodeLedgerFull).Inc()
+			s.metrics.namespaceClaims.WithLabelValues(s.namespaceLabel(s.namespaceOf(c)), CodeLedgerFull).Inc()
+		}
 		return s.fail(c, err, body)
 	}
 	r := claimed.Result

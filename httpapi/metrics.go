@@ -38,11 +38,11 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}, []string{"route", "method", "code"})),
 		claims: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "intentd_claims_total",
-			Help: "Claims answered by the ledger, by status (granted, duplicate, in_flight, divergent ...).",
+			Help: "Claims answered by the ledger, by status (granted, duplicate, in_flight, divergent ..., ledger_full).",
 		}, []string{"status"})),
 		namespaceClaims: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "intentd_namespace_claims_total",
-			Help: "Claims answered by this node, by namespace (those not configured as _other) and status (granted, duplicate, in_flight ..., namespace_rate_limited, namespace_full).",
+			Help: "Claims answered by this node, by namespace (those not configured as _other) and status (granted, duplicate, in_flight ..., namespace_rate_limited, namespace_full, ledger_full).",
 		}, []string{"namespace", "status"})),
 		rateLimited: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "intentd_http_rate_limited_total",

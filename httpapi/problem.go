@@ -57,6 +57,11 @@ const (
 	// CodeNamespaceFull (507): the namespace holds its quota of intents;
 	// nothing was written.
 	CodeNamespaceFull = "namespace_full"
+	// CodeLedgerFull (507): the leader is past a capacity (disk, data dir,
+	// memory: ledger.CapacityError); the claim would have added an intent
+	// and nothing was written. No Retry-After: room comes back with
+	// purges or an operator, not at a time the node can promise.
+	CodeLedgerFull = "ledger_full"
 )
 
 // codeGrantedNew is the table entry for a grant that created a new
@@ -121,6 +126,7 @@ var codes = map[string]codeSpec{
 	CodePolicyMismatch:                {status: http.StatusUnprocessableEntity, title: "The claim names a policy the ledger does not pick for its tool"},
 	CodeNamespaceRateLimited:          {status: http.StatusTooManyRequests, title: "The namespace is over its quota of claims per second: retry after Retry-After; nothing was written", retryAfter: time.Second},
 	CodeNamespaceFull:                 {status: http.StatusInsufficientStorage, title: "The namespace holds its quota of intents: claims of new keys are refused until intents are purged; nothing was written"},
+	CodeLedgerFull:                    {status: http.StatusInsufficientStorage, title: "The ledger is full (disk, data dir or memory): claims of new keys are refused until there is room; nothing was written"},
 	CodeTooManyWaiters:                {status: http.StatusTooManyRequests, title: "Too many long-polls wait on this node, key or caller: retry after Retry-After, or read without waiting", retryAfter: time.Second},
 
 	// Bad input: nothing was written.
@@ -299,6 +305,8 @@ func errorProblem(err error, write bool, now time.Time) (p *problem, internal bo
 		return p, false
 	case errors.Is(err, ledger.ErrNamespaceFull):
 		return newProblem(CodeNamespaceFull, err.Error()), false
+	case errors.Is(err, ledger.ErrLedgerFull):
+		return newProblem(CodeLedgerFull, err.Error()), false
 	case errors.Is(err, ledger.ErrPolicyMismatch):
 		return withField(newProblem(CodePolicyMismatch, err.Error())), false
 	case errors.Is(err, ledger.ErrTooLarge):

@@ -38,6 +38,9 @@ type Service struct {
 	refusals *refusals
 	// quotas are the namespace quotas (quotas.go); never nil.
 	quotas *quotas
+	// capacity refuses claims of new keys past a capacity (capacity.go);
+	// nil: none.
+	capacity *CapacityMonitor
 
 	// waiters are the long-polls (Wait) by key; the replicator feeds them
 	// its changes until unsubscribe is called.
@@ -80,6 +83,10 @@ type Config struct {
 	// NamespaceQuotas are the namespaces' quotas in force at start
 	// (SetNamespaceQuotas replaces them on a reload).
 	NamespaceQuotas NamespaceQuotas
+	// Capacity, when set, refuses claims of new keys with ErrLedgerFull
+	// while it says the leader is past a capacity (disk, data dir,
+	// memory). The caller runs it (CapacityMonitor.Run).
+	Capacity *CapacityMonitor
 }
 
 // New returns a Service over r set up by cfg. The Service follows r's
@@ -101,6 +108,7 @@ func New(r Replicator, cfg Config) (*Service, error) {
 	}
 	s.quotas = newQuotas(clockOf(r))
 	s.quotas.leading = cfg.Leading
+	s.capacity = cfg.Capacity
 	if err := cfg.NamespaceQuotas.Validate(); err != nil {
 		return nil, fmt.Errorf("namespace quotas: %w", err)
 	}
@@ -251,6 +259,9 @@ func (s *Service) claim(ctx context.Context, req ClaimRequest) (*fsm.Result, err
 	}
 	if r := s.answerLocally(ctx, claim); r != nil {
 		return r, nil
+	}
+	if err := s.checkCapacity(ctx, claim); err != nil {
+		return nil, err
 	}
 	if err := s.checkQuota(ctx, claim); err != nil {
 		return nil, err

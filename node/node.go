@@ -81,6 +81,10 @@ type Config struct {
 	// intents, checked by the leader. Reloaded with the API keys (Reload,
 	// SIGHUP). Empty: no quotas.
 	NamespaceQuotasFile string
+	// Capacity is where the leader refuses claims of new keys with 507
+	// ledger_full: the data dir's free disk, its size, the live heap
+	// (capacity.go).
+	Capacity CapacityConfig
 	// PprofAddr, when set, serves /debug/pprof/ on its own listener.
 	PprofAddr string
 	// TestHooks serves the fault suite's debug endpoints; TestBug seeds one
@@ -131,6 +135,7 @@ func DefaultConfig() Config {
 		ReadyMaxLag:      cluster.DefaultReadyMaxLag,
 		LogStore:         cluster.LogStoreWAL,
 		Limits:           ledger.DefaultLimits,
+		Capacity:         CapacityConfig{MinFreeDiskAuto: true},
 		LogLevel:         "info",
 		LogFormat:        "text",
 		ShutdownTimeout:  20 * time.Second,
@@ -193,7 +198,11 @@ type Node struct {
 	registry *prometheus.Registry
 	served   chan error
 	debug    *debugServer // pprof, when --pprof is set
-	reloader *keyReloader // API key reloads (reload.go); nil with auth off
+	// capacity samples the resources behind ledger_full; stopCapacity
+	// stops its loop.
+	capacity     *ledger.CapacityMonitor
+	stopCapacity func()
+	reloader     *keyReloader // API key reloads (reload.go); nil with auth off
 	// tracer records spans (nil: tracing off); exporter is the OTLP
 	// provider the node made and flushes on Shutdown (nil otherwise).
 	tracer   trace.TracerProvider
@@ -323,8 +332,21 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.registry.MustRegister(newClusterCollector(cn), logWrite, newDiskCollector(n.cfg.DataDir))
+	if n.cfg.Capacity.MaxMemoryAuto {
+		if v, _, err := MemoryCapacity(); err == nil {
+			n.cfg.Capacity.MaxMemory = v
+		}
+	}
+	capacity, err := newCapacityMonitor(n.cfg.Capacity, n.cfg.DataDir, n.log)
+	if err != nil {
+		return fmt.Errorf("--memory-high-water: %w", err)
+	}
+	n.capacity, n.stopCapacity = capacity, runCapacity(capacity)
+	undo.push(n.stopCapacity)
+	n.registry.MustRegister(newCapacityCollector(capacity))
 	lc := ledger.Config{Limits: n.cfg.Limits, KEK: kek, Log: n.log, Node: n.cfg.ID, Faults: bugs,
-		RefusalNotes: ledger.RefusalNotes{Now: cc.Clock, Log: n.log}, Leading: cn.IsLeader, NamespaceQuotas: quotas}
+		RefusalNotes: ledger.RefusalNotes{Now: cc.Clock, Log: n.log}, Leading: cn.IsLeader, NamespaceQuotas: quotas,
+		Capacity: capacity}
 	if n.cfg.LocalDuplicates {
 		lc.LocalDuplicates = &ledger.LocalDuplicates{Node: n.cfg.ID, Leading: cn.IsLeader,
 			Margin: n.cfg.LocalDuplicateMargin, Now: cc.Clock, Log: n.log}
@@ -439,6 +461,7 @@ const httpDrain = 5 * time.Second
 func (n *Node) Shutdown(ctx context.Context) error {
 	var errs []error
 	n.reloader.close()
+	n.stopCapacity()
 	n.svc.Close() // waiting long-polls answer now with what they have
 	drain := httpDrain
 	if d, ok := ctx.Deadline(); ok {
@@ -494,6 +517,7 @@ func (n *Node) stopExporter(ctx context.Context) {
 // the notes they held are lost, as in a crash, not recorded.
 func (n *Node) Kill() {
 	n.reloader.close()
+	n.stopCapacity()
 	_ = n.srv.Close()
 	_ = n.cluster.Kill()
 	n.svc.Close()

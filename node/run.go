@@ -60,6 +60,9 @@ func (c Config) Validate() error {
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("--max-payload-bytes / --max-result-bytes: %w", err)
 	}
+	if hw := c.Capacity.MemoryHighWater; hw < 0 || hw > 1 || hw != hw {
+		return fmt.Errorf("--memory-high-water %v must be a fraction in (0, 1]", hw)
+	}
 	if c.Auth != AuthRequired && c.Auth != AuthOff {
 		return fmt.Errorf("--auth must be %s or %s, not %q", AuthRequired, AuthOff, c.Auth)
 	}

@@ -88,7 +88,7 @@ func exitCode(err error) int {
 	case errors.Is(err, client.ErrNotFound):
 		return exitNotFound
 	case errors.Is(err, client.ErrRejected), errors.Is(err, client.ErrBlocked), errors.Is(err, client.ErrInvalidState),
-		errors.Is(err, client.ErrNamespaceFull):
+		errors.Is(err, client.ErrNamespaceFull), errors.Is(err, client.ErrLedgerFull):
 		return exitRefused
 	case errors.Is(err, client.ErrBadRequest):
 		return exitUsage

@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -62,6 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return 2
 	}
 	cfg.Logger = logger
+	setMemoryCapacity(&cfg.Capacity, logger)
 	// SIGHUP reloads the API keys (--api-keys-file, INTENTD_API_KEYS as
 	// started); a keys file that does not validate changes nothing.
 	hup := make(chan os.Signal, 1)
@@ -130,6 +132,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 		"; reloaded on SIGHUP and when its content changes (--api-keys-poll), a file that does not validate changes nothing")
 	fs.DurationVar(&c.APIKeysPoll, "api-keys-poll", c.APIKeysPoll, "how often to check --api-keys-file for changes and reload the keys (0: only on SIGHUP)")
 	fs.StringVar(&c.NamespaceQuotasFile, "namespace-quotas", "", "JSON file of quotas by namespace, e.g. {\"payments\": {\"claims_per_second\": 50, \"burst\": 100, \"max_intents\": 100000}}: over them claims are answered 429 namespace_rate_limited or 507 namespace_full; give every node the same file; reloaded on SIGHUP with the API keys")
+	c.Capacity.MaxMemoryAuto = true
+	registerCapacityFlags(fs, &c.Capacity)
 	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to this collector (http://collector:4318; /v1/traces is added to a URL without a path); empty: "+tracing.EnvTracesEndpoint+" or "+tracing.EnvEndpoint+" if set, else no tracing")
 	fs.StringVar(&c.PprofAddr, "pprof", "", "serve Go's /debug/pprof/ profiling endpoints on this separate address (e.g. 127.0.0.1:6060; off when empty)")
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "TESTING ONLY: serve /debug/digest and /debug/clock-offset for the fault suite")
@@ -168,4 +172,26 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 		return c, err
 	}
 	return c, nil
+}
+
+// setMemoryCapacity resolves --max-memory=auto (node.MemoryCapacity) and
+// sets GOMEMLIMIT from the capacity unless it is set: the Go runtime then
+// collects harder as it nears the capacity, instead of growing its heap
+// past it.
+func setMemoryCapacity(c *node.CapacityConfig, log *slog.Logger) {
+	source := "--max-memory"
+	if c.MaxMemoryAuto {
+		v, src, err := node.MemoryCapacity()
+		if err != nil {
+			log.Warn("no memory capacity: ledger_full will not refuse claims for memory", "err", err)
+		}
+		c.MaxMemory, c.MaxMemoryAuto, source = v, false, src
+	}
+	limit, err := node.SetGoMemLimit(c.MaxMemory)
+	if err != nil {
+		log.Warn("setting GOMEMLIMIT", "err", err)
+	}
+	if c.MaxMemory > 0 {
+		log.Info("memory capacity", "bytes", c.MaxMemory, "source", source, "high_water", c.MemoryHighWater, "gomemlimit", limit)
+	}
 }

@@ -375,6 +375,7 @@ QUOTA_CASES = [
     ("namespace_rate_limited waits the hint once", 429, "namespace_rate_limited", 200, None, 2, [0.2]),
     ("rate_limited waits the hint once (control)", 429, "rate_limited", 200, None, 2, [0.2]),
     ("namespace_full refuses, no retry", 507, "namespace_full", 0, intentd.NamespaceFull, 1, []),
+    ("ledger_full refuses, no retry", 507, "ledger_full", 0, intentd.LedgerFull, 1, []),
 ]
 
 

@@ -40,6 +40,7 @@ GO_TABLE = {
     intentd.Unavailable: ["unavailable", "shutting_down", "not_ready", "no_leader", "not_leader"],
     intentd.RateLimited: ["rate_limited", "namespace_rate_limited"],
     intentd.NamespaceFull: ["namespace_full"],
+    intentd.LedgerFull: ["ledger_full"],
     intentd.BadSnapshot: ["bad_snapshot"],
     intentd.NotEmpty: ["not_empty"],
 }
@@ -120,6 +121,7 @@ class ProblemMapping(unittest.TestCase):
             (429, "namespace_rate_limited", True, True, False),
             (429, "rate_limited", True, True, False),
             (507, "namespace_full", False, False, False),
+            (507, "ledger_full", False, False, False),
             (500, "internal", False, True, True),  # control: a 5xx do() retries
         ]
         for status, code, transport, do, applied in cases:

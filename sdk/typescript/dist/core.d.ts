@@ -176,7 +176,7 @@ export declare function answered(r: Req, base: string, path: string, answer: {
 export declare function rateLimited(err: ProblemError): boolean;
 /**
  * retryableForDo: err says the cluster could not answer, or asked to slow down (do()'s retryable). NamespaceFullError
- * (507) is a definite refusal.
+ * and LedgerFullError (507) are definite refusals.
  */
 export declare function retryableForDo(err: unknown): boolean;
 /** retryAfterOf is err's Retry-After in ms, 0 for anything but a Problem. */

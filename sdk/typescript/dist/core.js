@@ -4,7 +4,7 @@
 // (problem mapping), the backoff, and what do() records. Nothing here sends,
 // sleeps or listens: client.ts does, driving flow.ts. Reading the clock
 // (Date.now) and the jitter source are the only side effects.
-import { BadRequestError, FencedError, InDoubtError, IntentdError, InvalidStateError, NamespaceFullError, NotFoundError, OutcomeUnknownError, ProblemError, RateLimitedError, UnavailableError, badRequest, readProblem, retryableProblem, } from "./errors.js";
+import { BadRequestError, FencedError, InDoubtError, IntentdError, InvalidStateError, LedgerFullError, NamespaceFullError, NotFoundError, OutcomeUnknownError, ProblemError, RateLimitedError, UnavailableError, badRequest, readProblem, retryableProblem, } from "./errors.js";
 import { hasLoneSurrogate } from "./keys.js";
 import { encodeJSON, errorMessage } from "./util.js";
 /** Defaults of the options (client/client.go). */
@@ -330,10 +330,10 @@ export function rateLimited(err) {
 }
 /**
  * retryableForDo: err says the cluster could not answer, or asked to slow down (do()'s retryable). NamespaceFullError
- * (507) is a definite refusal.
+ * and LedgerFullError (507) are definite refusals.
  */
 export function retryableForDo(err) {
-    if (err instanceof NamespaceFullError)
+    if (err instanceof NamespaceFullError || err instanceof LedgerFullError)
         return false;
     if (err instanceof ProblemError && (err.status >= 500 || err.status === 429))
         return true;

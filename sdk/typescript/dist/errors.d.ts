@@ -135,6 +135,14 @@ export declare class RateLimitedError extends ProblemError {
  */
 export declare class NamespaceFullError extends ProblemError {
 }
+/**
+ * ledger_full (507): the claim would add an intent while the cluster's leader is past a capacity (free disk under its
+ * reserve, data dir over its cap, or live heap over its memory's high water); nothing was written, and do() does not
+ * run the effect. Not retried (no Retry-After is sent: room comes back with purges or an operator, at no promised
+ * time): claims of keys the ledger holds, reports and reads are still served. (Go's ErrLedgerFull.)
+ */
+export declare class LedgerFullError extends ProblemError {
+}
 /** bad_snapshot (422). */
 export declare class BadSnapshotError extends ProblemError {
 }

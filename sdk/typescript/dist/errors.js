@@ -156,6 +156,14 @@ export class RateLimitedError extends ProblemError {
  */
 export class NamespaceFullError extends ProblemError {
 }
+/**
+ * ledger_full (507): the claim would add an intent while the cluster's leader is past a capacity (free disk under its
+ * reserve, data dir over its cap, or live heap over its memory's high water); nothing was written, and do() does not
+ * run the effect. Not retried (no Retry-After is sent: room comes back with purges or an operator, at no promised
+ * time): claims of keys the ledger holds, reports and reads are still served. (Go's ErrLedgerFull.)
+ */
+export class LedgerFullError extends ProblemError {
+}
 /** bad_snapshot (422). */
 export class BadSnapshotError extends ProblemError {
 }
@@ -201,6 +209,7 @@ const CODE_CLASSES = {
     rate_limited: RateLimitedError,
     namespace_rate_limited: RateLimitedError,
     namespace_full: NamespaceFullError,
+    ledger_full: LedgerFullError,
     bad_snapshot: BadSnapshotError,
     not_empty: NotEmptyError,
 };

@@ -11,6 +11,7 @@ import {
   InDoubtError,
   IntentdError,
   InvalidStateError,
+  LedgerFullError,
   NamespaceFullError,
   NotFoundError,
   OutcomeUnknownError,
@@ -423,10 +424,10 @@ export function rateLimited(err: ProblemError): boolean {
 
 /**
  * retryableForDo: err says the cluster could not answer, or asked to slow down (do()'s retryable). NamespaceFullError
- * (507) is a definite refusal.
+ * and LedgerFullError (507) are definite refusals.
  */
 export function retryableForDo(err: unknown): boolean {
-  if (err instanceof NamespaceFullError) return false;
+  if (err instanceof NamespaceFullError || err instanceof LedgerFullError) return false;
   if (err instanceof ProblemError && (err.status >= 500 || err.status === 429)) return true;
   return err instanceof OutcomeUnknownError || err instanceof UnavailableError || err instanceof RateLimitedError;
 }

@@ -27,6 +27,7 @@ export {
   InFlightError,
   IntentdError,
   InvalidStateError,
+  LedgerFullError,
   NamespaceFullError,
   NoLeaderError,
   NotEmptyError,

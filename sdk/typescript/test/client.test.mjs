@@ -268,7 +268,7 @@ test("problem mapping: every code of client/errors.go to its class", async () =>
     outcome_unknown: [sdk.OutcomeUnknownError], no_leader: [sdk.NoLeaderError, sdk.UnavailableError],
     not_leader: [sdk.NoLeaderError, sdk.UnavailableError], unavailable: [sdk.UnavailableError],
     shutting_down: [sdk.UnavailableError], not_ready: [sdk.UnavailableError], rate_limited: [sdk.RateLimitedError],
-    namespace_rate_limited: [sdk.RateLimitedError], namespace_full: [sdk.NamespaceFullError],
+    namespace_rate_limited: [sdk.RateLimitedError], namespace_full: [sdk.NamespaceFullError], ledger_full: [sdk.LedgerFullError],
     bad_snapshot: [sdk.BadSnapshotError], not_empty: [sdk.NotEmptyError],
   };
   for (const [code, classes] of Object.entries(table)) {

@@ -493,6 +493,7 @@ test("namespace quotas: 429 namespace_rate_limited waits the hint once; 507 name
     { name: "namespace_rate_limited", status: 429, code: "namespace_rate_limited", retryAfterMs: 200, claims: 2, pauses: [200] },
     { name: "rate_limited (control)", status: 429, code: "rate_limited", retryAfterMs: 200, claims: 2, pauses: [200] },
     { name: "namespace_full", status: 507, code: "namespace_full", want: sdk.NamespaceFullError, claims: 1, pauses: [] },
+    { name: "ledger_full", status: 507, code: "ledger_full", want: sdk.LedgerFullError, claims: 1, pauses: [] },
   ];
   for (const [i, tc] of cases.entries()) {
     await t.test(tc.name, async (t) => {

@@ -24,7 +24,7 @@ from ._decorate import current_grant
 from .aio import AsyncClient
 from .client import Client
 from .errors import (BadRequest, BadSnapshot, Blocked, Divergent, EffectUnknown, Fenced, Forbidden, InDoubt, InFlight,
-                     IntentdError, InvalidState, NamespaceFull, NoLeader, NotEmpty, NotFound, NotGrantHolder, OutcomeUnknown,
+                     IntentdError, InvalidState, LedgerFull, NamespaceFull, NoLeader, NotEmpty, NotFound, NotGrantHolder, OutcomeUnknown,
                      PendingApproval, Problem, RateLimited, Rejected, SelfApproval, TokenExpired, TokenInvalid,
                      TokenToolForbidden, TokenUsed, TokenWrongTool, Unauthorized, Unavailable, problem_class)
 from .keys import KEY_SEPARATOR, MAX_KEY_BYTES, key, key_of, validate_key
@@ -40,7 +40,7 @@ __all__ = [
     # errors
     "IntentdError", "Problem", "InFlight", "InDoubt", "Divergent", "Fenced", "Rejected", "PendingApproval",
     "NotFound", "InvalidState", "BadRequest", "Blocked", "TokenUsed", "TokenExpired", "TokenInvalid",
-    "TokenWrongTool", "TokenToolForbidden", "Unauthorized", "Forbidden", "NotGrantHolder", "SelfApproval", "RateLimited", "NamespaceFull",
+    "TokenWrongTool", "TokenToolForbidden", "Unauthorized", "Forbidden", "NotGrantHolder", "SelfApproval", "RateLimited", "NamespaceFull", "LedgerFull",
     "Unavailable", "NoLeader", "OutcomeUnknown", "BadSnapshot", "NotEmpty", "EffectUnknown", "problem_class",
     # types
     "Intent", "Approval", "ClaimResult", "IntentResult", "Grant", "EffectResult", "ListPage", "AuditEvent",

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "IntentdError", "Problem", "InFlight", "InDoubt", "Divergent", "Fenced", "Rejected", "PendingApproval",
     "NotFound", "InvalidState", "BadRequest", "Blocked", "TokenUsed", "TokenExpired", "TokenInvalid",
-    "TokenWrongTool", "TokenToolForbidden", "Unauthorized", "Forbidden", "NotGrantHolder", "SelfApproval", "RateLimited", "NamespaceFull",
+    "TokenWrongTool", "TokenToolForbidden", "Unauthorized", "Forbidden", "NotGrantHolder", "SelfApproval", "RateLimited", "NamespaceFull", "LedgerFull",
     "Unavailable", "NoLeader", "OutcomeUnknown", "BadSnapshot", "NotEmpty", "EffectUnknown", "problem_class", "PROBLEM_TYPE_BASE",
 ]
 
@@ -258,6 +258,17 @@ class NamespaceFull(Problem):
     default_code = "namespace_full"
 
 
+class LedgerFull(Problem):
+    """ledger_full (507): the claim would add an intent while the cluster's
+    leader is past a capacity (free disk under its reserve, data dir over
+    its cap, or live heap over its memory's high water); nothing was
+    written, and do() does not run the effect. Not retried (no Retry-After
+    is sent: room comes back with purges or an operator, at no promised
+    time): claims of keys the ledger holds, reports and reads are still
+    served. (Go: client.ErrLedgerFull.)"""
+    default_code = "ledger_full"
+
+
 class Unavailable(Problem):
     """unavailable, shutting_down, not_ready (503), or the cluster could not
     be reached: nothing was written. The SDK retries these itself."""
@@ -326,6 +337,7 @@ _CODES: Dict[str, Type[Problem]] = {
     "rate_limited": RateLimited,
     "namespace_rate_limited": RateLimited,
     "namespace_full": NamespaceFull,
+    "ledger_full": LedgerFull,
     "bad_snapshot": BadSnapshot,
     "not_empty": NotEmpty,
 }
@@ -426,8 +438,8 @@ def maybe_applied(err: BaseException) -> bool:
 def retryable(err: BaseException) -> bool:
     """Whether err says the cluster could not answer (so the same request may
     be sent again), rather than a definite answer (Go's do.go retryable).
-    NamespaceFull (507) is a definite refusal."""
-    if isinstance(err, NamespaceFull):
+    NamespaceFull and LedgerFull (507) are definite refusals."""
+    if isinstance(err, (NamespaceFull, LedgerFull)):
         return False
     if isinstance(err, Problem) and err.status >= 500:
         return True
