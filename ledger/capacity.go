@@ -61,6 +61,10 @@ func (e *CapacityError) Error() string {
 	case ResourceMemory:
 		what = fmt.Sprintf("the live heap is %s, over the high water of %s of the memory capacity of %s",
 			sizeOf(e.Used), sizeOf(e.Limit), sizeOf(e.Capacity))
+		if e.Used < e.Limit {
+			what = fmt.Sprintf("the live heap is %s, back under the high water of %s of the memory capacity of %s but not yet %s under it",
+				sizeOf(e.Used), sizeOf(e.Limit), sizeOf(e.Capacity), sizeOf(readmitMargin(e.Capacity)))
+		}
 	default:
 		what = fmt.Sprintf("%s uses %d of %d bytes", e.Resource, e.Used, e.Limit)
 	}
@@ -148,7 +152,16 @@ type ResourceUsage struct {
 	// Err is the reader's error of the last sample (the resource is then
 	// not refusing).
 	Err error
+	// holding: under its limit but not yet below the re-admission mark.
+	holding bool
 }
+
+// memoryReadmitMargin is the fraction of the memory capacity the live heap
+// must fall below the high water before memory admits claims again.
+const memoryReadmitMargin = 0.05
+
+// readmitMargin is memoryReadmitMargin of capacity, in bytes.
+func readmitMargin(capacity uint64) uint64 { return uint64(float64(capacity) * memoryReadmitMargin) }
 
 // CapacityMonitor samples the resources off the claim path (every
 // Interval, and soon after a refusal) and keeps the verdict where the
@@ -162,9 +175,11 @@ type CapacityMonitor struct {
 	interval, collectEvery time.Duration
 	now                    func() time.Time
 
-	full    atomic.Pointer[CapacityError]
-	refused [3]atomic.Uint64 // by Resources' index
-	poke    chan struct{}
+	full atomic.Pointer[CapacityError]
+	// memRefusing: the last sample refused for memory (hysteresis).
+	memRefusing atomic.Bool
+	refused     [3]atomic.Uint64 // by Resources' index
+	poke        chan struct{}
 
 	mu          sync.Mutex
 	usage       []ResourceUsage
@@ -223,7 +238,7 @@ func (m *CapacityMonitor) Sample() {
 	usage := make([]ResourceUsage, 0, len(Resources))
 	var full *CapacityError
 	note := func(u ResourceUsage) {
-		u.Refusing = u.Err == nil && u.Limit > 0 && u.Used >= u.Limit
+		u.Refusing = u.Err == nil && u.Limit > 0 && (u.Used >= u.Limit || u.holding)
 		if u.Resource == ResourceDisk {
 			// Disk refuses when free (capacity - used) < reserve
 			// (capacity - limit), i.e. used > limit.
@@ -265,7 +280,17 @@ func (m *CapacityMonitor) Sample() {
 				live = r()
 			}
 		}
-		note(ResourceUsage{Resource: ResourceMemory, Capacity: m.limits.MaxMemory, Used: live, Limit: limit})
+		// Hysteresis: a collection brings the live heap back under the
+		// high water for a moment, and admitting claims at once made the
+		// refusal flap (1,257 refusals with 4.9k intents admitted between
+		// them in make bench-capacity). Once refusing, memory admits again
+		// only below the high water less memoryReadmitMargin of capacity.
+		u := ResourceUsage{Resource: ResourceMemory, Capacity: m.limits.MaxMemory, Used: live, Limit: limit}
+		if m.memRefusing.Load() && live < limit && live+readmitMargin(m.limits.MaxMemory) >= limit {
+			u.holding = true
+		}
+		note(u)
+		m.memRefusing.Store(usage[len(usage)-1].Refusing)
 	}
 	for i := range usage {
 		usage[i].Refused = m.refused[resourceIndex(usage[i].Resource)].Load()

@@ -95,7 +95,7 @@ func TestCapacityGuard(t *testing.T) {
 			name:     "live heap over a set high water",
 			limits:   ledger.CapacityLimits{MaxMemory: 400 * mib, MemoryHighWater: 0.5},
 			fill:     func(f *fakeResources) { f.heap.Store(200 * mib) },
-			room:     func(f *fakeResources) { f.heap.Store(199 * mib) },
+			room:     func(f *fakeResources) { f.heap.Store(179 * mib) }, // under the high water less the 5% re-admission margin
 			resource: ledger.ResourceMemory, detail: "over the high water of 200.0 MiB",
 		},
 	} {
@@ -224,6 +224,42 @@ func TestCapacityLimitsValidate(t *testing.T) {
 	for _, hw := range []float64{-0.1, 1.5} {
 		if _, err := ledger.NewCapacityMonitor(ledger.CapacityLimits{MemoryHighWater: hw}, ledger.CapacityReaders{}, ledger.CapacityOptions{}); err == nil {
 			t.Errorf("high water %v accepted", hw)
+		}
+	}
+}
+
+// TestCapacityMemoryReadmitsBelowAMargin: once memory refuses, a live heap
+// back just under the high water (a collection's dip) keeps refusing;
+// claims are admitted again only below the high water less 5% of the
+// capacity. Without the margin the refusal flapped at every collection.
+func TestCapacityMemoryReadmitsBelowAMargin(t *testing.T) {
+	f := &fakeResources{}
+	f.heap.Store(100 * mib) // capacity 400 MiB, high water 320 MiB, re-admission under 300 MiB
+	mon, err := ledger.NewCapacityMonitor(ledger.CapacityLimits{MaxMemory: 400 * mib}, f.readers(), ledger.CapacityOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		heap    uint64
+		refuses bool
+	}{
+		{310 * mib, false}, // under the high water, never refused: admitted
+		{320 * mib, true},  // at the high water
+		{319 * mib, true},  // a dip under it: still refusing
+		{301 * mib, true},
+		{299 * mib, false}, // under the re-admission mark
+		{310 * mib, false}, // admitted again until the high water
+		{330 * mib, true},
+	}
+	for i, s := range steps {
+		f.heap.Store(s.heap)
+		mon.Sample()
+		e := mon.Full()
+		if (e != nil) != s.refuses {
+			t.Fatalf("step %d, heap %d MiB: refusing %v, want %v (%v)", i, s.heap/mib, e != nil, s.refuses, e)
+		}
+		if e != nil && !strings.Contains(e.Error(), "memory") {
+			t.Fatalf("step %d: %v does not name memory", i, e)
 		}
 	}
 }
