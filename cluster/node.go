@@ -41,6 +41,13 @@ type Config struct {
 	// it was made with: New refuses one that holds the other kind
 	// (ErrLogStore). See DESIGN.md, "Log store".
 	LogStore string
+	// WALSegmentSize is the size in bytes of raft-wal's segment files
+	// (LogStoreWAL only; 0: raft-wal's default, 64 MiB; at least
+	// MinWALSegmentSize). An advanced knob: smaller segments are created
+	// (and preallocated) more often, so a full disk shows sooner; the fault
+	// suite's storage profile uses them. A data dir's existing segments
+	// keep their size; new ones take this one.
+	WALSegmentSize int
 	// RaftAddr is the Raft TCP bind address (host:port; port 0 picks one).
 	RaftAddr string
 	// RaftAdvertise is the Raft address other nodes dial (default: the
@@ -176,6 +183,10 @@ func (c *Config) setDefaults() error {
 	}
 	if c.LogStore == "" {
 		c.LogStore = LogStoreWAL
+	}
+	if c.WALSegmentSize != 0 && (c.WALSegmentSize < MinWALSegmentSize || c.WALSegmentSize > MaxWALSegmentSize) {
+		return fmt.Errorf("%w: WAL segment size %d: want %d to %d bytes (or 0, the default)",
+			ErrLogStore, c.WALSegmentSize, MinWALSegmentSize, MaxWALSegmentSize)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -325,7 +336,8 @@ func New(cfg Config) (*Node, error) {
 		}
 	}()
 
-	store, err := openLogStore(cfg.DataDir, cfg.LogStore, newHCLog(n.log, "logstore"), cfg.Faults.Has(faults.LogNoFsync))
+	store, err := openLogStore(cfg.DataDir, cfg.LogStore, newHCLog(n.log, "logstore"),
+		logStoreOptions{noSync: cfg.Faults.Has(faults.LogNoFsync), segmentSize: cfg.WALSegmentSize})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,166 @@
+package cluster
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	walfs "github.com/hashicorp/raft-wal/fs"
+	waltypes "github.com/hashicorp/raft-wal/types"
+)
+
+// fullVFS is raft-wal's file system on a disk that can be made full: while
+// full, a new segment file is created (its entry fits in the directory)
+// but preallocating it fails with ENOSPC, the debris a real full disk
+// leaves. Writes into a segment's preallocated space succeed.
+type fullVFS struct {
+	waltypes.VFS
+	full *atomic.Bool
+}
+
+// OpenWriter opens a segment file whose writes past its current size
+// (a segment recovered from a failed preallocation) fail while full.
+func (v fullVFS) OpenWriter(dir, name string) (waltypes.WritableFile, error) {
+	f, err := v.VFS.OpenWriter(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(filepath.Join(dir, name))
+	if err != nil {
+		return nil, err
+	}
+	return fullFile{f, v.full, fi.Size()}, nil
+}
+
+type fullFile struct {
+	waltypes.WritableFile
+	full *atomic.Bool
+	size int64 // allocated
+}
+
+func (f fullFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.full.Load() && off+int64(len(p)) > f.size {
+		return 0, syscall.ENOSPC
+	}
+	return f.WritableFile.WriteAt(p, off)
+}
+
+func (v fullVFS) Create(dir, name string, size uint64) (waltypes.WritableFile, error) {
+	if v.full.Load() {
+		if f, err := v.VFS.Create(dir, name, 0); err == nil {
+			_ = f.Close()
+		}
+		return nil, syscall.ENOSPC
+	}
+	return v.VFS.Create(dir, name, size)
+}
+
+// fullMeta is raft-wal's meta database on a disk that can be made full:
+// while full, committing a new state (bolt growing its file) fails with
+// ENOSPC.
+type fullMeta struct {
+	waltypes.MetaStore
+	full *atomic.Bool
+}
+
+func (m fullMeta) CommitState(st waltypes.PersistentState) error {
+	if m.full.Load() {
+		return syscall.ENOSPC
+	}
+	return m.MetaStore.CommitState(st)
+}
+
+// A full disk makes raft-wal's rotation to a new segment fail (creating
+// the segment file, or committing the meta database). raft-wal v0.4.2
+// then answers every append "segment is sealed" until the process
+// restarts; the log store must take appends again by itself once space
+// returns, and keep every entry, then and after a restart.
+func TestWALRotationOnAFullDiskRecovers(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		vfs, meta    bool // which one the full disk fails
+		wantReopened bool
+	}{
+		{name: "segment create fails", vfs: true},
+		{name: "meta commit fails", meta: true},
+		{name: "both fail", vfs: true, meta: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var fullDisk, never atomic.Bool
+			pick := func(b bool) *atomic.Bool {
+				if b {
+					return &fullDisk
+				}
+				return &never
+			}
+			opt := logStoreOptions{segmentSize: MinWALSegmentSize, vfs: fullVFS{walfs.New(), pick(tc.vfs)},
+				wrapMeta: func(m waltypes.MetaStore) waltypes.MetaStore { return fullMeta{m, pick(tc.meta)} }}
+			s, err := openLogStore(dir, LogStoreWAL, hclog.NewNullLogger(), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			entry := func(i uint64) []byte { return bytes.Repeat([]byte{byte(i)}, 16<<10) }
+			idx := uint64(0)
+			appendOne := func() error {
+				err := s.StoreLogs([]*raft.Log{{Index: idx + 1, Term: 1, Data: entry(idx + 1)}})
+				if err == nil {
+					idx++
+				}
+				return err
+			}
+			for i := 0; i < 50; i++ { // most of the first 1 MiB segment
+				if err := appendOne(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fullDisk.Store(true)
+			failed := 0
+			for i := 0; i < 40; i++ { // past the end of the segment
+				if appendOne() != nil {
+					failed++
+				}
+			}
+			if failed == 0 {
+				t.Fatal("no append failed while the disk was full: the test did not reach a rotation")
+			}
+			fullDisk.Store(false)
+			// A reopen that failed while full is retried at a later append.
+			waitFor(t, 10*time.Second, "an append to succeed once space returned", func() bool { return appendOne() == nil })
+			for i := 0; i < 150; i++ { // and past the next segment's end
+				if err := appendOne(); err != nil {
+					t.Fatalf("append of entry %d after space returned: %v", idx+1, err)
+				}
+			}
+			check := func(when string) {
+				for i := uint64(1); i <= idx; i++ {
+					var l raft.Log
+					if err := s.GetLog(i, &l); err != nil || !bytes.Equal(l.Data, entry(i)) {
+						t.Fatalf("%s: entry %d: %v (%d bytes)", when, i, err, len(l.Data))
+					}
+				}
+				if last, err := s.LastIndex(); err != nil || last != idx {
+					t.Fatalf("%s: last index %d %v, want %d", when, last, err, idx)
+				}
+			}
+			check("after space returned")
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if s, err = openLogStore(dir, LogStoreWAL, hclog.NewNullLogger(), opt); err != nil {
+				t.Fatalf("restart: %v", err)
+			}
+			defer s.Close()
+			check("after a restart")
+			if err := appendOne(); err != nil {
+				t.Fatalf("append after a restart: %v", err)
+			}
+		})
+	}
+}
