@@ -23,7 +23,8 @@
 // mounts again. With Torn set, the file written last keeps its earlier
 // unsynced writes and part of its last one (the writeback was cut in the
 // middle of it). [FS.SetFull] makes writes that need new blocks, fallocate
-// and mkdir fail with ENOSPC until it is turned off. [FS.Flip] corrupts
+// and new names fail with ENOSPC, and statfs report no free block, until
+// it is turned off. [FS.Flip] corrupts
 // bytes of a file on the "disk" (the backing directory), as bit rot would.
 //
 // The caller must stop every process using the mount before LoseUnsynced
@@ -230,8 +231,11 @@ func (f *FS) Pending() int {
 }
 
 // SetFull turns the full-disk fault on or off: while on, a write that
-// needs a new block (past the end of the file or into a hole), fallocate
-// and mkdir fail with ENOSPC.
+// needs a new block (past the end of the file or into a hole), fallocate,
+// and every new name (create, mkdir, mknod, symlink, link) fail with
+// ENOSPC, and statfs reports no free or available block, as a real full
+// disk does. Overwrites in place, truncates, renames and removals still
+// succeed.
 func (f *FS) SetFull(full bool) {
 	f.mu.Lock()
 	f.full = full
@@ -612,7 +616,29 @@ var (
 	_ fs.NodeRmdirer   = (*node)(nil)
 	_ fs.NodeRenamer   = (*node)(nil)
 	_ fs.NodeAllocater = (*node)(nil)
+	_ fs.NodeStatfser  = (*node)(nil)
 )
+
+// Statfs is the backing file system's, with no free block while full.
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	if errno := n.LoopbackNode.Statfs(ctx, out); errno != 0 {
+		return errno
+	}
+	n.lfs.mu.Lock()
+	defer n.lfs.mu.Unlock()
+	if n.lfs.full {
+		out.Bfree, out.Bavail = 0, 0
+	}
+	return 0
+}
+
+// fullErr is ENOSPC while the full-disk fault is on; f.mu is held.
+func (f *FS) fullErr() syscall.Errno {
+	if f.full {
+		return syscall.ENOSPC
+	}
+	return 0
+}
 
 func (n *node) backingPath() string {
 	return filepath.Join(n.lfs.backing, n.Path(nil))
@@ -788,6 +814,9 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		}
 		return in, wrap(fh), ff, 0
 	}
+	if errno := n.lfs.fullErr(); errno != 0 {
+		return nil, nil, 0, errno
+	}
 	in, fh, ff, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
 	if errno != 0 {
 		return nil, nil, 0, errno
@@ -801,8 +830,8 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	n.lfs.mu.Lock()
 	defer n.lfs.mu.Unlock()
-	if n.lfs.full {
-		return nil, syscall.ENOSPC
+	if errno := n.lfs.fullErr(); errno != 0 {
+		return nil, errno
 	}
 	in, errno := n.LoopbackNode.Mkdir(ctx, name, mode, out)
 	if errno != 0 {
@@ -814,6 +843,9 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	n.lfs.mu.Lock()
 	defer n.lfs.mu.Unlock()
+	if errno := n.lfs.fullErr(); errno != 0 {
+		return nil, errno
+	}
 	in, errno := n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
 	if errno != 0 {
 		return nil, errno
@@ -824,6 +856,9 @@ func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	n.lfs.mu.Lock()
 	defer n.lfs.mu.Unlock()
+	if errno := n.lfs.fullErr(); errno != 0 {
+		return nil, errno
+	}
 	in, errno := n.LoopbackNode.Symlink(ctx, target, name, out)
 	if errno != 0 {
 		return nil, errno
@@ -834,6 +869,9 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	n.lfs.mu.Lock()
 	defer n.lfs.mu.Unlock()
+	if errno := n.lfs.fullErr(); errno != 0 {
+		return nil, errno
+	}
 	in, errno := n.LoopbackNode.Link(ctx, target, name, out)
 	if errno != 0 {
 		return nil, errno
