@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/intentledger/intentd/jepsen/lazyfs"
 	"github.com/intentledger/intentd/jepsen/nodes"
@@ -164,10 +165,16 @@ func powerLossAll(_ context.Context, env *Env) (string, []string, func(context.C
 	return powerLoss(env, ids, r, "every node")
 }
 
-// diskFull fills node i's disk; heal returns the space and fails if the
-// node exited meanwhile (a full disk must not kill it).
+// DiskFullRecover bounds how long a node whose disk was full may take to
+// be ready again, by itself, once space returns.
+const DiskFullRecover = 30 * time.Second
+
+// diskFull fills node i's disk. Heal returns the space and waits, up to
+// DiskFullRecover, for the node to be ready again by itself: it fails if
+// the node exited meanwhile (a full disk must not kill it; it is started
+// again so that the run can go on) or is still not ready.
 func diskFull(env *Env, i int, what string) (string, []string, func(context.Context) error, error) {
-	s, _, err := env.storage()
+	s, c, err := env.storage()
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -175,10 +182,17 @@ func diskFull(env *Env, i int, what string) (string, []string, func(context.Cont
 	d.SetFull(true)
 	heal := func(ctx context.Context) error {
 		d.SetFull(false)
+		returned := time.Now()
 		if !s.Running(i) {
 			return fmt.Errorf("%s exited while its disk was full (see its log); starting it again: %w",
 				nodes.Name(i), s.RestartAll(ctx, []int{i}))
 		}
+		wctx, cancel := context.WithTimeout(ctx, DiskFullRecover)
+		defer cancel()
+		if err := c.WaitReady(wctx, i); err != nil {
+			return fmt.Errorf("%s was not ready %v after its disk had space again: %w", nodes.Name(i), DiskFullRecover, err)
+		}
+		env.logf("nemesis disk-full: %s ready %v after space returned", nodes.Name(i), time.Since(returned).Round(time.Millisecond))
 		return nil
 	}
 	return "disk full on " + what, names([]int{i}), heal, nil
