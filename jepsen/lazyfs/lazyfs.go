@@ -119,6 +119,10 @@ type FS struct {
 	records []*record
 	handles map[uint64]*handle // backing inode -> open descriptor
 	full    bool
+	// allocated holds, per backing inode, the ranges fallocate reserved:
+	// ext4 reports them as holes (unwritten extents) to SEEK_HOLE, yet a
+	// write into them needs no new block, even on a full disk.
+	allocated map[uint64][][2]int64
 }
 
 type handle struct {
@@ -451,6 +455,7 @@ func (f *FS) dropAll() {
 	}
 	f.handles = map[uint64]*handle{}
 	f.records = nil
+	f.allocated = nil // a reservation not made durable may be gone
 	entries, _ := os.ReadDir(f.shadow)
 	for _, e := range entries {
 		os.RemoveAll(filepath.Join(f.shadow, e.Name()))
@@ -578,17 +583,46 @@ func (f *FS) recordData(p string, off int64, n int, truncate bool) (errno syscal
 			return fs.ToErrno(err), nil, nil
 		}
 	}
-	if !truncate && f.full && f.needsBlocks(h.f, off, n, st.Size) {
+	if !truncate && f.full && f.needsBlocks(h.f, st.Ino, off, n, st.Size) {
 		f.release(st.Ino)
 		return syscall.ENOSPC, nil, nil
 	}
 	return 0, func() { f.add(r) }, func() { f.release(st.Ino) }
 }
 
+// allocate records that fallocate reserved [off, off+size) of inode ino.
+func (f *FS) allocate(ino uint64, off, size int64) {
+	if f.allocated == nil {
+		f.allocated = map[uint64][][2]int64{}
+	}
+	f.allocated[ino] = append(f.allocated[ino], [2]int64{off, off + size})
+}
+
+// trimAllocated forgets the reservations of inode ino past size (a
+// truncate).
+func (f *FS) trimAllocated(ino uint64, size int64) {
+	rs := f.allocated[ino][:0]
+	for _, r := range f.allocated[ino] {
+		if r[0] < size {
+			rs = append(rs, [2]int64{r[0], min(r[1], size)})
+		}
+	}
+	if len(rs) == 0 {
+		delete(f.allocated, ino)
+		return
+	}
+	f.allocated[ino] = rs
+}
+
 // needsBlocks says whether writing n bytes at off needs a block the file
 // does not have: past its end or into a hole.
-func (f *FS) needsBlocks(file *os.File, off int64, n int, size int64) bool {
+func (f *FS) needsBlocks(file *os.File, ino uint64, off int64, n int, size int64) bool {
 	const block = 4096
+	for _, r := range f.allocated[ino] {
+		if r[0] <= off && off+int64(n) <= r[1] && off+int64(n) <= size {
+			return false // reserved by fallocate
+		}
+	}
 	if off+int64(n) > (size+block-1)/block*block {
 		return true
 	}
@@ -729,6 +763,10 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	}
 	errno = n.LoopbackNode.Setattr(ctx, unwrap(fh), in, out)
 	if errno == 0 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(n.dataPath(fh), &st); err == nil {
+			n.lfs.trimAllocated(st.Ino, int64(sz))
+		}
 		commit()
 	} else {
 		abort()
@@ -758,6 +796,10 @@ func (n *node) Allocate(ctx context.Context, fh fs.FileHandle, off, size uint64,
 	}
 	errno = h.lf.Allocate(ctx, off, size, mode)
 	if errno == 0 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(n.dataPath(fh), &st); err == nil {
+			n.lfs.allocate(st.Ino, int64(off), int64(size))
+		}
 		commit()
 	} else {
 		abort()
