@@ -576,16 +576,18 @@ func (f *FS) recordData(p string, off int64, n int, truncate bool) (errno syscal
 	if end > st.Size {
 		end = st.Size
 	}
+	// Before reading the old bytes: ext4's SEEK_HOLE counts a hole
+	// whose pages are in the page cache as data.
+	if !truncate && f.full && f.needsBlocks(h.f, st.Ino, off, n, st.Size) {
+		f.release(st.Ino)
+		return syscall.ENOSPC, nil, nil
+	}
 	if end > off {
 		r.old = make([]byte, end-off)
 		if _, err := h.f.ReadAt(r.old, off); err != nil {
 			f.release(st.Ino)
 			return fs.ToErrno(err), nil, nil
 		}
-	}
-	if !truncate && f.full && f.needsBlocks(h.f, st.Ino, off, n, st.Size) {
-		f.release(st.Ino)
-		return syscall.ENOSPC, nil, nil
 	}
 	return 0, func() { f.add(r) }, func() { f.release(st.Ino) }
 }
