@@ -100,7 +100,7 @@ func TestWALRotationOnAFullDiskRecovers(t *testing.T) {
 				}
 				return &never
 			}
-			opt := logStoreOptions{segmentSize: MinWALSegmentSize, vfs: fullVFS{walfs.New(), pick(tc.vfs)},
+			opt := logStoreOptions{segmentSize: 1 << 20, vfs: fullVFS{walfs.New(), pick(tc.vfs)},
 				wrapMeta: func(m waltypes.MetaStore) waltypes.MetaStore { return fullMeta{m, pick(tc.meta)} }}
 			s, err := openLogStore(dir, LogStoreWAL, hclog.NewNullLogger(), opt)
 			if err != nil {

@@ -42,10 +42,12 @@ const (
 	LogStoreBoltDB = "boltdb"
 )
 
-// MinWALSegmentSize is the smallest Config.WALSegmentSize: a segment must
-// hold a few entries of the largest size the ledger accepts, and a
-// rotation per handful of appends would cost more than it saves.
-const MinWALSegmentSize = 1 << 20
+// MinWALSegmentSize is the smallest Config.WALSegmentSize (64 KiB): a few
+// hundred typical entries, so that rotations (a file created and
+// preallocated, a meta database commit) stay rare next to appends. An entry
+// larger than a segment still fits: raft-wal seals a segment after the
+// append that fills it.
+const MinWALSegmentSize = 64 << 10
 
 // MaxWALSegmentSize is the largest Config.WALSegmentSize: raft-wal keeps
 // segment offsets in 32 bits, and preallocates at most 2 GiB - 1.

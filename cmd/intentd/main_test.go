@@ -62,6 +62,7 @@ func TestParseConfigFlagsEnvAndDefaults(t *testing.T) {
 		{[]string{"--wal-segment-size", "4194304"}, true},
 		{[]string{"--wal-segment-size", "0"}, true},
 		{[]string{"--wal-segment-size", "4096"}, false},
+		{[]string{"--wal-segment-size", "65536"}, true},
 		{[]string{"--wal-segment-size", "4194304", "--log-store", "boltdb"}, false},
 	} {
 		c, err := parseConfig(tc.args, getenv, io.Discard)
