@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -163,4 +164,61 @@ func TestWALRotationOnAFullDiskRecovers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failingSink is raft's file snapshot sink on a full disk: its writes
+// failed, and Cancel, flushing its buffer again, fails before it removes
+// the snapshot's temporary directory (raft v1.7.3's FileSnapshotSink).
+type failingSink struct {
+	raft.SnapshotSink
+	id string
+}
+
+func (s failingSink) ID() string    { return s.id }
+func (s failingSink) Cancel() error { return syscall.ENOSPC }
+func (s failingSink) Close() error  { return syscall.ENOSPC }
+
+// A snapshot a full disk cut short leaves no temporary directory behind,
+// whether raft cancels it or closes it; and a node starting finds none
+// left from before.
+func TestFailedSnapshotLeavesNoDebris(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(raft.SnapshotSink) error
+	}{
+		{"cancel", raft.SnapshotSink.Cancel},
+		{"close", raft.SnapshotSink.Close},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tmp := filepath.Join(dir, "2-100-1.tmp")
+			if err := os.MkdirAll(tmp, 0o750); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(tmp, "state.bin"), make([]byte, 4096), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			sink := &durableSink{SnapshotSink: failingSink{id: "2-100-1"}, dir: dir, sync: func(string) error { return nil }}
+			_ = tc.end(sink)
+			if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the failed snapshot's directory is still there (%v)", err)
+			}
+		})
+	}
+	t.Run("start", func(t *testing.T) {
+		dir := t.TempDir()
+		for _, d := range []string{"2-100-1.tmp", "2-200-2.tmp", "2-50-0"} {
+			if err := os.MkdirAll(filepath.Join(dir, d), 0o750); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := removeTempSnapshots(dir, func(string) error { return nil })
+		if err != nil || n != 2 {
+			t.Fatalf("removed %d, %v; want 2", n, err)
+		}
+		left, _ := os.ReadDir(dir)
+		if len(left) != 1 || left[0].Name() != "2-50-0" {
+			t.Fatalf("left %v, want the complete snapshot only", left)
+		}
+	})
 }

@@ -366,6 +366,11 @@ func New(cfg Config) (*Node, error) {
 	if err := syncDirs(cfg.dirSync, snapDir, cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if k, err := removeTempSnapshots(snapDir, cfg.dirSync); err != nil {
+		return nil, err
+	} else if k > 0 {
+		n.log.Warn("removed unfinished snapshots", "count", k, "dir", snapDir)
+	}
 	n.snaps = &indexedSnapshots{SnapshotStore: fileSnaps, dir: snapDir, sync: cfg.dirSync,
 		noChecksum: cfg.Faults.Has(faults.SnapshotNoChecksum)}
 	trans, err := n.newTransport()
