@@ -26,6 +26,7 @@ type storage interface {
 	RestartAll(ctx context.Context, ids []int) error
 	Disk(i int) *lazyfs.FS
 	Running(i int) bool
+	Status(ctx context.Context, i int) (nodes.Status, error)
 }
 
 // IsStorageNemesis reports whether the nemesis called name needs lazy
@@ -170,9 +171,11 @@ func powerLossAll(_ context.Context, env *Env) (string, []string, func(context.C
 const DiskFullRecover = 30 * time.Second
 
 // diskFull fills node i's disk. Heal returns the space and waits, up to
-// DiskFullRecover, for the node to be ready again by itself: it fails if
-// the node exited meanwhile (a full disk must not kill it; it is started
-// again so that the run can go on) or is still not ready.
+// DiskFullRecover, for the node to be ready again by itself and to have
+// applied everything the cluster had committed when space returned (a
+// node whose appends failed all along may still answer /readyz): it fails
+// if the node exited meanwhile (a full disk must not kill it; it is started
+// again so that the run can go on) or has not recovered in time.
 func diskFull(env *Env, i int, what string) (string, []string, func(context.Context) error, error) {
 	s, c, err := env.storage()
 	if err != nil {
@@ -192,10 +195,42 @@ func diskFull(env *Env, i int, what string) (string, []string, func(context.Cont
 		if err := c.WaitReady(wctx, i); err != nil {
 			return fmt.Errorf("%s was not ready %v after its disk had space again: %w", nodes.Name(i), DiskFullRecover, err)
 		}
-		env.logf("nemesis disk-full: %s ready %v after space returned", nodes.Name(i), time.Since(returned).Round(time.Millisecond))
+		commit, err := caughtUp(wctx, s, c, i)
+		if err != nil {
+			return fmt.Errorf("%s did not catch up within %v after its disk had space again: %w", nodes.Name(i), DiskFullRecover, err)
+		}
+		env.logf("nemesis disk-full: %s ready and caught up (commit index %d) %v after space returned",
+			nodes.Name(i), commit, time.Since(returned).Round(time.Millisecond))
 		return nil
 	}
 	return "disk full on " + what, names([]int{i}), heal, nil
+}
+
+// caughtUp waits, bounded by ctx, until node i has applied the leader's
+// commit index as it is now, and returns that index.
+func caughtUp(ctx context.Context, s storage, c cluster, i int) (uint64, error) {
+	var commit uint64
+	for {
+		if commit == 0 {
+			if l, err := c.Leader(ctx); err == nil {
+				if st, err := s.Status(ctx, l); err == nil {
+					commit = st.CommitIndex
+				}
+			}
+		}
+		if commit > 0 {
+			if st, err := s.Status(ctx, i); err == nil && st.AppliedIndex >= commit {
+				return commit, nil
+			}
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return commit, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 func diskFullLeader(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
