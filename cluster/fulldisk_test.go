@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -221,4 +224,67 @@ func TestFailedSnapshotLeavesNoDebris(t *testing.T) {
 			t.Fatalf("left %v, want the complete snapshot only", left)
 		}
 	})
+}
+
+// A node whose appends fail for want of space stops standing for election
+// (its timeouts are raised once) and stands again once a write succeeds:
+// a probe while no leader sends it entries, or an append.
+func TestFullGuardHoldsANodeBackUntilSpaceReturns(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		space func(g *fullGuard, probeOK *atomic.Bool)
+	}{
+		{"a probe succeeds", func(_ *fullGuard, ok *atomic.Bool) { ok.Store(true) }},
+		{"an append succeeds", func(g *fullGuard, _ *atomic.Bool) { g.observe(nil) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var probeOK atomic.Bool
+			calls := make(chan bool, 10)
+			g := &fullGuard{ctx: ctx, log: slog.New(slog.DiscardHandler), every: time.Millisecond,
+				probe: func() error {
+					if probeOK.Load() {
+						return nil
+					}
+					return syscall.ENOSPC
+				},
+				stand: func(ok bool) { calls <- ok }}
+			g.observe(nil) // nothing to undo
+			g.observe(errors.New("some other failure"))
+			if len(calls) != 0 {
+				t.Fatalf("%d timeout changes without a full disk", len(calls))
+			}
+			g.observe(fmt.Errorf("write seg.wal: %w", syscall.ENOSPC))
+			g.observe(fmt.Errorf("write seg.wal: %w", syscall.ENOSPC))
+			if ok := <-calls; ok {
+				t.Fatal("a full disk let the node stand for election")
+			}
+			if !g.isFull() {
+				t.Fatal("the guard is not holding the node back")
+			}
+			tc.space(g, &probeOK)
+			if ok := <-calls; !ok {
+				t.Fatal("space came back but the node still may not stand")
+			}
+			g.observe(nil)
+			if len(calls) != 0 || g.isFull() {
+				t.Fatalf("%d more timeout changes after space returned (full %v)", len(calls), g.isFull())
+			}
+		})
+	}
+}
+
+// probeWrite fails on a full disk and leaves nothing behind.
+func TestProbeWrite(t *testing.T) {
+	dir := t.TempDir()
+	if err := probeWrite(dir); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("probe left %v", left)
+	}
+	if err := probeWrite(filepath.Join(dir, "missing")); err == nil {
+		t.Fatal("a probe in a directory that does not exist succeeded")
+	}
 }

@@ -248,6 +248,9 @@ type Node struct {
 	log   *slog.Logger
 	raft  *raft.Raft
 	store logStore
+	// fullGuard keeps the node from standing for election while its disk
+	// is full (fullstore.go).
+	fullGuard *fullGuard
 	logs  raft.LogStore // store behind an in-memory cache of recent entries
 	trans *raft.NetworkTransport
 	// raftTrans is trans as raft gets it: without the heartbeat fast path.
@@ -351,9 +354,11 @@ func New(cfg Config) (*Node, error) {
 	if err := syncDirs(cfg.dirSync, walDir, cfg.DataDir); err != nil {
 		return nil, err
 	}
-	var logs raft.LogStore = store
+	n.fullGuard = &fullGuard{ctx: n.ctx, log: n.log, probe: func() error { return probeWrite(cfg.DataDir) },
+		stand: n.standForElection}
+	var logs raft.LogStore = guardedLogStore{LogStore: store, guard: n.fullGuard}
 	if cfg.ObserveLogWrite != nil {
-		logs = timedLogStore{LogStore: store, observe: cfg.ObserveLogWrite}
+		logs = timedLogStore{LogStore: logs, observe: cfg.ObserveLogWrite}
 	}
 	if n.logs, err = raft.NewLogCache(logCacheSize, logs); err != nil {
 		return nil, fmt.Errorf("cluster: log cache: %w", err)
