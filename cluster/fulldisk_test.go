@@ -227,51 +227,50 @@ func TestFailedSnapshotLeavesNoDebris(t *testing.T) {
 }
 
 // A node whose appends fail for want of space stops standing for election
-// (its timeouts are raised once) and stands again once a write succeeds:
-// a probe while no leader sends it entries, or an append.
+// (its timeouts are raised once) and stands again once a probe write
+// fits; an append that succeeds meanwhile (a small batch in preallocated
+// space) does not end the wait.
 func TestFullGuardHoldsANodeBackUntilSpaceReturns(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		space func(g *fullGuard, probeOK *atomic.Bool)
-	}{
-		{"a probe succeeds", func(_ *fullGuard, ok *atomic.Bool) { ok.Store(true) }},
-		{"an append succeeds", func(g *fullGuard, _ *atomic.Bool) { g.observe(nil) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			var probeOK atomic.Bool
-			calls := make(chan bool, 10)
-			g := &fullGuard{ctx: ctx, log: slog.New(slog.DiscardHandler), every: time.Millisecond,
-				probe: func() error {
-					if probeOK.Load() {
-						return nil
-					}
-					return syscall.ENOSPC
-				},
-				stand: func(ok bool) { calls <- ok }}
-			g.observe(nil) // nothing to undo
-			g.observe(errors.New("some other failure"))
-			if len(calls) != 0 {
-				t.Fatalf("%d timeout changes without a full disk", len(calls))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var probeOK atomic.Bool
+	probed := make(chan struct{}, 1)
+	calls := make(chan bool, 10)
+	g := &fullGuard{ctx: ctx, log: slog.New(slog.DiscardHandler), every: time.Millisecond,
+		probe: func() error {
+			select {
+			case probed <- struct{}{}:
+			default:
 			}
-			g.observe(fmt.Errorf("write seg.wal: %w", syscall.ENOSPC))
-			g.observe(fmt.Errorf("write seg.wal: %w", syscall.ENOSPC))
-			if ok := <-calls; ok {
-				t.Fatal("a full disk let the node stand for election")
+			if probeOK.Load() {
+				return nil
 			}
-			if !g.isFull() {
-				t.Fatal("the guard is not holding the node back")
-			}
-			tc.space(g, &probeOK)
-			if ok := <-calls; !ok {
-				t.Fatal("space came back but the node still may not stand")
-			}
-			g.observe(nil)
-			if len(calls) != 0 || g.isFull() {
-				t.Fatalf("%d more timeout changes after space returned (full %v)", len(calls), g.isFull())
-			}
-		})
+			return syscall.ENOSPC
+		},
+		stand: func(ok bool) { calls <- ok }}
+	g.observe(nil)
+	g.observe(errors.New("some other failure"))
+	if len(calls) != 0 {
+		t.Fatalf("%d timeout changes without a full disk", len(calls))
+	}
+	g.observe(fmt.Errorf("write seg.wal: %w", syscall.ENOSPC))
+	g.observe(fmt.Errorf("write seg.wal: %w", syscall.ENOSPC))
+	if ok := <-calls; ok {
+		t.Fatal("a full disk let the node stand for election")
+	}
+	<-probed // a probe failed: still full
+	g.observe(nil)
+	<-probed
+	if !g.isFull() || len(calls) != 0 {
+		t.Fatalf("the node stands again while probes fail (full %v, %d changes)", g.isFull(), len(calls))
+	}
+	probeOK.Store(true)
+	if ok := <-calls; !ok {
+		t.Fatal("space came back but the node still may not stand")
+	}
+	g.observe(nil)
+	if len(calls) != 0 || g.isFull() {
+		t.Fatalf("%d more timeout changes after space returned (full %v)", len(calls), g.isFull())
 	}
 }
 

@@ -92,15 +92,17 @@ func (s *patientStable) SetUint64(key []byte, val uint64) error {
 // is full: on an append that fails with ENOSPC (or EDQUOT) it raises the
 // node's heartbeat and election timeouts (a follower stands only when it
 // has not heard from a leader within the heartbeat timeout), and puts
-// them back once a write succeeds again: an append, or a probe file it
-// writes (and removes) in the data dir every probeEvery while it waits,
-// for a node that no leader sends entries to.
+// them back once a probe file it writes (and removes) in the data dir
+// every 500 ms fits. A successful append does not end the wait: a small
+// batch can fit in a segment's preallocated space while the disk is still
+// full (the storage runs saw it), and the node would stand, win and fail
+// again.
 type fullGuard struct {
 	ctx   context.Context // the node's: ends the probing at shutdown
 	log   *slog.Logger
-	probe func() error     // a small durable write in the data dir
-	stand func(ok bool)    // restores (true) or raises (false) the timeouts
-	every time.Duration    // between two probes (default 500 ms)
+	probe func() error  // a small durable write in the data dir
+	stand func(ok bool) // restores (true) or raises (false) the timeouts
+	every time.Duration // between two probes (default 500 ms)
 
 	mu   sync.Mutex
 	full bool
@@ -108,11 +110,8 @@ type fullGuard struct {
 
 // observe is told the result of every append to the log store.
 func (g *fullGuard) observe(err error) {
-	switch {
-	case err != nil && diskFull(err):
+	if err != nil && diskFull(err) {
 		g.enter(err)
-	case err == nil:
-		g.leave("an append succeeded")
 	}
 }
 
@@ -128,14 +127,14 @@ func (g *fullGuard) enter(err error) {
 	go g.probeUntilSpace()
 }
 
-func (g *fullGuard) leave(why string) {
+func (g *fullGuard) leave() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.full {
 		return
 	}
 	g.full = false
-	g.log.Warn("disk space is back: this node may stand for election again", "because", why)
+	g.log.Warn("disk space is back (a probe write fit): this node may stand for election again")
 	g.stand(true)
 }
 
@@ -160,7 +159,7 @@ func (g *fullGuard) probeUntilSpace() {
 		case <-t.C:
 		}
 		if err := g.probe(); err == nil {
-			g.leave("a probe write succeeded")
+			g.leave()
 		}
 	}
 }

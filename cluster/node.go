@@ -251,8 +251,8 @@ type Node struct {
 	// fullGuard keeps the node from standing for election while its disk
 	// is full (fullstore.go).
 	fullGuard *fullGuard
-	logs  raft.LogStore // store behind an in-memory cache of recent entries
-	trans *raft.NetworkTransport
+	logs      raft.LogStore // store behind an in-memory cache of recent entries
+	trans     *raft.NetworkTransport
 	// raftTrans is trans as raft gets it: without the heartbeat fast path.
 	raftTrans raft.Transport
 	stream    *streamLayer // under trans: closeInbound on shutdown
