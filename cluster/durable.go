@@ -95,6 +95,25 @@ func (s *durableSink) removeTemp() error {
 	return nil
 }
 
+// removeFailedCreate removes the temporary directory raft's file snapshot
+// store made for a snapshot of (term, index) in dir when its Create then
+// failed (the state file could not be created on a full disk): raft
+// returns without removing it, and never reaps it. raft names the
+// directory term-index-milliseconds, which Create's caller does not learn;
+// two snapshots of the same term and index are never written at once.
+func removeFailedCreate(dir string, term, index uint64) error {
+	tmps, err := filepath.Glob(filepath.Join(dir, fmt.Sprintf("%d-%d-*%s", term, index, tmpSnapshotSuffix)))
+	if err != nil {
+		return err
+	}
+	for _, t := range tmps {
+		if err := os.RemoveAll(t); err != nil {
+			return fmt.Errorf("cluster: remove a failed snapshot: %w", err)
+		}
+	}
+	return nil
+}
+
 // tmpSnapshotSuffix names the directory raft's file snapshot store writes
 // a snapshot in until it is complete.
 const tmpSnapshotSuffix = ".tmp"

@@ -287,3 +287,32 @@ func TestProbeWrite(t *testing.T) {
 		t.Fatal("a probe in a directory that does not exist succeeded")
 	}
 }
+
+// raft's file snapshot store makes a snapshot's directory, then fails to
+// create its state file on a full disk and returns without removing the
+// directory; Create leaves nothing behind.
+func TestFailedSnapshotCreateLeavesNoDebris(t *testing.T) {
+	dataDir := t.TempDir()
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(dataDir, 2, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(dataDir, "snapshots")
+	s := &indexedSnapshots{SnapshotStore: fileSnaps, dir: dir, sync: func(string) error { return nil }}
+	// Make creating state.bin fail: a directory named state.bin cannot be
+	// opened for writing. raft names the snapshot's directory after the
+	// clock, so every name of the next second is prepared up front.
+	now := time.Now().UnixMilli()
+	for ms := now; ms < now+1000; ms++ {
+		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprintf("3-42-%d.tmp", ms), "state.bin"), 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Create(raft.SnapshotVersionMax, 42, 3, raft.Configuration{}, 1, nil); err == nil {
+		t.Fatal("Create succeeded with its state file blocked")
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
+	if len(left) != 0 {
+		t.Fatalf("a failed Create left %d temporary directories", len(left))
+	}
+}
