@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -61,10 +62,75 @@ type durableSink struct {
 	sync func(string) error
 }
 
-// Close implements raft.SnapshotSink.
+// Close implements raft.SnapshotSink. A snapshot that could not be closed
+// (its meta.json not written, say, on a full disk) leaves no temporary
+// directory behind.
 func (s *durableSink) Close() error {
 	if err := s.SnapshotSink.Close(); err != nil {
-		return err
+		return errors.Join(err, s.removeTemp())
 	}
 	return syncDirs(s.sync, filepath.Join(s.dir, s.ID()), s.dir)
+}
+
+// Cancel implements raft.SnapshotSink. raft's file sink, cancelling a
+// snapshot whose write failed (a full disk), flushes its buffer first and,
+// when that fails again, returns before it removes the snapshot's
+// temporary directory; raft never lists nor reaps a .tmp directory, so
+// every snapshot a full disk cut short stayed for good, a partial copy of
+// the state taking the space the node was waiting for. Cancel removes it
+// whatever the sink answered.
+func (s *durableSink) Cancel() error {
+	err := s.SnapshotSink.Cancel()
+	if rerr := s.removeTemp(); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return nil // the snapshot is gone, which is all Cancel promises
+}
+
+// removeTemp removes the snapshot's temporary directory, if it is there.
+func (s *durableSink) removeTemp() error {
+	if err := os.RemoveAll(filepath.Join(s.dir, s.ID()+tmpSnapshotSuffix)); err != nil {
+		return fmt.Errorf("cluster: remove a failed snapshot: %w", err)
+	}
+	return nil
+}
+
+// removeFailedCreate removes the temporary directory raft's file snapshot
+// store made for a snapshot of (term, index) in dir when its Create then
+// failed (the state file could not be created on a full disk): raft
+// returns without removing it, and never reaps it. raft names the
+// directory term-index-milliseconds, which Create's caller does not learn;
+// two snapshots of the same term and index are never written at once.
+func removeFailedCreate(dir string, term, index uint64) error {
+	tmps, err := filepath.Glob(filepath.Join(dir, fmt.Sprintf("%d-%d-*%s", term, index, tmpSnapshotSuffix)))
+	if err != nil {
+		return err
+	}
+	for _, t := range tmps {
+		if err := os.RemoveAll(t); err != nil {
+			return fmt.Errorf("cluster: remove a failed snapshot: %w", err)
+		}
+	}
+	return nil
+}
+
+// tmpSnapshotSuffix names the directory raft's file snapshot store writes
+// a snapshot in until it is complete.
+const tmpSnapshotSuffix = ".tmp"
+
+// removeTempSnapshots removes the temporary directories of snapshots that
+// were never completed (a crash, or a full disk before durableSink.Cancel
+// cleaned up after itself) from the snapshot directory dir; raft skips
+// them forever. Nothing writes a snapshot while the node starts.
+func removeTempSnapshots(dir string, sync func(string) error) (int, error) {
+	tmps, err := filepath.Glob(filepath.Join(dir, "*"+tmpSnapshotSuffix))
+	if err != nil || len(tmps) == 0 {
+		return 0, err
+	}
+	for _, t := range tmps {
+		if err := os.RemoveAll(t); err != nil {
+			return 0, fmt.Errorf("cluster: remove an unfinished snapshot: %w", err)
+		}
+	}
+	return len(tmps), syncDirs(sync, dir)
 }

@@ -18,7 +18,7 @@ func TestOpenLogStoreKeepsItsState(t *testing.T) {
 	for _, kind := range []string{LogStoreWAL, LogStoreBoltDB} {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()
-			s, err := openLogStore(dir, kind, hclog.NewNullLogger(), false)
+			s, err := openLogStore(dir, kind, hclog.NewNullLogger(), logStoreOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -31,7 +31,7 @@ func TestOpenLogStoreKeepsItsState(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			s, err = openLogStore(dir, kind, hclog.NewNullLogger(), false)
+			s, err = openLogStore(dir, kind, hclog.NewNullLogger(), logStoreOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +61,7 @@ func TestOpenLogStoreRefusesTheOtherKind(t *testing.T) {
 	} {
 		t.Run(tc.made+" opened as "+tc.asked, func(t *testing.T) {
 			dir := t.TempDir()
-			s, err := openLogStore(dir, tc.made, hclog.NewNullLogger(), false)
+			s, err := openLogStore(dir, tc.made, hclog.NewNullLogger(), logStoreOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func TestOpenLogStoreRefusesTheOtherKind(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if s, err := openLogStore(dir, tc.asked, hclog.NewNullLogger(), false); !errors.Is(err, ErrLogStore) ||
+			if s, err := openLogStore(dir, tc.asked, hclog.NewNullLogger(), logStoreOptions{}); !errors.Is(err, ErrLogStore) ||
 				!strings.Contains(err.Error(), `holds a "`+tc.made+`" log store`) {
 				if s != nil {
 					_ = s.Close()
@@ -81,7 +81,7 @@ func TestOpenLogStoreRefusesTheOtherKind(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(dir, tc.other)); !errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("the refused open made %s (%v)", tc.other, err)
 			}
-			s, err = openLogStore(dir, tc.made, hclog.NewNullLogger(), false)
+			s, err = openLogStore(dir, tc.made, hclog.NewNullLogger(), logStoreOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +92,7 @@ func TestOpenLogStoreRefusesTheOtherKind(t *testing.T) {
 			}
 		})
 	}
-	if _, err := openLogStore(t.TempDir(), "bolt", hclog.NewNullLogger(), false); !errors.Is(err, ErrLogStore) {
+	if _, err := openLogStore(t.TempDir(), "bolt", hclog.NewNullLogger(), logStoreOptions{}); !errors.Is(err, ErrLogStore) {
 		t.Fatalf("an unknown kind: %v, want ErrLogStore", err)
 	}
 }
@@ -134,7 +134,7 @@ func TestNodeOnBoltDB(t *testing.T) {
 // node never came back.
 func TestWALSurvivesATailTruncationAndARestart(t *testing.T) {
 	dir := t.TempDir()
-	s, err := openLogStore(dir, LogStoreWAL, hclog.NewNullLogger(), false)
+	s, err := openLogStore(dir, LogStoreWAL, hclog.NewNullLogger(), logStoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestWALSurvivesATailTruncationAndARestart(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = openLogStore(dir, LogStoreWAL, hclog.NewNullLogger(), false)
+	s, err = openLogStore(dir, LogStoreWAL, hclog.NewNullLogger(), logStoreOptions{})
 	if err != nil {
 		t.Fatalf("reopening after a tail truncation: %v", err)
 	}
@@ -187,7 +187,7 @@ func TestTimedLogStoreTimesAppendsAndKeepsMonotonic(t *testing.T) {
 	}
 	for _, tt := range cases {
 		t.Run(tt.kind, func(t *testing.T) {
-			s, err := openLogStore(t.TempDir(), tt.kind, hclog.NewNullLogger(), false)
+			s, err := openLogStore(t.TempDir(), tt.kind, hclog.NewNullLogger(), logStoreOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -41,6 +41,13 @@ type Config struct {
 	// it was made with: New refuses one that holds the other kind
 	// (ErrLogStore). See DESIGN.md, "Log store".
 	LogStore string
+	// WALSegmentSize is the size in bytes of raft-wal's segment files
+	// (LogStoreWAL only; 0: raft-wal's default, 64 MiB; at least
+	// MinWALSegmentSize). An advanced knob: smaller segments are created
+	// (and preallocated) more often, so a full disk shows sooner; the fault
+	// suite's storage profile uses them. A data dir's existing segments
+	// keep their size; new ones take this one.
+	WALSegmentSize int
 	// RaftAddr is the Raft TCP bind address (host:port; port 0 picks one).
 	RaftAddr string
 	// RaftAdvertise is the Raft address other nodes dial (default: the
@@ -177,6 +184,10 @@ func (c *Config) setDefaults() error {
 	if c.LogStore == "" {
 		c.LogStore = LogStoreWAL
 	}
+	if c.WALSegmentSize != 0 && (c.WALSegmentSize < MinWALSegmentSize || c.WALSegmentSize > MaxWALSegmentSize) {
+		return fmt.Errorf("%w: WAL segment size %d: want %d to %d bytes (or 0, the default)",
+			ErrLogStore, c.WALSegmentSize, MinWALSegmentSize, MaxWALSegmentSize)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -237,8 +248,11 @@ type Node struct {
 	log   *slog.Logger
 	raft  *raft.Raft
 	store logStore
-	logs  raft.LogStore // store behind an in-memory cache of recent entries
-	trans *raft.NetworkTransport
+	// fullGuard keeps the node from standing for election while its disk
+	// is full (fullstore.go).
+	fullGuard *fullGuard
+	logs      raft.LogStore // store behind an in-memory cache of recent entries
+	trans     *raft.NetworkTransport
 	// raftTrans is trans as raft gets it: without the heartbeat fast path.
 	raftTrans raft.Transport
 	stream    *streamLayer // under trans: closeInbound on shutdown
@@ -325,7 +339,8 @@ func New(cfg Config) (*Node, error) {
 		}
 	}()
 
-	store, err := openLogStore(cfg.DataDir, cfg.LogStore, newHCLog(n.log, "logstore"), cfg.Faults.Has(faults.LogNoFsync))
+	store, err := openLogStore(cfg.DataDir, cfg.LogStore, newHCLog(n.log, "logstore"),
+		logStoreOptions{noSync: cfg.Faults.Has(faults.LogNoFsync), segmentSize: cfg.WALSegmentSize})
 	if err != nil {
 		return nil, err
 	}
@@ -339,9 +354,11 @@ func New(cfg Config) (*Node, error) {
 	if err := syncDirs(cfg.dirSync, walDir, cfg.DataDir); err != nil {
 		return nil, err
 	}
-	var logs raft.LogStore = store
+	n.fullGuard = &fullGuard{ctx: n.ctx, log: n.log, probe: func() error { return probeWrite(cfg.DataDir) },
+		stand: n.standForElection}
+	var logs raft.LogStore = guardedLogStore{LogStore: store, guard: n.fullGuard}
 	if cfg.ObserveLogWrite != nil {
-		logs = timedLogStore{LogStore: store, observe: cfg.ObserveLogWrite}
+		logs = timedLogStore{LogStore: logs, observe: cfg.ObserveLogWrite}
 	}
 	if n.logs, err = raft.NewLogCache(logCacheSize, logs); err != nil {
 		return nil, fmt.Errorf("cluster: log cache: %w", err)
@@ -353,6 +370,11 @@ func New(cfg Config) (*Node, error) {
 	snapDir := filepath.Join(cfg.DataDir, "snapshots")
 	if err := syncDirs(cfg.dirSync, snapDir, cfg.DataDir); err != nil {
 		return nil, err
+	}
+	if k, err := removeTempSnapshots(snapDir, cfg.dirSync); err != nil {
+		return nil, err
+	} else if k > 0 {
+		n.log.Warn("removed unfinished snapshots", "count", k, "dir", snapDir)
 	}
 	n.snaps = &indexedSnapshots{SnapshotStore: fileSnaps, dir: snapDir, sync: cfg.dirSync,
 		noChecksum: cfg.Faults.Has(faults.SnapshotNoChecksum)}

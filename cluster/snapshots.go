@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -49,6 +50,11 @@ type indexedSnapshots struct {
 func (s *indexedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
 	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
 	sink, err := s.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	if err != nil && s.dir != "" {
+		// raft made the snapshot's directory, then failed (a full disk)
+		// and left it: see removeFailedCreate.
+		return sink, errors.Join(err, removeFailedCreate(s.dir, term, index))
+	}
 	if err != nil || s.dir == "" {
 		return sink, err
 	}

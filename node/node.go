@@ -51,7 +51,10 @@ type Config struct {
 	LeaveOnTerminate bool
 	// LogStore is the Raft log store: cluster.LogStoreWAL (the default)
 	// or cluster.LogStoreBoltDB.
-	LogStore        string
+	LogStore string
+	// WALSegmentSize is raft-wal's segment size in bytes
+	// (cluster.Config.WALSegmentSize; 0: 64 MiB).
+	WALSegmentSize  int
 	Limits          ledger.Limits
 	Raft            cluster.RaftTuning
 	LogLevel        string
@@ -309,7 +312,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		RaftAddr: n.cfg.RaftAddr, RaftAdvertise: n.cfg.RaftAdvertise,
 		GossipAddr: n.cfg.GossipAddr, GossipAdvertise: n.cfg.GossipAdvertise,
 		HTTPAddr: advertise, Join: n.cfg.Join, BootstrapExpect: n.cfg.BootstrapExpect,
-		LeaveOnShutdown: n.cfg.LeaveOnTerminate, LogStore: n.cfg.LogStore, Logger: n.cfg.Logger, Raft: n.cfg.Raft,
+		LeaveOnShutdown: n.cfg.LeaveOnTerminate, LogStore: n.cfg.LogStore, WALSegmentSize: n.cfg.WALSegmentSize, Logger: n.cfg.Logger, Raft: n.cfg.Raft,
 		RaftTLS: sec.peer, PeerIdentity: sec.identity, GossipKey: sec.gossipKey,
 		Clock:  func() time.Time { return time.Now().Add(time.Duration(n.clockOffset.Load())) },
 		Faults: bugs, Region: n.cfg.Region, Replica: n.cfg.Replica, PreferLeaderRegion: n.cfg.PreferLeaderRegion,

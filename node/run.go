@@ -40,6 +40,13 @@ func (c Config) Validate() error {
 	if c.LogStore != cluster.LogStoreWAL && c.LogStore != cluster.LogStoreBoltDB {
 		return fmt.Errorf("--log-store must be %s or %s, not %q", cluster.LogStoreWAL, cluster.LogStoreBoltDB, c.LogStore)
 	}
+	if c.WALSegmentSize != 0 && (c.WALSegmentSize < cluster.MinWALSegmentSize || c.WALSegmentSize > cluster.MaxWALSegmentSize) {
+		return fmt.Errorf("--wal-segment-size must be 0 (the default, 64 MiB) or %d to %d bytes, not %d",
+			cluster.MinWALSegmentSize, cluster.MaxWALSegmentSize, c.WALSegmentSize)
+	}
+	if c.WALSegmentSize != 0 && c.LogStore != cluster.LogStoreWAL {
+		return fmt.Errorf("--wal-segment-size is for --log-store %s", cluster.LogStoreWAL)
+	}
 	if c.Network != "" && c.Network != cluster.NetworkLAN && c.Network != cluster.NetworkWAN {
 		return fmt.Errorf("--network must be %s or %s, not %q", cluster.NetworkLAN, cluster.NetworkWAN, c.Network)
 	}

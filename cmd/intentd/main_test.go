@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"testing"
@@ -53,6 +54,24 @@ func TestParseConfigFlagsEnvAndDefaults(t *testing.T) {
 	}
 	if c, err := parseConfig([]string{"--log-store", "boltdb"}, getenv, io.Discard); err != nil || c.LogStore != "boltdb" {
 		t.Fatalf("--log-store boltdb: %q %v", c.LogStore, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"--wal-segment-size", "4194304"}, true},
+		{[]string{"--wal-segment-size", "0"}, true},
+		{[]string{"--wal-segment-size", "4096"}, false},
+		{[]string{"--wal-segment-size", "65536"}, true},
+		{[]string{"--wal-segment-size", "4194304", "--log-store", "boltdb"}, false},
+	} {
+		c, err := parseConfig(tc.args, getenv, io.Discard)
+		if (err == nil) != tc.ok {
+			t.Fatalf("%v: %v, want ok=%v", tc.args, err, tc.ok)
+		}
+		if tc.ok && fmt.Sprint(c.WALSegmentSize) != tc.args[1] {
+			t.Fatalf("%v: WALSegmentSize %d", tc.args, c.WALSegmentSize)
+		}
 	}
 	// A seeded bug needs the fault suite's build (-tags faults); the
 	// product build refuses every one.

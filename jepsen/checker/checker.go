@@ -184,6 +184,10 @@ type Result struct {
 	// StatusCounts counts answers by "type:status", e.g. "claim:granted",
 	// "complete:no_leader", "read:" for an op without a status.
 	StatusCounts map[string]int
+	// ServerErrors counts the 5xx answers by "code problem", e.g.
+	// "507 ledger_full" (a definite refusal: the claim did not happen),
+	// "503 outcome_unknown" (unknown); a full disk shows here.
+	ServerErrors map[string]int
 
 	Linearizability LinStats
 	Acks            AckStats
@@ -239,6 +243,7 @@ func Check(ops []history.Op, effects []history.Effect, faults []history.Fault, d
 		Span:             span(ops, effects, faults),
 		OpsByTypeOutcome: map[string]map[string]int{},
 		StatusCounts:     map[string]int{},
+		ServerErrors:     map[string]int{},
 	}
 	for _, op := range ops {
 		outcome := op.Outcome
@@ -252,6 +257,9 @@ func Check(ops []history.Op, effects []history.Effect, faults []history.Fault, d
 		}
 		m[string(outcome)]++
 		res.StatusCounts[string(op.Type)+":"+op.Status]++
+		if op.HTTP >= 500 {
+			res.ServerErrors[fmt.Sprintf("%d %s", op.HTTP, op.Status)]++
+		}
 	}
 
 	h := checkHistory(ops)

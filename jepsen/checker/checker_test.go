@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -326,5 +327,24 @@ func TestLinearizabilityTimeout(t *testing.T) {
 	}
 	if !timedOut || res.Valid {
 		t.Fatalf("porcupine %s: want a timeout violation, got:\n%s", res.Linearizability.Result, violationLines(res))
+	}
+}
+
+// A claim refused with 507 ledger_full (a full disk) is a definite
+// refusal: the history stays valid, and the 5xx answers are counted by
+// code and problem.
+func TestCheckCountsServerErrors(t *testing.T) {
+	r := validRun()
+	r.ops[4].HTTP = 503 // no_leader
+	full := failed(grant(6, "k3", "o6", 0, false), "ledger_full")
+	full.HTTP = 507
+	r.add(full, 14, 15)
+	res := r.check(requireAll)
+	if !res.Valid {
+		t.Fatalf("a ledger_full refusal made the history invalid:\n%s", violationLines(res))
+	}
+	want := map[string]int{"507 ledger_full": 1, "503 no_leader": 1}
+	if !maps.Equal(res.ServerErrors, want) {
+		t.Fatalf("server errors %v, want %v", res.ServerErrors, want)
 	}
 }

@@ -56,8 +56,10 @@ type Op struct {
 	// Status is the ledger's answer word (granted, duplicate, in_flight,
 	// in_doubt, divergent, fenced, ok, not_found, ...) or the problem code
 	// of a failure (no_leader, outcome_unknown, ...).
-	Status  string `json:"status,omitempty"`
-	Created bool   `json:"created,omitempty"` // 201: a new generation was granted
+	Status string `json:"status,omitempty"`
+	// HTTP is the answer's HTTP status code (0: no answer).
+	HTTP    int  `json:"http,omitempty"`
+	Created bool `json:"created,omitempty"` // 201: a new generation was granted
 	// The intent in the answer, when there was one.
 	State       string `json:"state,omitempty"`
 	IntentOwner string `json:"intent_owner,omitempty"`

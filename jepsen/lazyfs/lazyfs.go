@@ -23,7 +23,8 @@
 // mounts again. With Torn set, the file written last keeps its earlier
 // unsynced writes and part of its last one (the writeback was cut in the
 // middle of it). [FS.SetFull] makes writes that need new blocks, fallocate
-// and mkdir fail with ENOSPC until it is turned off. [FS.Flip] corrupts
+// and new names fail with ENOSPC, and statfs report no free block, until
+// it is turned off. [FS.Flip] corrupts
 // bytes of a file on the "disk" (the backing directory), as bit rot would.
 //
 // The caller must stop every process using the mount before LoseUnsynced
@@ -118,6 +119,10 @@ type FS struct {
 	records []*record
 	handles map[uint64]*handle // backing inode -> open descriptor
 	full    bool
+	// allocated holds, per backing inode, the ranges fallocate reserved:
+	// ext4 reports them as holes (unwritten extents) to SEEK_HOLE, yet a
+	// write into them needs no new block, even on a full disk.
+	allocated map[uint64][][2]int64
 }
 
 type handle struct {
@@ -230,8 +235,11 @@ func (f *FS) Pending() int {
 }
 
 // SetFull turns the full-disk fault on or off: while on, a write that
-// needs a new block (past the end of the file or into a hole), fallocate
-// and mkdir fail with ENOSPC.
+// needs a new block (past the end of the file or into a hole), fallocate,
+// and every new name (create, mkdir, mknod, symlink, link) fail with
+// ENOSPC, and statfs reports no free or available block, as a real full
+// disk does. Overwrites in place, truncates, renames and removals still
+// succeed.
 func (f *FS) SetFull(full bool) {
 	f.mu.Lock()
 	f.full = full
@@ -447,6 +455,7 @@ func (f *FS) dropAll() {
 	}
 	f.handles = map[uint64]*handle{}
 	f.records = nil
+	f.allocated = nil // a reservation not made durable may be gone
 	entries, _ := os.ReadDir(f.shadow)
 	for _, e := range entries {
 		os.RemoveAll(filepath.Join(f.shadow, e.Name()))
@@ -567,6 +576,12 @@ func (f *FS) recordData(p string, off int64, n int, truncate bool) (errno syscal
 	if end > st.Size {
 		end = st.Size
 	}
+	// Before reading the old bytes: ext4's SEEK_HOLE counts a hole
+	// whose pages are in the page cache as data.
+	if !truncate && f.full && f.needsBlocks(h.f, st.Ino, off, n, st.Size) {
+		f.release(st.Ino)
+		return syscall.ENOSPC, nil, nil
+	}
 	if end > off {
 		r.old = make([]byte, end-off)
 		if _, err := h.f.ReadAt(r.old, off); err != nil {
@@ -574,17 +589,42 @@ func (f *FS) recordData(p string, off int64, n int, truncate bool) (errno syscal
 			return fs.ToErrno(err), nil, nil
 		}
 	}
-	if !truncate && f.full && f.needsBlocks(h.f, off, n, st.Size) {
-		f.release(st.Ino)
-		return syscall.ENOSPC, nil, nil
-	}
 	return 0, func() { f.add(r) }, func() { f.release(st.Ino) }
+}
+
+// allocate records that fallocate reserved [off, off+size) of inode ino.
+func (f *FS) allocate(ino uint64, off, size int64) {
+	if f.allocated == nil {
+		f.allocated = map[uint64][][2]int64{}
+	}
+	f.allocated[ino] = append(f.allocated[ino], [2]int64{off, off + size})
+}
+
+// trimAllocated forgets the reservations of inode ino past size (a
+// truncate).
+func (f *FS) trimAllocated(ino uint64, size int64) {
+	rs := f.allocated[ino][:0]
+	for _, r := range f.allocated[ino] {
+		if r[0] < size {
+			rs = append(rs, [2]int64{r[0], min(r[1], size)})
+		}
+	}
+	if len(rs) == 0 {
+		delete(f.allocated, ino)
+		return
+	}
+	f.allocated[ino] = rs
 }
 
 // needsBlocks says whether writing n bytes at off needs a block the file
 // does not have: past its end or into a hole.
-func (f *FS) needsBlocks(file *os.File, off int64, n int, size int64) bool {
+func (f *FS) needsBlocks(file *os.File, ino uint64, off int64, n int, size int64) bool {
 	const block = 4096
+	for _, r := range f.allocated[ino] {
+		if r[0] <= off && off+int64(n) <= r[1] && off+int64(n) <= size {
+			return false // reserved by fallocate
+		}
+	}
 	if off+int64(n) > (size+block-1)/block*block {
 		return true
 	}
@@ -612,7 +652,29 @@ var (
 	_ fs.NodeRmdirer   = (*node)(nil)
 	_ fs.NodeRenamer   = (*node)(nil)
 	_ fs.NodeAllocater = (*node)(nil)
+	_ fs.NodeStatfser  = (*node)(nil)
 )
+
+// Statfs is the backing file system's, with no free block while full.
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	if errno := n.LoopbackNode.Statfs(ctx, out); errno != 0 {
+		return errno
+	}
+	n.lfs.mu.Lock()
+	defer n.lfs.mu.Unlock()
+	if n.lfs.full {
+		out.Bfree, out.Bavail = 0, 0
+	}
+	return 0
+}
+
+// fullErr is ENOSPC while the full-disk fault is on; f.mu is held.
+func (f *FS) fullErr() syscall.Errno {
+	if f.full {
+		return syscall.ENOSPC
+	}
+	return 0
+}
 
 func (n *node) backingPath() string {
 	return filepath.Join(n.lfs.backing, n.Path(nil))
@@ -703,6 +765,10 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	}
 	errno = n.LoopbackNode.Setattr(ctx, unwrap(fh), in, out)
 	if errno == 0 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(n.dataPath(fh), &st); err == nil {
+			n.lfs.trimAllocated(st.Ino, int64(sz))
+		}
 		commit()
 	} else {
 		abort()
@@ -732,6 +798,10 @@ func (n *node) Allocate(ctx context.Context, fh fs.FileHandle, off, size uint64,
 	}
 	errno = h.lf.Allocate(ctx, off, size, mode)
 	if errno == 0 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(n.dataPath(fh), &st); err == nil {
+			n.lfs.allocate(st.Ino, int64(off), int64(size))
+		}
 		commit()
 	} else {
 		abort()
@@ -788,6 +858,9 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		}
 		return in, wrap(fh), ff, 0
 	}
+	if errno := n.lfs.fullErr(); errno != 0 {
+		return nil, nil, 0, errno
+	}
 	in, fh, ff, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
 	if errno != 0 {
 		return nil, nil, 0, errno
@@ -801,8 +874,8 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	n.lfs.mu.Lock()
 	defer n.lfs.mu.Unlock()
-	if n.lfs.full {
-		return nil, syscall.ENOSPC
+	if errno := n.lfs.fullErr(); errno != 0 {
+		return nil, errno
 	}
 	in, errno := n.LoopbackNode.Mkdir(ctx, name, mode, out)
 	if errno != 0 {
@@ -814,6 +887,9 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	n.lfs.mu.Lock()
 	defer n.lfs.mu.Unlock()
+	if errno := n.lfs.fullErr(); errno != 0 {
+		return nil, errno
+	}
 	in, errno := n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
 	if errno != 0 {
 		return nil, errno
@@ -824,6 +900,9 @@ func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	n.lfs.mu.Lock()
 	defer n.lfs.mu.Unlock()
+	if errno := n.lfs.fullErr(); errno != 0 {
+		return nil, errno
+	}
 	in, errno := n.LoopbackNode.Symlink(ctx, target, name, out)
 	if errno != 0 {
 		return nil, errno
@@ -834,6 +913,9 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	n.lfs.mu.Lock()
 	defer n.lfs.mu.Unlock()
+	if errno := n.lfs.fullErr(); errno != 0 {
+		return nil, errno
+	}
 	in, errno := n.LoopbackNode.Link(ctx, target, name, out)
 	if errno != 0 {
 		return nil, errno

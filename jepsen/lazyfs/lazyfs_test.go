@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -334,13 +335,21 @@ func TestTorn(t *testing.T) {
 	}
 }
 
-// TestFull: while full, writes that need new blocks and mkdir fail with
-// ENOSPC, an overwrite in place succeeds; once space is back, everything
-// works again.
+// TestFull: while full, writes that need new blocks, fallocate, creates
+// and mkdir fail with ENOSPC and statfs shows no free block; an overwrite
+// in place and a write into space fallocate reserved before succeed; once space is back, everything works again.
 func TestFull(t *testing.T) {
 	f := mount(t, Ext4)
 	mnt := f.Mountpoint()
 	durable("a", "0123456789")(t, mnt)
+	pre, err := os.OpenFile(filepath.Join(mnt, "pre"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pre.Close()
+	if err := unix.Fallocate(int(pre.Fd()), 0, 0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
 	f.SetFull(true)
 	file, err := os.OpenFile(filepath.Join(mnt, "a"), os.O_RDWR, 0)
 	if err != nil {
@@ -355,6 +364,26 @@ func TestFull(t *testing.T) {
 		{"overwrite in place", func() error { _, err := file.WriteAt([]byte("ab"), 2); return err }, nil},
 		{"append past the last block", func() error { _, err := file.WriteAt(make([]byte, 8192), 10); return err }, syscall.ENOSPC},
 		{"mkdir", func() error { return os.Mkdir(filepath.Join(mnt, "d"), 0o755) }, syscall.ENOSPC},
+		{"write into space fallocate reserved before", func() error { _, err := pre.WriteAt(make([]byte, 8192), 4096); return err }, nil},
+		{"fallocate", func() error { return unix.Fallocate(int(file.Fd()), 0, 0, 1<<20) }, syscall.ENOSPC},
+		{"create", func() error { return os.WriteFile(filepath.Join(mnt, "new"), nil, 0o644) }, syscall.ENOSPC},
+		{"truncate up, then write into the hole", func() error {
+			if err := file.Truncate(1 << 20); err != nil {
+				return err
+			}
+			_, err := file.WriteAt([]byte("x"), 512<<10)
+			return err
+		}, syscall.ENOSPC},
+		{"statfs", func() error {
+			var st unix.Statfs_t
+			if err := unix.Statfs(mnt, &st); err != nil {
+				return err
+			}
+			if st.Bavail != 0 || st.Bfree != 0 {
+				return fmt.Errorf("bavail %d bfree %d: %w", st.Bavail, st.Bfree, syscall.ENOSPC)
+			}
+			return nil
+		}, nil},
 	}
 	for _, tc := range cases {
 		err := tc.do()
@@ -368,6 +397,13 @@ func TestFull(t *testing.T) {
 	}
 	if err := os.Mkdir(filepath.Join(mnt, "d"), 0o755); err != nil {
 		t.Errorf("mkdir once space is back: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "new"), nil, 0o644); err != nil {
+		t.Errorf("create once space is back: %v", err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(mnt, &st); err != nil || st.Bavail == 0 {
+		t.Errorf("statfs once space is back: %d available blocks, %v", st.Bavail, err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/intentledger/intentd/jepsen/lazyfs"
 	"github.com/intentledger/intentd/jepsen/nodes"
@@ -25,6 +26,7 @@ type storage interface {
 	RestartAll(ctx context.Context, ids []int) error
 	Disk(i int) *lazyfs.FS
 	Running(i int) bool
+	Status(ctx context.Context, i int) (nodes.Status, error)
 }
 
 // IsStorageNemesis reports whether the nemesis called name needs lazy
@@ -164,10 +166,18 @@ func powerLossAll(_ context.Context, env *Env) (string, []string, func(context.C
 	return powerLoss(env, ids, r, "every node")
 }
 
-// diskFull fills node i's disk; heal returns the space and fails if the
-// node exited meanwhile (a full disk must not kill it).
+// DiskFullRecover bounds how long a node whose disk was full may take to
+// be ready again, by itself, once space returns.
+const DiskFullRecover = 30 * time.Second
+
+// diskFull fills node i's disk. Heal returns the space and waits, up to
+// DiskFullRecover, for the node to be ready again by itself and to have
+// applied everything the cluster had committed when space returned (a
+// node whose appends failed all along may still answer /readyz): it fails
+// if the node exited meanwhile (a full disk must not kill it; it is started
+// again so that the run can go on) or has not recovered in time.
 func diskFull(env *Env, i int, what string) (string, []string, func(context.Context) error, error) {
-	s, _, err := env.storage()
+	s, c, err := env.storage()
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -175,13 +185,52 @@ func diskFull(env *Env, i int, what string) (string, []string, func(context.Cont
 	d.SetFull(true)
 	heal := func(ctx context.Context) error {
 		d.SetFull(false)
+		returned := time.Now()
 		if !s.Running(i) {
 			return fmt.Errorf("%s exited while its disk was full (see its log); starting it again: %w",
 				nodes.Name(i), s.RestartAll(ctx, []int{i}))
 		}
+		wctx, cancel := context.WithTimeout(ctx, DiskFullRecover)
+		defer cancel()
+		if err := c.WaitReady(wctx, i); err != nil {
+			return fmt.Errorf("%s was not ready %v after its disk had space again: %w", nodes.Name(i), DiskFullRecover, err)
+		}
+		commit, err := caughtUp(wctx, s, c, i)
+		if err != nil {
+			return fmt.Errorf("%s did not catch up within %v after its disk had space again: %w", nodes.Name(i), DiskFullRecover, err)
+		}
+		env.logf("nemesis disk-full: %s ready and caught up (commit index %d) %v after space returned",
+			nodes.Name(i), commit, time.Since(returned).Round(time.Millisecond))
 		return nil
 	}
 	return "disk full on " + what, names([]int{i}), heal, nil
+}
+
+// caughtUp waits, bounded by ctx, until node i has applied the leader's
+// commit index as it is now, and returns that index.
+func caughtUp(ctx context.Context, s storage, c cluster, i int) (uint64, error) {
+	var commit uint64
+	for {
+		if commit == 0 {
+			if l, err := c.Leader(ctx); err == nil {
+				if st, err := s.Status(ctx, l); err == nil {
+					commit = st.CommitIndex
+				}
+			}
+		}
+		if commit > 0 {
+			if st, err := s.Status(ctx, i); err == nil && st.AppliedIndex >= commit {
+				return commit, nil
+			}
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return commit, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 func diskFullLeader(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {

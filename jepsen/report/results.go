@@ -18,11 +18,13 @@ type Results struct {
 	Effects          int                       `json:"effects"`
 	OpsByTypeOutcome map[string]map[string]int `json:"ops_by_type_outcome"`
 	StatusCounts     map[string]int            `json:"status_counts"`
-	Checkers         []CheckerInfo             `json:"checkers"`
-	Violations       []ViolationInfo           `json:"violations"`
-	Linearizability  LinearizabilityInfo       `json:"linearizability"`
-	AcksChecked      int                       `json:"acks_checked"`
-	AcksUnchecked    int                       `json:"acks_unchecked"`
+	// ServerErrors counts the 5xx answers by "code problem".
+	ServerErrors    map[string]int      `json:"server_errors"`
+	Checkers        []CheckerInfo       `json:"checkers"`
+	Violations      []ViolationInfo     `json:"violations"`
+	Linearizability LinearizabilityInfo `json:"linearizability"`
+	AcksChecked     int                 `json:"acks_checked"`
+	AcksUnchecked   int                 `json:"acks_unchecked"`
 	// InfoRatePerNemesis counts the ops invoked while each nemesis's
 	// faults were active; NoFault those invoked while none was.
 	InfoRatePerNemesis map[string]NemesisInfo `json:"info_rate_per_nemesis"`
@@ -149,8 +151,9 @@ func resultsDocument(run Run, faults []history.Fault, res checker.Result) Result
 			Workloads: nonNil(run.Workloads), DurationS: run.Duration.Seconds(), Network: run.Network, Notes: run.Notes},
 		Ops: res.Ops, Effects: res.Effects,
 		OpsByTypeOutcome: res.OpsByTypeOutcome, StatusCounts: res.StatusCounts,
-		Checkers:   []CheckerInfo{},
-		Violations: []ViolationInfo{},
+		ServerErrors: res.ServerErrors,
+		Checkers:     []CheckerInfo{},
+		Violations:   []ViolationInfo{},
 		Linearizability: LinearizabilityInfo{Result: res.Linearizability.Result, Keys: res.Linearizability.Keys,
 			Ops: res.Linearizability.Ops, InfoOps: res.Linearizability.InfoOps,
 			InfoDropped: res.Linearizability.InfoDropped, DurationMS: millis(res.Linearizability.Duration),
@@ -170,6 +173,9 @@ func resultsDocument(run Run, faults []history.Fault, res checker.Result) Result
 	}
 	if doc.StatusCounts == nil {
 		doc.StatusCounts = map[string]int{}
+	}
+	if doc.ServerErrors == nil {
+		doc.ServerErrors = map[string]int{}
 	}
 	for _, c := range res.Checkers {
 		doc.Checkers = append(doc.Checkers, CheckerInfo{Name: c.Name, Valid: c.Violations == 0, Violations: c.Violations})

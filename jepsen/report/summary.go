@@ -68,6 +68,18 @@ func Summary(run Run, res checker.Result) string {
 		orNone(lin.Result), lin.Ops, lin.Keys, lin.InfoOps, lin.InfoDropped, round(lin.Duration))
 	fmt.Fprintf(&b, "acknowledged writes checked against final reads: %d (%d not checked: no later ok read)\n",
 		res.Acks.Checked, res.Acks.Unchecked)
+	if len(res.ServerErrors) > 0 {
+		keys := make([]string, 0, len(res.ServerErrors))
+		for k := range res.ServerErrors {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b.WriteString("server errors:")
+		for _, k := range keys {
+			fmt.Fprintf(&b, " %s %d;", k, res.ServerErrors[k])
+		}
+		b.WriteString(" (507 ledger_full: refused, nothing written)\n")
+	}
 
 	if n := len(res.Violations); n > 0 {
 		shown := min(n, maxViolationsSummary)

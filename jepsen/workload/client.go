@@ -28,6 +28,7 @@ type answer struct {
 	intent  *intentView
 	err     string
 	local   bool // the node answered from its own copy (X-Intentd-Local-Answer)
+	http    int  // the HTTP status code (0: no answer)
 }
 
 type intentView struct {
@@ -102,7 +103,7 @@ func (c *caller) do(ctx context.Context, method, url string, body any) answer {
 	var w wire
 	_ = json.Unmarshal(raw, &w)
 	a := answer{status: w.Status, fence: w.FencingToken, intent: w.Intent, created: resp.StatusCode == http.StatusCreated,
-		local: resp.Header.Get("X-Intentd-Local-Answer") != ""}
+		local: resp.Header.Get("X-Intentd-Local-Answer") != "", http: resp.StatusCode}
 	if w.Code != "" {
 		a.status = w.Code
 	}
@@ -116,6 +117,10 @@ func (c *caller) do(ctx context.Context, method, url string, body any) answer {
 	case resp.StatusCode < 300, resp.StatusCode == 403, resp.StatusCode == 404, resp.StatusCode == 409, resp.StatusCode == 422:
 		a.outcome = history.OutcomeOK // a definite answer of the ledger
 	case resp.StatusCode == http.StatusServiceUnavailable && definitelyNotApplied[w.Code]:
+		a.outcome = history.OutcomeFail
+	case resp.StatusCode == http.StatusInsufficientStorage && w.Code == codeLedgerFull:
+		// The ledger refused to create an intent for want of disk space,
+		// before writing anything: a definite refusal.
 		a.outcome = history.OutcomeFail
 	case resp.StatusCode == http.StatusServiceUnavailable && method == http.MethodGet:
 		a.outcome = history.OutcomeFail // a read that was not served changed nothing
@@ -135,9 +140,15 @@ func (c *caller) do(ctx context.Context, method, url string, body any) answer {
 // have been applied and is info.
 var definitelyNotApplied = map[string]bool{"no_leader": true, "not_leader": true, "shutting_down": true}
 
+// codeLedgerFull is the problem code of a 507 whose claim was refused, with
+// nothing written, because the node's data dir is short of free space. Any
+// other 507 (or a 503 on a write other than those above) is an unknown
+// outcome.
+const codeLedgerFull = "ledger_full"
+
 // fill copies an answer into a recorded op.
 func (a answer) fill(op *history.Op) {
-	op.Outcome, op.Status, op.Created, op.Error, op.Local = a.outcome, a.status, a.created, a.err, a.local
+	op.Outcome, op.Status, op.Created, op.Error, op.Local, op.HTTP = a.outcome, a.status, a.created, a.err, a.local, a.http
 	if a.intent != nil {
 		op.State, op.IntentOwner, op.IntentFence = a.intent.State, a.intent.Owner, a.intent.FencingToken
 		op.Generation, op.IntentTag = a.intent.Generation, a.intent.tag()
