@@ -33,12 +33,12 @@ func table(r io.Reader, w io.Writer) error {
 	}
 	ms := func(us float64) float64 { return us / 1e3 }
 	mb := func(b uint64) float64 { return float64(b) / (1 << 20) }
-	fmt.Fprintln(w, "| engine | intents | load (1, 5, 15 min) | fill entries/s | fill batch p50 / p99 ms | steady entries/s | steady batch p50 / p99 ms | cold read p50 / p99 µs | hot read p50 / p99 µs |")
+	fmt.Fprintln(w, "| engine | intents | load (1, 5, 15 min) | fill applies/s | fill batch p50 / p99 ms | steady applies/s | steady batch p50 / p99 ms | cold read p50 / p99 µs | hot read p50 / p99 µs |")
 	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|")
 	for _, r := range reps {
 		fmt.Fprintf(w, "| %s | %d | %s | %.0f | %.1f / %.1f | %.0f | %.1f / %.1f | %.1f / %.0f | %.1f / %.0f |\n",
-			name(r), r.N, r.LoadStart, r.FillEntriesPerSec, ms(r.FillBatchP50us), ms(r.FillBatchP99us),
-			r.SteadyEntriesPerSec, ms(r.SteadyBatchP50us), ms(r.SteadyBatchP99us),
+			name(r), r.N, r.LoadStart, r.FillApplyPerSec, ms(r.FillBatchP50us), ms(r.FillBatchP99us),
+			r.SteadyApplyPerSec, ms(r.SteadyBatchP50us), ms(r.SteadyBatchP99us),
 			r.ReadColdP50us, r.ReadColdP99us, r.ReadHotP50us, r.ReadHotP99us)
 	}
 	fmt.Fprintln(w)
