@@ -142,6 +142,11 @@ bench-proxy: build
 bench-mcp: build
 	./bench/scripts/bench-mcp.sh
 
+## bench-store: the state machine's apply workload on pebble (WAL on, off) and bbolt beside today's in-memory fsm, one process each, printing two Markdown tables (N, STEADY, READS, REPS, ENGINES; SCAN_FROM_START=1 adds pebble with unbounded index scans; docs/performance.md, issue 32)
+.PHONY: bench-store
+bench-store:
+	./bench/scripts/bench-store.sh
+
 ## verify: vet, the gofmt check, and the documentation checks: every relative Markdown link and
 ## anchor resolves inside the repository, every `make` target the docs name exists, and no file refers
 ## outside the repository (internal/doccheck; its cluster test runs with the other Go tests)
