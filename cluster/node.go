@@ -339,9 +339,23 @@ func New(cfg Config) (*Node, error) {
 	if err := syncDirs(cfg.dirSync, walDir, cfg.DataDir); err != nil {
 		return nil, err
 	}
-	var logs raft.LogStore = store
+	// Every entry and every term and vote is checksummed (checkedlog.go,
+	// checkedstable.go); a corrupt term or vote stops the node here.
+	storePath := filepath.Join(cfg.DataDir, "wal")
+	if cfg.LogStore == LogStoreBoltDB {
+		storePath = filepath.Join(cfg.DataDir, "raft.db")
+	}
+	stableStore, err := openCheckedStable(store, storePath)
+	if err != nil {
+		return nil, err
+	}
+	checked := checkedStore{
+		checkedLog:    &checkedLog{LogStore: store, where: storePath, log: n.log, noVerify: cfg.Faults.Has(faults.LogNoChecksum)},
+		checkedStable: stableStore,
+	}
+	var logs raft.LogStore = checked.checkedLog
 	if cfg.ObserveLogWrite != nil {
-		logs = timedLogStore{LogStore: store, observe: cfg.ObserveLogWrite}
+		logs = timedLogStore{LogStore: logs, observe: cfg.ObserveLogWrite}
 	}
 	if n.logs, err = raft.NewLogCache(logCacheSize, logs); err != nil {
 		return nil, fmt.Errorf("cluster: log cache: %w", err)
@@ -379,17 +393,21 @@ func New(cfg Config) (*Node, error) {
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("cluster: raft config: %w", err)
 	}
-	if err := n.recoverPeers(rc, store, n.snaps, n.raftTrans); err != nil {
+	if err := n.recoverPeers(rc, checked, n.snaps, n.raftTrans); err != nil {
 		return nil, err
 	}
-	hasState, err := raft.HasExistingState(store, store, n.snaps)
+	hasState, err := raft.HasExistingState(checked, checked, n.snaps)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: inspect raft state: %w", err)
 	}
-	if err := checkRestorable(store, n.snaps, snapDir); err != nil {
+	restored, err := checkRestorable(checked, n.snaps, snapDir)
+	if err != nil {
 		return nil, err
 	}
-	stable := &patientStable{StableStore: store, ctx: n.ctx, log: n.log}
+	if err := verifyLog(checked, restored+1); err != nil {
+		return nil, err
+	}
+	stable := &patientStable{StableStore: checked, ctx: n.ctx, log: n.log}
 	r, err := raft.NewRaft(rc, n.sm, n.logs, stable, n.snaps, n.raftTrans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)

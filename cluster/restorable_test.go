@@ -82,7 +82,7 @@ func TestCheckRestorable(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err = checkRestorable(logs, snaps, filepath.Join(dir, "snapshots"))
+			_, err = checkRestorable(logs, snaps, filepath.Join(dir, "snapshots"))
 			if got := errors.Is(err, ErrUnrestorable); got != tc.unrestoring {
 				t.Fatalf("checkRestorable = %v, want ErrUnrestorable: %v", err, tc.unrestoring)
 			}
