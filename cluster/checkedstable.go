@@ -141,8 +141,11 @@ func (s *checkedStable) SetUint64(key []byte, val uint64) error {
 // both stores answer.
 func (s *checkedStable) GetUint64(key []byte) (uint64, error) {
 	v, err := s.Get(key)
+	if err != nil && err.Error() == "not found" {
+		return s.StableStore.GetUint64(key) // an unset key, as the inner store answers it
+	}
 	if err != nil {
-		return 0, err // raft-boltdb's ErrKeyNotFound too, which raft expects as it is
+		return 0, err
 	}
 	if len(v) == 0 {
 		return 0, nil

@@ -55,14 +55,34 @@ func syncDirs(sync func(string) error, paths ...string) error {
 // directory (its meta.json and state.bin entries) and snapshots/ (the
 // rename into place and the reaping of old snapshots) are fsynced before
 // Close returns, so before raft compacts the log the snapshot replaces.
+//
+// It also writes the snapshot's checksummed metadata (meta.sum, see
+// snapmeta.go) into the temporary directory before raft's Close renames
+// it into place.
 type durableSink struct {
 	raft.SnapshotSink
 	dir  string // the snapshot store's directory (snapshots/)
 	sync func(string) error
+	meta *sinkMeta // nil: no sidecar
+}
+
+// Write implements raft.SnapshotSink.
+func (s *durableSink) Write(p []byte) (int, error) {
+	n, err := s.SnapshotSink.Write(p)
+	if s.meta != nil {
+		s.meta.wrote(p[:n])
+	}
+	return n, err
 }
 
 // Close implements raft.SnapshotSink.
 func (s *durableSink) Close() error {
+	if s.meta != nil {
+		if err := s.meta.writeSidecar(filepath.Join(s.dir, s.ID()+".tmp"), s.ID()); err != nil {
+			_ = s.SnapshotSink.Cancel()
+			return err
+		}
+	}
 	if err := s.SnapshotSink.Close(); err != nil {
 		return err
 	}
