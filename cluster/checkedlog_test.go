@@ -245,3 +245,44 @@ func TestCheckedLogRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeWithAFlippedLogEntryRefusesToStart: a follower whose log holds
+// an entry that lost a bit on disk, past its newest snapshot, does not
+// start (ErrUnrestorable, ErrCorruptLog, naming the entry and what to do)
+// rather than replay it; the others go on.
+func TestNodeWithAFlippedLogEntryRefusesToStart(t *testing.T) {
+	tc := newTestCluster(t, func(c *Config) { c.LeaveOnShutdown = false })
+	tc.startN(3)
+	leader := tc.leader()
+	ctx := ctxT(t)
+	tc.propose(ctx, claim("flip-me-0123456789", "o"))
+	for i := 0; i < 20; i++ { // so that the entry is not in the tail batch raft-wal checks at open
+		tc.propose(ctx, claim(fmt.Sprintf("after-%d", i), "o"))
+	}
+	follower := tc.follower(leader)
+	id := follower.ID()
+	waitFor(t, 10*time.Second, "the follower to hold every entry", func() bool {
+		return follower.raft.LastIndex() >= leader.raft.LastIndex()
+	})
+	if err := follower.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	delete(tc.nodes, id)
+	if n := flipIn(t, filepath.Join(tc.dir, id, "wal"), []byte("flip-me-0123456789"), len("flip-me-012")); n == 0 {
+		t.Fatal("the entry was not found in the follower's log")
+	}
+	n, err := New(tc.config(id, "127.0.0.1:0", "127.0.0.1:0", 3, leader.GossipAddr()))
+	if err == nil {
+		_ = n.Kill()
+		t.Fatal("a node with a corrupt log entry started")
+	}
+	if !errors.Is(err, ErrUnrestorable) || !errors.Is(err, ErrCorruptLog) {
+		t.Fatalf("start = %v, want ErrUnrestorable and ErrCorruptLog", err)
+	}
+	for _, want := range []string{"peer remove", "rejoin as a new member", "corrupt log entry"} {
+		if !bytes.Contains([]byte(err.Error()), []byte(want)) {
+			t.Fatalf("the error does not say %q: %v", want, err)
+		}
+	}
+	tc.propose(ctx, claim("still-available", "o"))
+}
