@@ -64,6 +64,9 @@ type durableSink struct {
 	dir  string // the snapshot store's directory (snapshots/)
 	sync func(string) error
 	meta *sinkMeta // nil: no sidecar
+	// closed is set by the first Close: the FSM's Persist closes the sink
+	// and raft closes it again (raft's own Close is idempotent).
+	closed bool
 }
 
 // Write implements raft.SnapshotSink.
@@ -77,6 +80,10 @@ func (s *durableSink) Write(p []byte) (int, error) {
 
 // Close implements raft.SnapshotSink.
 func (s *durableSink) Close() error {
+	if s.closed {
+		return s.SnapshotSink.Close()
+	}
+	s.closed = true
 	if s.meta != nil {
 		if err := s.meta.writeSidecar(filepath.Join(s.dir, s.ID()+".tmp"), s.ID()); err != nil {
 			_ = s.SnapshotSink.Cancel()

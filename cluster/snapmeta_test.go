@@ -60,6 +60,9 @@ func TestSnapshotMetaChecksum(t *testing.T) {
 				if err := sink.Close(); err != nil {
 					t.Fatal(err)
 				}
+				if err := sink.Close(); err != nil { // raft closes it after the FSM's Persist did
+					t.Fatalf("second Close: %v", err)
+				}
 				newest = sink.ID()
 			}
 			sdir := filepath.Join(dir, "snapshots", newest)

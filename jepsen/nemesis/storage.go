@@ -532,12 +532,13 @@ func corruptLogEntry(ctx context.Context, env *Env) (string, []string, func(cont
 			off int64
 		}
 		var spots []spot
+		seen := map[string]bool{}
 		for _, seg := range segs {
 			b, err := os.ReadFile(filepath.Join(dir, seg))
 			if err != nil {
 				return "", 0, err
 			}
-			for _, off := range replayedDigits(b, after) {
+			for _, off := range replayedDigits(b, after, seen) {
 				spots = append(spots, spot{seg, off})
 			}
 		}
@@ -552,11 +553,14 @@ func corruptLogEntry(ctx context.Context, env *Env) (string, []string, func(cont
 // replayedDigits lists the offsets, in raft-wal segment b, of the even
 // digits ('0' to '8') inside the intents' payloads ({"key":...}) of the
 // entries with an index above after, leaving out the segment's last
-// batch. A segment is a 32-byte header, then frames: an 8-byte header
+// batch. Only the first claim of a key is taken (seen holds the keys met
+// so far, across segments oldest first): in the contended workload it is
+// the one granted, whose payload the intent keeps; a later claim of the
+// same key is refused and its payload kept nowhere. A segment is a 32-byte header, then frames: an 8-byte header
 // (type, 3 reserved bytes, a little-endian length, or a CRC for a commit
 // frame) and a payload padded to 8 bytes; an entry frame's payload is the
 // entry in raft-wal's codec, which starts with the index as a uvarint.
-func replayedDigits(b []byte, after uint64) []int64 {
+func replayedDigits(b []byte, after uint64, seen map[string]bool) []int64 {
 	const (
 		fileHeader  = 32
 		frameEntry  = 1
@@ -579,8 +583,10 @@ func replayedDigits(b []byte, after uint64) []int64 {
 		}
 		if typ == frameEntry {
 			payload := b[pos+8 : pos+8+n]
-			if index, w := binary.Uvarint(payload); w > 0 && index > after {
-				pending = append(pending, payloadDigitsIn(payload, int64(pos+8))...)
+			index, w := binary.Uvarint(payload)
+			digits := payloadDigitsIn(payload, int64(pos+8), seen)
+			if w > 0 && index > after {
+				pending = append(pending, digits...)
 			}
 		}
 		pos += 8 + (n+7)&^7
@@ -593,8 +599,9 @@ func replayedDigits(b []byte, after uint64) []int64 {
 }
 
 // payloadDigitsIn lists the offsets (base plus the offset in p) of the even
-// digits inside each {"key":...} object in p, an encoded command.
-func payloadDigitsIn(p []byte, base int64) []int64 {
+// digits inside each {"key":...} object in p, an encoded command, whose
+// key seen does not hold yet (it is added).
+func payloadDigitsIn(p []byte, base int64, seen map[string]bool) []int64 {
 	var out []int64
 	open := []byte(`{"key":`)
 	for from := 0; ; {
@@ -607,9 +614,14 @@ func payloadDigitsIn(p []byte, base int64) []int64 {
 		if end < 0 {
 			return out
 		}
-		for j, c := range p[start : start+end] {
-			if c >= '0' && c <= '8' && (c-'0')%2 == 0 {
-				out = append(out, base+int64(start+j))
+		obj := p[start : start+end]
+		key, _, _ := bytes.Cut(obj, []byte(","))
+		if !seen[string(key)] {
+			seen[string(key)] = true
+			for j, c := range obj {
+				if c >= '0' && c <= '8' && (c-'0')%2 == 0 {
+					out = append(out, base+int64(start+j))
+				}
 			}
 		}
 		from = start + end
