@@ -78,11 +78,11 @@ func checkRestorable(logs raft.LogStore, snaps raft.SnapshotStore, dir string) (
 		return 0, fmt.Errorf("%w: snapshot %s is unreadable, and the newest readable one, %s (index %d), is older than "+
 			"the log, which starts at index %d; %s", ErrUnrestorable, strings.Join(bad, ", "), m.ID, m.Index, first, rejoinAdvice)
 	}
-	if covers(0) {
-		return 0, nil
-	}
-	return 0, fmt.Errorf("%w: every snapshot is unreadable (%s) and the log starts at index %d; %s",
-		ErrUnrestorable, strings.Join(bad, ", "), first, rejoinAdvice)
+	// Every listed snapshot is unreadable. raft refuses to start then
+	// ("failed to load any existing snapshots"), even when the log
+	// reaches back to its first entry.
+	return 0, fmt.Errorf("%w: every snapshot is unreadable (%s) (the log starts at index %d, but raft will not start "+
+		"without one of its snapshots); %s", ErrUnrestorable, strings.Join(bad, ", "), first, rejoinAdvice)
 }
 
 // rejoinAdvice is what an operator does with a node whose data dir cannot
