@@ -64,6 +64,16 @@ func (tc *testCluster) start(id string, expect int, join ...string) *Node {
 // its addresses, as a real deployment does).
 func (tc *testCluster) startAt(id, raftAddr, gossipAddr string, expect int, join ...string) *Node {
 	tc.t.Helper()
+	n, err := New(tc.config(id, raftAddr, gossipAddr, expect, join...))
+	if err != nil {
+		tc.t.Fatalf("start %s: %v", id, err)
+	}
+	tc.nodes[id] = n
+	return n
+}
+
+// config is the configuration startAt starts a node with.
+func (tc *testCluster) config(id, raftAddr, gossipAddr string, expect int, join ...string) Config {
 	cfg := Config{
 		ID:              id,
 		DataDir:         filepath.Join(tc.dir, id),
@@ -81,12 +91,7 @@ func (tc *testCluster) startAt(id, raftAddr, gossipAddr string, expect int, join
 	if tc.tune != nil {
 		tc.tune(&cfg)
 	}
-	n, err := New(cfg)
-	if err != nil {
-		tc.t.Fatalf("start %s: %v", id, err)
-	}
-	tc.nodes[id] = n
-	return n
+	return cfg
 }
 
 // startN starts n nodes that bootstrap together through the first one's

@@ -56,16 +56,43 @@ func syncDirs(sync func(string) error, paths ...string) error {
 // directory (its meta.json and state.bin entries) and snapshots/ (the
 // rename into place and the reaping of old snapshots) are fsynced before
 // Close returns, so before raft compacts the log the snapshot replaces.
+//
+// It also writes the snapshot's checksummed metadata (meta.sum, see
+// snapmeta.go) into the temporary directory before raft's Close renames
+// it into place.
 type durableSink struct {
 	raft.SnapshotSink
 	dir  string // the snapshot store's directory (snapshots/)
 	sync func(string) error
+	meta *sinkMeta // nil: no sidecar
+	// closed is set by the first Close: the FSM's Persist closes the sink
+	// and raft closes it again (raft's own Close is idempotent).
+	closed bool
+}
+
+// Write implements raft.SnapshotSink.
+func (s *durableSink) Write(p []byte) (int, error) {
+	n, err := s.SnapshotSink.Write(p)
+	if s.meta != nil {
+		s.meta.wrote(p[:n])
+	}
+	return n, err
 }
 
 // Close implements raft.SnapshotSink. A snapshot that could not be closed
 // (its meta.json not written, say, on a full disk) leaves no temporary
 // directory behind.
 func (s *durableSink) Close() error {
+	if s.closed {
+		return s.SnapshotSink.Close()
+	}
+	s.closed = true
+	if s.meta != nil {
+		if err := s.meta.writeSidecar(filepath.Join(s.dir, s.ID()+".tmp"), s.ID()); err != nil {
+			_ = s.SnapshotSink.Cancel()
+			return err
+		}
+	}
 	if err := s.SnapshotSink.Close(); err != nil {
 		return errors.Join(err, s.removeTemp())
 	}

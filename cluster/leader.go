@@ -169,8 +169,8 @@ func (n *Node) reconcile(ctx context.Context, unverified map[string]time.Time) {
 		if _, inConf := servers[m.meta.ID]; inConf || m.state != memberlist.StateAlive || m.meta.Leaving {
 			continue
 		}
-		if n.removed.held(m.meta.ID, time.Now()) {
-			continue // an operator removed it (peers.go)
+		if m.meta.Bootstrapped && n.removed.held(m.meta.ID, time.Now()) {
+			continue // an operator removed it, and it came back with its old state (peers.go)
 		}
 		n.addMember(ctx, m, unverified)
 	}

@@ -354,9 +354,23 @@ func New(cfg Config) (*Node, error) {
 	if err := syncDirs(cfg.dirSync, walDir, cfg.DataDir); err != nil {
 		return nil, err
 	}
+	// Every entry and every term and vote is checksummed (checkedlog.go,
+	// checkedstable.go); a corrupt term or vote stops the node here.
+	storePath := filepath.Join(cfg.DataDir, "wal")
+	if cfg.LogStore == LogStoreBoltDB {
+		storePath = filepath.Join(cfg.DataDir, "raft.db")
+	}
+	stableStore, err := openCheckedStable(store, storePath)
+	if err != nil {
+		return nil, err
+	}
+	checked := checkedStore{
+		checkedLog:    &checkedLog{LogStore: store, where: storePath, log: n.log, noVerify: cfg.Faults.Has(faults.LogNoChecksum)},
+		checkedStable: stableStore,
+	}
 	n.fullGuard = &fullGuard{ctx: n.ctx, log: n.log, probe: func() error { return probeWrite(cfg.DataDir) },
 		stand: n.standForElection}
-	var logs raft.LogStore = guardedLogStore{LogStore: store, guard: n.fullGuard}
+	var logs raft.LogStore = guardedLogStore{LogStore: checked.checkedLog, guard: n.fullGuard}
 	if cfg.ObserveLogWrite != nil {
 		logs = timedLogStore{LogStore: logs, observe: cfg.ObserveLogWrite}
 	}
@@ -401,17 +415,21 @@ func New(cfg Config) (*Node, error) {
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("cluster: raft config: %w", err)
 	}
-	if err := n.recoverPeers(rc, store, n.snaps, n.raftTrans); err != nil {
+	if err := n.recoverPeers(rc, checked, n.snaps, n.raftTrans); err != nil {
 		return nil, err
 	}
-	hasState, err := raft.HasExistingState(store, store, n.snaps)
+	hasState, err := raft.HasExistingState(checked, checked, n.snaps)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: inspect raft state: %w", err)
 	}
-	if err := checkRestorable(store, n.snaps, snapDir); err != nil {
+	restored, err := checkRestorable(checked, n.snaps, snapDir)
+	if err != nil {
 		return nil, err
 	}
-	stable := &patientStable{StableStore: store, ctx: n.ctx, log: n.log}
+	if err := verifyLog(checked, restored+1); err != nil {
+		return nil, err
+	}
+	stable := &patientStable{StableStore: checked, ctx: n.ctx, log: n.log}
 	r, err := raft.NewRaft(rc, n.sm, n.logs, stable, n.snaps, n.raftTrans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)

@@ -21,9 +21,13 @@ import (
 // removedHold is how long the leader refuses to add back, from gossip, a
 // server an operator removed (RemovePeer). A removed node that comes back
 // with its old data dir within the hold stays out; after it, an alive
-// member is added as any new member is. The hold lives in the leader's
-// memory: a new leader does not know it. Wipe a removed node's data dir
-// before it rejoins (docs/operations.md).
+// member is added as any new member is. One that comes back with an empty
+// data dir (its gossip meta says it is not bootstrapped: no Raft state,
+// no leader known) is a new member at once: removed, wiped and rejoined
+// is the recovery of a node whose data dir cannot be trusted, and it
+// joins as a nonvoter that is promoted once caught up (leader.go). The
+// hold lives in the leader's memory: a new leader does not know it. Wipe
+// a removed node's data dir before it rejoins (docs/operations.md).
 const removedHold = 10 * time.Minute
 
 // The refusals of RemovePeer and TransferLeadership (clusterview's, the

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,7 +18,8 @@ import (
 // an unknown node, and a live voter whose removal would leave the dead one
 // among too few live voters; it removes the dead one, the voters shrink to
 // two and writes commit; the removed node restarted with its old data is
-// not added back by gossip reconcile.
+// not added back by gossip reconcile; restarted empty, it is, as a new
+// member.
 func TestOperatorRemovesADeadVoter(t *testing.T) {
 	tc := newTestCluster(t, func(c *Config) { c.LeaveOnShutdown = false })
 	nodes := tc.startN(3)
@@ -85,6 +88,25 @@ func TestOperatorRemovesADeadVoter(t *testing.T) {
 	if r := tc.propose(ctx, claim("after-return", "o")); r.Status != fsm.StatusGranted {
 		t.Fatalf("claim after the removed node returned: %+v", r)
 	}
+
+	// Wiped, it comes back empty (the recovery of a node whose data dir
+	// cannot be trusted): the leader adds it at once, within the hold, as a
+	// new member, and promotes it once caught up.
+	if err := tc.nodes[id].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	delete(tc.nodes, id)
+	if err := os.RemoveAll(filepath.Join(tc.dir, id)); err != nil {
+		t.Fatal(err)
+	}
+	rejoined := tc.startAt(id, raftAddr, gossipAddr, 3, leader.GossipAddr())
+	waitFor(t, 60*time.Second, "the wiped node to rejoin as a voter", func() bool { return voters(leader)[id] })
+	want, _ := leader.Digest()
+	waitFor(t, 60*time.Second, "the rejoined node to catch up", func() bool {
+		got, _ := rejoined.Digest()
+		want, _ = leader.Digest()
+		return got == want
+	})
 }
 
 // An operator moves leadership to a named voter, then to any voter; the

@@ -204,7 +204,7 @@ func (n *Node) onlyNonFSMEntries(applied, index uint64) bool {
 	}
 	var l raft.Log
 	for i := index; i > applied; i-- {
-		if err := n.store.GetLog(i, &l); err != nil {
+		if err := n.logs.GetLog(i, &l); err != nil {
 			return errors.Is(err, raft.ErrLogNotFound)
 		}
 		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {

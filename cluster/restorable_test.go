@@ -29,7 +29,7 @@ func TestCheckRestorable(t *testing.T) {
 		{name: "newest corrupt, log reaches back to the older", corrupt: []int{200}, logFrom: 101, logTo: 300},
 		{name: "older corrupt only", corrupt: []int{100}, logFrom: 150, logTo: 300},
 		{name: "both corrupt, log compacted", corrupt: []int{100, 200}, logFrom: 150, logTo: 300, unrestoring: true},
-		{name: "both corrupt, whole log kept", corrupt: []int{100, 200}, logFrom: 1, logTo: 300},
+		{name: "both corrupt, whole log kept (raft starts on no log alone)", corrupt: []int{100, 200}, logFrom: 1, logTo: 300, unrestoring: true},
 		{name: "newest meta.json broken, log compacted past the older", badMeta: []int{200}, logFrom: 150, logTo: 300, unrestoring: true},
 		{name: "newest meta.json broken, log reaches back", badMeta: []int{200}, logFrom: 101, logTo: 300},
 		{name: "older meta.json broken only", badMeta: []int{100}, logFrom: 150, logTo: 300},
@@ -82,7 +82,7 @@ func TestCheckRestorable(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err = checkRestorable(logs, snaps, filepath.Join(dir, "snapshots"))
+			_, err = checkRestorable(logs, snaps, filepath.Join(dir, "snapshots"))
 			if got := errors.Is(err, ErrUnrestorable); got != tc.unrestoring {
 				t.Fatalf("checkRestorable = %v, want ErrUnrestorable: %v", err, tc.unrestoring)
 			}

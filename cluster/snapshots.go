@@ -58,7 +58,8 @@ func (s *indexedSnapshots) Create(version raft.SnapshotVersion, index, term uint
 	if err != nil || s.dir == "" {
 		return sink, err
 	}
-	return &durableSink{SnapshotSink: sink, dir: s.dir, sync: s.sync}, nil
+	return &durableSink{SnapshotSink: sink, dir: s.dir, sync: s.sync,
+		meta: newSinkMeta(version, index, term, configuration, configurationIndex)}, nil
 }
 
 // Open implements raft.SnapshotStore.
@@ -69,6 +70,12 @@ func (s *indexedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, e
 	meta, rc, err := s.SnapshotStore.Open(id)
 	if err != nil {
 		return nil, nil, err
+	}
+	if s.dir != "" {
+		if err := verifySnapMeta(filepath.Join(s.dir, id), meta); err != nil {
+			_ = rc.Close()
+			return nil, nil, err
+		}
 	}
 	return meta, &indexedReader{ReadCloser: rc, index: meta.Index}, nil
 }

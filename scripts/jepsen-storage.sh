@@ -55,7 +55,8 @@ for SEED in $SEEDS; do
   # it must detect it and recover from its peers or stop with a clear
   # error, never answer from wrong data.
   run "corrupt-s$SEED" --nodes 3 --seed "$SEED" --duration 45s --interval 5s --hold 2500ms --storage strict \
-    --nemesis corrupt-log-tail,corrupt-log-middle,corrupt-snapshot,corrupt-state --workload w1,w2
+    --nemesis corrupt-log-tail,corrupt-log-middle,corrupt-log-entry,corrupt-snapshot,corrupt-state --trailing-logs 100000 \
+    --workload w1,w2
   # Controls. A log store that never fsyncs must be caught losing
   # acknowledged writes in a whole-cluster power loss: with raft-boltdb
   # (NoSync) the nodes come back on older state and grant keys again.
@@ -72,6 +73,13 @@ for SEED in $SEEDS; do
   # log: a snapshot sent by the leader would replace the damaged state.
   run "control-snapshot-no-checksum-s$SEED" --nodes 3 --seed "$SEED" --duration 40s --interval 5s --hold 2500ms --storage strict \
     --nemesis corrupt-snapshot --trailing-logs 100000 --workload w1,w2 --bug snapshot-no-checksum
+  # A node that reads log entries back without their checksums must be
+  # caught replaying a corrupted command: corrupt-log-entry turns a digit
+  # of an intent's payload, in an entry past the follower's newest
+  # snapshot, into another digit, which only the log's checksum sees; the
+  # follower replays it at restart and the replicas' digests differ.
+  run "control-log-no-checksum-s$SEED" --nodes 3 --seed "$SEED" --duration 40s --interval 5s --hold 2500ms --storage strict \
+    --nemesis corrupt-log-entry --trailing-logs 100000 --workload w1,w2 --bug log-no-checksum
 done
 echo "== jepsen storage profile: ${#failed[@]} failed"
 for f in "${failed[@]}"; do

@@ -58,11 +58,16 @@ const (
 	// SHA-256 trailer is rewritten to match the bytes read, so a
 	// corrupted snapshot is restored if its values still parse.
 	SnapshotNoChecksum Bug = "snapshot-no-checksum"
+	// LogNoChecksum reads log entries back without verifying their
+	// checksums (cluster's checkedLog, and its scan before raft starts),
+	// so a byte flipped in a stored command is replayed into the state
+	// machine as if it had been written so.
+	LogNoChecksum Bug = "log-no-checksum"
 )
 
 // All lists every seeded bug.
 func All() []Bug {
-	return []Bug{StaleReads, LeadershipLostIsFailure, CheckThenClaim, TrustGossipIDs, TrustGossipLeave, LocalDuplicateAnyPayload, LogNoFsync, SnapshotNoChecksum}
+	return []Bug{StaleReads, LeadershipLostIsFailure, CheckThenClaim, TrustGossipIDs, TrustGossipLeave, LocalDuplicateAnyPayload, LogNoFsync, SnapshotNoChecksum, LogNoChecksum}
 }
 
 // Names returns the bugs' names, comma separated, for help texts.

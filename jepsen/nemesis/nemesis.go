@@ -217,6 +217,7 @@ var registry = []named{
 	{"disk-full-follower", diskFullFollower},
 	{"corrupt-log-tail", corruptLogTail},
 	{"corrupt-log-middle", corruptLogMiddle},
+	{"corrupt-log-entry", corruptLogEntry},
 	{"corrupt-snapshot", corruptSnapshot},
 	{"corrupt-state", corruptState},
 }

@@ -27,6 +27,7 @@ type storage interface {
 	Disk(i int) *lazyfs.FS
 	Running(i int) bool
 	Status(ctx context.Context, i int) (nodes.Status, error)
+	RemovePeer(ctx context.Context, leader int, id string) error
 }
 
 // IsStorageNemesis reports whether the nemesis called name needs lazy
@@ -286,8 +287,17 @@ func corruptFile(ctx context.Context, env *Env, what string, pick func(dir strin
 			return err
 		}
 		// The node detected the corruption and stopped with a clear error
-		// (cluster.ErrUnrestorable): do what it says, start it empty.
-		env.logf("nemesis: %s stopped on its corrupt state as it should; moving its data aside and starting it empty", nodes.Name(f))
+		// (cluster.ErrUnrestorable): do what it says. Started empty in its
+		// place it would have forgotten its vote and the entries it
+		// acknowledged while still counted in every majority (PAR, FAST
+		// '18), so it is removed from the configuration through the
+		// leader first, then wiped, then started empty: it rejoins as a
+		// new member (a nonvoter until caught up, then promoted).
+		env.logf("nemesis: %s stopped on its corrupt state as it should; removing it through the leader, "+
+			"wiping its data dir and starting it empty to rejoin as a new member", nodes.Name(f))
+		if rerr := removeThroughLeader(ctx, env, s, f); rerr != nil {
+			return errors.Join(err, rerr)
+		}
 		if werr := wipe(s.Disk(f)); werr != nil {
 			return errors.Join(err, werr)
 		}
@@ -302,8 +312,8 @@ func corruptFile(ctx context.Context, env *Env, what string, pick func(dir strin
 		return "", nil, heal, fmt.Errorf("%s: %w", nodes.Name(f), err)
 	}
 	mask := byte(1 << r.Intn(8))
-	if what == "the newest snapshot" {
-		mask = 1 // an even digit to the next one (payloadDigits)
+	if what == "the newest snapshot" || what == "a replayed log entry" {
+		mask = 1 // an even digit to the next one (payloadDigits, replayedDigits)
 	}
 	if err := d.Flip(rel, off, mask); err != nil {
 		return "", nil, heal, err
@@ -513,7 +523,159 @@ func corruptState(ctx context.Context, env *Env) (string, []string, func(context
 	})
 }
 
-// wipe empties a node's data dir through its mount and makes that durable.
+// removeThroughLeader asks the leader to remove follower f from the Raft
+// configuration (POST /v1/cluster/peers/ID/remove, what intentctl peer
+// remove sends), retrying while there is no leader or it refuses (no live
+// majority yet) until ctx ends. A node already out of the configuration
+// is done.
+func removeThroughLeader(ctx context.Context, env *Env, s storage, f int) error {
+	c, err := env.nodes()
+	if err != nil {
+		return err
+	}
+	for {
+		l, err := c.Leader(ctx)
+		if err == nil {
+			if err = s.RemovePeer(ctx, l, nodes.Name(f)); err == nil || errors.Is(err, nodes.ErrUnknownPeer) {
+				env.logf("nemesis: %s removed from the configuration by leader %s", nodes.Name(f), nodes.Name(l))
+				return nil
+			}
+		}
+		env.logf("nemesis: removing %s through the leader: %v; retrying", nodes.Name(f), err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("removing %s through the leader: %w (last: %w)", nodes.Name(f), ctx.Err(), err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// corruptLogEntry turns an even digit of an intent's payload into the next
+// one in a log entry a restarted follower replays: one past its newest
+// snapshot, in a batch before the last (raft-wal checks the CRC of the
+// batch it finds at a segment's tail when it opens the log, and cuts a
+// bad one as a torn write). Only the log's checksum sees such a byte: the
+// command still decodes and its payload is still JSON, so a node that
+// skipped it (the seeded bug log-no-checksum) applies another payload
+// than its peers and its digest differs. Runs need --trailing-logs large
+// enough that the follower catches up from its log rather than a
+// snapshot.
+func corruptLogEntry(ctx context.Context, env *Env) (string, []string, func(context.Context) error, error) {
+	return corruptFile(ctx, env, "a replayed log entry", func(dir string, r *rand.Rand) (string, int64, error) {
+		snaps, _, err := files(dir, "snapshots", func(rel string, _ int64) bool { return filepath.Base(rel) == "state.bin" })
+		if err != nil {
+			return "", 0, err
+		}
+		var after uint64
+		if s := newestSnapshot(snaps); s != "" {
+			parts := strings.Split(filepath.Base(filepath.Dir(s)), "-")
+			after, _ = strconv.ParseUint(parts[1], 10, 64)
+		}
+		segs, _, err := segments(dir)
+		if err != nil || len(segs) == 0 {
+			return "", 0, fmt.Errorf("no log segment to corrupt (%v)", err)
+		}
+		type spot struct {
+			seg string
+			off int64
+		}
+		var spots []spot
+		seen := map[string]bool{}
+		for _, seg := range segs {
+			b, err := os.ReadFile(filepath.Join(dir, seg))
+			if err != nil {
+				return "", 0, err
+			}
+			for _, off := range replayedDigits(b, after, seen) {
+				spots = append(spots, spot{seg, off})
+			}
+		}
+		if len(spots) == 0 {
+			return "", 0, fmt.Errorf("no payload digit in a log entry past snapshot index %d, before the last batch", after)
+		}
+		sp := spots[r.Intn(len(spots))]
+		return sp.seg, sp.off, nil
+	})
+}
+
+// replayedDigits lists the offsets, in raft-wal segment b, of the even
+// digits ('0' to '8') inside the intents' payloads ({"key":...}) of the
+// entries with an index above after, leaving out the segment's last
+// batch. Only the first claim of a key is taken (seen holds the keys met
+// so far, across segments oldest first): in the contended workload it is
+// the one granted, whose payload the intent keeps; a later claim of the
+// same key is refused and its payload kept nowhere. A segment is a 32-byte header, then frames: an 8-byte header
+// (type, 3 reserved bytes, a little-endian length, or a CRC for a commit
+// frame) and a payload padded to 8 bytes; an entry frame's payload is the
+// entry in raft-wal's codec, which starts with the index as a uvarint.
+func replayedDigits(b []byte, after uint64, seen map[string]bool) []int64 {
+	const (
+		fileHeader  = 32
+		frameEntry  = 1
+		frameIndex  = 2
+		frameCommit = 3
+	)
+	var batches [][]int64 // the digits of each committed batch
+	var pending []int64   // of the batch being read
+	for pos := fileHeader; pos+8 <= len(b); {
+		typ := b[pos]
+		n := int(binary.LittleEndian.Uint32(b[pos+4:]))
+		if typ == frameCommit {
+			batches = append(batches, pending)
+			pending = nil
+			pos += 8
+			continue
+		}
+		if typ != frameEntry && typ != frameIndex || pos+8+n > len(b) {
+			break // the end of what was written
+		}
+		if typ == frameEntry {
+			payload := b[pos+8 : pos+8+n]
+			index, w := binary.Uvarint(payload)
+			digits := payloadDigitsIn(payload, int64(pos+8), seen)
+			if w > 0 && index > after {
+				pending = append(pending, digits...)
+			}
+		}
+		pos += 8 + (n+7)&^7
+	}
+	var out []int64
+	for k := 0; k < len(batches)-1; k++ { // not the last batch
+		out = append(out, batches[k]...)
+	}
+	return out
+}
+
+// payloadDigitsIn lists the offsets (base plus the offset in p) of the even
+// digits inside each {"key":...} object in p, an encoded command, whose
+// key seen does not hold yet (it is added).
+func payloadDigitsIn(p []byte, base int64, seen map[string]bool) []int64 {
+	var out []int64
+	open := []byte(`{"key":`)
+	for from := 0; ; {
+		i := bytes.Index(p[from:], open)
+		if i < 0 {
+			return out
+		}
+		start := from + i
+		end := bytes.IndexByte(p[start:], '}')
+		if end < 0 {
+			return out
+		}
+		obj := p[start : start+end]
+		key, _, _ := bytes.Cut(obj, []byte(","))
+		if !seen[string(key)] {
+			seen[string(key)] = true
+			for j, c := range obj {
+				if c >= '0' && c <= '8' && (c-'0')%2 == 0 {
+					out = append(out, base+int64(start+j))
+				}
+			}
+		}
+		from = start + end
+	}
+}
+
 func wipe(d *lazyfs.FS) error {
 	entries, err := os.ReadDir(d.Mountpoint())
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -676,6 +677,40 @@ func (c *Cluster) Status(ctx context.Context, i int) (Status, error) {
 		return st, fmt.Errorf("nodes: %s: /v1/cluster: %w", Name(i), err)
 	}
 	return st, nil
+}
+
+// ErrUnknownPeer is RemovePeer's answer for a node that is not a server of
+// the configuration (already removed).
+var ErrUnknownPeer = errors.New("nodes: not a server of the configuration")
+
+// RemovePeer asks node leader to remove server id from the Raft
+// configuration: POST /v1/cluster/peers/ID/remove, what intentctl peer
+// remove sends (bounded by ctx and ten seconds).
+func (c *Cluster) RemovePeer(ctx context.Context, leader int, id string) error {
+	if err := c.check(leader); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL(leader)+"/v1/cluster/peers/"+url.PathEscape(id)+"/remove",
+		strings.NewReader("{}"))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("nodes: remove %s through %s: %w", id, Name(leader), err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	switch {
+	case resp.StatusCode/100 == 2:
+		return nil
+	case resp.StatusCode == http.StatusNotFound:
+		return fmt.Errorf("%w: %s: %s", ErrUnknownPeer, id, strings.TrimSpace(string(body)))
+	}
+	return fmt.Errorf("nodes: remove %s through %s: status %d: %s", id, Name(leader), resp.StatusCode, strings.TrimSpace(string(body)))
 }
 
 // get fetches <node i's URL>/path with a short per-request bound.
