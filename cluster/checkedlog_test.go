@@ -113,7 +113,7 @@ func TestCheckedLogDetectsAFlippedEntry(t *testing.T) {
 		for _, noVerify := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/noVerify=%v", kind, noVerify), func(t *testing.T) {
 				dir := t.TempDir()
-				store, err := openLogStore(dir, kind, hclog.NewNullLogger(), false)
+				store, err := openLogStore(dir, kind, hclog.NewNullLogger(), logStoreOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -124,7 +124,7 @@ func TestCheckedLogDetectsAFlippedEntry(t *testing.T) {
 				if n := flipIn(t, dir, []byte("payload-0003-0123456789"), len("payload-0003-012")); n == 0 {
 					t.Fatal("entry 3's payload not found on disk")
 				}
-				store, err = openLogStore(dir, kind, hclog.NewNullLogger(), false)
+				store, err = openLogStore(dir, kind, hclog.NewNullLogger(), logStoreOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -195,7 +195,7 @@ func TestCheckedLogRoundTrip(t *testing.T) {
 	for _, kind := range []string{LogStoreWAL, LogStoreBoltDB} {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()
-			store, err := openLogStore(dir, kind, hclog.NewNullLogger(), false)
+			store, err := openLogStore(dir, kind, hclog.NewNullLogger(), logStoreOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,7 +19,7 @@ func TestCheckedStableDetectsAFlippedVote(t *testing.T) {
 		for _, flip := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/flip=%v", kind, flip), func(t *testing.T) {
 				dir := t.TempDir()
-				store, err := openLogStore(dir, kind, hclog.NewNullLogger(), false)
+				store, err := openLogStore(dir, kind, hclog.NewNullLogger(), logStoreOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -39,7 +39,7 @@ func TestCheckedStableDetectsAFlippedVote(t *testing.T) {
 				if flip && flipIn(t, dir, []byte("candidate-n2"), len("candidate-n")) == 0 {
 					t.Fatal("the vote was not found on disk")
 				}
-				store, err = openLogStore(dir, kind, hclog.NewNullLogger(), false)
+				store, err = openLogStore(dir, kind, hclog.NewNullLogger(), logStoreOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -71,7 +71,7 @@ func TestCheckedStableRewritesLegacyValues(t *testing.T) {
 	for _, kind := range []string{LogStoreWAL, LogStoreBoltDB} {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()
-			store, err := openLogStore(dir, kind, hclog.NewNullLogger(), false)
+			store, err := openLogStore(dir, kind, hclog.NewNullLogger(), logStoreOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

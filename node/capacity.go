@@ -43,6 +43,9 @@ type CapacityConfig struct {
 	MaxMemoryAuto bool
 }
 
+// DefaultMemoryHighWater is the MemoryHighWater a zero value means.
+const DefaultMemoryHighWater = ledger.DefaultMemoryHighWater
+
 // limits is the ledger's view of c.
 func (c CapacityConfig) limits() ledger.CapacityLimits {
 	return ledger.CapacityLimits{MinFreeDisk: c.MinFreeDisk, MinFreeDiskAuto: c.MinFreeDiskAuto,

@@ -7,7 +7,6 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/intentledger/intentd/ledger"
 	"github.com/intentledger/intentd/node"
 )
 
@@ -80,5 +79,5 @@ func registerCapacityFlags(fs *flag.FlagSet, c *node.CapacityConfig) {
 	fs.Var(sizeFlag{&c.MinFreeDisk, &c.MinFreeDiskAuto}, "min-free-disk", "free space to keep on the file system of --data-dir: below it the leader refuses claims of new keys with 507 ledger_full (e.g. 512MiB, 2GB; auto: the smaller of 1 GiB and 10% of the file system; off)")
 	fs.Var(sizeFlag{v: &c.MaxDataBytes}, "max-data-bytes", "cap on the bytes in --data-dir: past it the leader refuses claims of new keys with 507 ledger_full (e.g. 20GiB; off)")
 	fs.Var(sizeFlag{&c.MaxMemory, &c.MaxMemoryAuto}, "max-memory", "the node's memory capacity (e.g. 4GiB; auto: the memory cgroup's limit, else GOMEMLIMIT, else the machine's memory; off): the leader refuses claims of new keys with 507 ledger_full while the Go live heap is over --memory-high-water of it, and GOMEMLIMIT is set to 90% of it unless set")
-	fs.Float64Var(&c.MemoryHighWater, "memory-high-water", ledger.DefaultMemoryHighWater, "fraction of --max-memory the Go live heap may reach before the leader refuses claims of new keys (the ledger is held in memory)")
+	fs.Float64Var(&c.MemoryHighWater, "memory-high-water", node.DefaultMemoryHighWater, "fraction of --max-memory the Go live heap may reach before the leader refuses claims of new keys (the ledger is held in memory)")
 }
