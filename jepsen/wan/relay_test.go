@@ -289,15 +289,17 @@ func TestRelayPropagatesCloses(t *testing.T) {
 	recv(t, b.lines, "x")
 	recv(t, b.conns, "the backend's first connection")
 	server := recv(t, b.conns, "the backend's second connection")
-	_ = server.(*net.TCPConn).SetLinger(0)
-	_ = server.Close()
 	if err := c2.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
+	// The echo crosses the relay's delay: read it before the reset, which
+	// would otherwise overtake it (a reset discards what is in flight).
 	rd2 := bufio.NewReader(c2)
 	if l, err := rd2.ReadString('\n'); l != "x\n" || err != nil {
 		t.Fatalf("echo before the reset: %q, %v", l, err)
 	}
+	_ = server.(*net.TCPConn).SetLinger(0)
+	_ = server.Close()
 	if _, err := rd2.ReadString('\n'); err == nil || isTimeout(err) {
 		t.Fatalf("after the backend's reset: %v, want the connection ended", err)
 	}
