@@ -121,6 +121,7 @@ func (s *stateMachine) ApplyBatch(logs []*raft.Log) []interface{} {
 			s.applied = l.Index
 		}
 	}
+	s.l.Commit(s.applied)
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
@@ -194,4 +195,4 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 // Release implements raft.FSMSnapshot.
-func (s *snapshot) Release() {}
+func (s *snapshot) Release() { s.l.Release() }

@@ -116,6 +116,7 @@ func (s *ledgerSnapshot) Intents() int { return s.l.Len() }
 // (fsm.Machine.WriteSnapshot, with a SHA-256 trailer; fsm.Restore verifies it and
 // every value).
 func (s *ledgerSnapshot) Write(w io.Writer) (SnapshotInfo, error) {
+	defer s.l.Release() // written once: the view it holds goes
 	h := sha256.New()
 	cw := &countingWriter{w: io.MultiWriter(w, h)}
 	if err := s.l.WriteSnapshot(cw); err != nil {

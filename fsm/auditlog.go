@@ -3,10 +3,10 @@ package fsm
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-
-	"github.com/google/btree"
+	"fmt"
 )
 
 // DefaultAuditRetention is how many events of each namespace's audit log
@@ -59,23 +59,22 @@ type ChainHead struct {
 // zeroHash anchors a fresh chain.
 var zeroHash = hex.EncodeToString(make([]byte, sha256.Size))
 
-// chain is one namespace's audit log.
+// chain is one namespace's audit log: its head here, its events in the
+// store (tableChain).
 type chain struct {
-	head   ChainHead
-	events *btree.BTreeG[*ChainEvent]
+	head ChainHead
 }
-
-func lessChain(a, b *ChainEvent) bool { return a.Seq < b.Seq }
 
 func newChain(ns string) *chain {
-	return &chain{
-		head:   ChainHead{Namespace: ns, Anchor: zeroHash, LastHash: zeroHash},
-		events: btree.NewG(btreeDegree, lessChain),
-	}
+	return &chain{head: ChainHead{Namespace: ns, Anchor: zeroHash, LastHash: zeroHash}}
 }
 
-func (c *chain) clone() *chain {
-	return &chain{head: c.head, events: c.events.Clone()}
+// events is how many events the log retains.
+func (c *chain) events() int {
+	if c.head.FirstSeq == 0 {
+		return 0
+	}
+	return int(c.head.LastSeq - c.head.FirstSeq + 1)
 }
 
 // ChainEventHash is the hash of an event's raw JSON.
@@ -85,32 +84,64 @@ func ChainEventHash(body []byte) string {
 }
 
 // appendChain adds ev about key to the namespace's audit log and trims it
-// to the retention. The chain is changed in place: a Clone of the ledger
-// has chain structs of its own over copy-on-write trees, so nothing a
-// snapshot holds is touched.
+// to the retention.
 func (l *Machine) appendChain(ns, key string, ev AuditEvent) {
 	c, ok := l.chains[ns]
 	if !ok {
 		c = newChain(ns)
 		l.chains[ns] = c
 	}
+	l.dirty[ns] = struct{}{}
 	b := ChainBody{Seq: c.head.LastSeq + 1, Namespace: ns, Key: key, Prev: c.head.LastHash, AuditEvent: ev}
 	l.scratch = appendChainBody(l.scratch[:0], &b)
-	raw := bytes.Clone(l.scratch) // exactly its size: the log keeps up to the retention of them
-	ce := &ChainEvent{Seq: b.Seq, Hash: ChainEventHash(raw), Body: raw}
-	c.events.ReplaceOrInsert(ce)
+	hash := ChainEventHash(l.scratch)
+	l.st.Set(chainKey(nil, ns, b.Seq), append([]byte(hash), l.scratch...))
 	if c.head.FirstSeq == 0 {
-		c.head.FirstSeq = ce.Seq
+		c.head.FirstSeq = b.Seq
 	}
-	c.head.LastSeq, c.head.LastHash = ce.Seq, ce.Hash
+	c.head.LastSeq, c.head.LastHash = b.Seq, hash
 	retention := l.settings.auditRetention()
-	for c.events.Len() > retention {
-		first, _ := c.events.DeleteMin()
-		c.head.Dropped++
-		if next, ok := c.events.Min(); ok {
-			c.head.FirstSeq, c.head.Anchor = next.Seq, first.Hash
-		}
+	if c.events() <= retention {
+		return
 	}
+	// Drop the oldest events; the last one dropped anchors the log.
+	first := c.head.LastSeq - uint64(retention) + 1
+	last, ok := l.chainEvent(ns, first-1)
+	if !ok {
+		panic(fmt.Errorf("%w: audit event %d of %q is missing", ErrStoreIO, first-1, ns))
+	}
+	for seq := c.head.FirstSeq; seq < first; seq++ {
+		l.st.Delete(chainKey(l.scratch[:0], ns, seq))
+		c.head.Dropped++
+	}
+	c.head.FirstSeq, c.head.Anchor = first, last.Hash
+}
+
+// chainEvent reads one stored event.
+func (l *Machine) chainEvent(ns string, seq uint64) (*ChainEvent, bool) {
+	v, ok := l.r().Get(chainKey(nil, ns, seq))
+	if !ok {
+		return nil, false
+	}
+	return decodeChainValue(seq, v), true
+}
+
+// decodeChainValue decodes a stored event: its hex hash, then its body.
+func decodeChainValue(seq uint64, v []byte) *ChainEvent {
+	const n = 2 * sha256.Size
+	if len(v) < n {
+		panic(fmt.Errorf("%w: audit event %d is %d bytes", ErrStoreIO, seq, len(v)))
+	}
+	return &ChainEvent{Seq: seq, Hash: string(v[:n]), Body: bytes.Clone(v[n:])}
+}
+
+// scanChain calls fn with the namespace's events from seq since on, in
+// order, until fn returns false.
+func (l *Machine) scanChain(ns string, since uint64, fn func(*ChainEvent) bool) {
+	p := appendNS([]byte{tableChain}, ns)
+	l.r().Scan(chainKey(nil, ns, since), prefixEnd(p), func(k, v []byte) bool {
+		return fn(decodeChainValue(binary.BigEndian.Uint64(k[len(k)-8:]), v))
+	})
 }
 
 // AuditHead returns the head of a namespace's audit log.
@@ -124,14 +155,13 @@ func (l *Machine) AuditHead(ns string) ChainHead {
 // AuditEvents returns up to limit events of the namespace's audit log with
 // seq ≥ since, in order, and the seq to ask for next (0 when none follow).
 func (l *Machine) AuditEvents(ns string, since uint64, limit int) (page []*ChainEvent, next uint64) {
-	c, ok := l.chains[ns]
-	if !ok {
+	if _, ok := l.chains[ns]; !ok {
 		return nil, 0
 	}
 	if limit <= 0 {
 		limit = 100
 	}
-	c.events.AscendGreaterOrEqual(&ChainEvent{Seq: since}, func(e *ChainEvent) bool {
+	l.scanChain(ns, since, func(e *ChainEvent) bool {
 		if len(page) == limit {
 			next = e.Seq
 			return false

@@ -4,9 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-
-	"github.com/google/btree"
 )
 
 // MaxAuditEvents bounds the audit trail kept per key; older events are
@@ -14,95 +11,119 @@ import (
 const MaxAuditEvents = 64
 
 // Machine is the replicated state: every intent, indexed by (namespace,
-// key), plus secondary indexes the leader's sweeper reads. Reads (Clone
-// among them) may run concurrently with each other, not with Apply; the
-// cluster layer serialises Apply against reads.
+// key), plus secondary indexes the leader's sweeper reads. What grows with
+// the ledger (records, the lease and purge indexes, the audit logs) lives
+// in a Store; what is bounded by namespaces and policies (counts, usage,
+// chain heads, policies, keys, settings) is held here too and written to
+// the store at Commit. Reads (Clone among them) may run concurrently with
+// each other, not with Apply or Commit; the cluster layer serialises them.
 type Machine struct {
-	intents *btree.BTreeG[*record]
-	leases  *btree.BTreeG[deadline] // declared intents by lease deadline
-	purges  *btree.BTreeG[deadline] // finished intents by purge time
-	counts  map[State]int
+	st   Store     // nil in a Clone
+	view StoreView // a Clone's view of the store; nil otherwise
+
+	counts map[State]int
+	total  int // intents held
 	// usage is counts and stored bytes per namespace, kept by put like
 	// counts: an index of the records, never snapshotted, rebuilt by
 	// Restore (usage.go).
-	usage map[string]*nsUsage
-	now   int64  // latest command time applied (never decreases)
-	index uint64 // latest log index applied
+	usage   map[string]*nsUsage
+	now     int64  // latest command time applied (never decreases)
+	index   uint64 // latest log index applied
+	applied uint64 // the log index the store holds the state of (Commit)
 
-	// Policies, signing keys, settings and audit logs. policies, ordered
-	// and keys are replaced, never changed in place, so a Clone shares
-	// them; chains is copied by Clone (each chain over a copy-on-write
-	// tree) and changed in place.
+	// Policies, signing keys, settings and the heads of the audit logs.
+	// policies, ordered and keys are replaced, never changed in place, so
+	// a Clone shares them; chains is copied by Clone.
 	policies map[string]*Policy // by name; the default only once set
 	ordered  []*Policy          // non-default policies in matching order
 	keys     []SigningKey       // oldest first
 	settings Settings
-	chains   map[string]*chain // audit logs by namespace
+	chains   map[string]*chain // audit log heads by namespace
 
-	scratch []byte // reused to encode audit events; never shared by a Clone
+	// What changed since the last Commit, to be written with it.
+	dirty       map[string]struct{} // namespaces whose usage or chain head changed
+	configDirty bool
 
-	// cloneMu serialises Clone: a B-tree's Clone writes the copy-on-write
-	// bookkeeping of the tree it copies, so two Clones under a shared read
-	// lock (raft's snapshot and a backup, two backups) would race.
-	cloneMu sync.Mutex
+	scratch []byte // reused to encode audit events and records; never shared by a Clone
 }
 
-// deadline is an index entry: a time and the record it is due for,
-// ordered by time, then (namespace, key). The record is the one stored
-// when the entry was made; put replaces the entry with the record.
-type deadline struct {
-	at int64
-	r  *record
-}
-
-func lessDeadline(a, b deadline) bool {
-	if a.at != b.at {
-		return a.at < b.at
-	}
-	if a.r == nil || b.r == nil {
-		return a.r == nil && b.r != nil // a bare time sorts before its records
-	}
-	return lessRecord(a.r, b.r)
-}
+// deadline tables: the lease index holds declared intents by lease
+// deadline, the purge index finished ones by purge time.
 
 const btreeDegree = 32
 
-// New returns an empty ledger.
+// New returns an empty ledger in memory.
 func New() *Machine {
-	return &Machine{
-		intents: btree.NewG(btreeDegree, lessRecord),
-		leases:  btree.NewG(btreeDegree, lessDeadline),
-		purges:  btree.NewG(btreeDegree, lessDeadline),
-		counts:  make(map[State]int),
-		usage:   map[string]*nsUsage{},
-		chains:  map[string]*chain{},
+	l, err := Open(NewMemoryStore())
+	if err != nil {
+		panic(err) // an empty store always opens
 	}
+	return l
 }
 
-// Clone returns a copy of the ledger that shares structure copy-on-write;
-// it costs O(1) and the copy can be read (e.g. encoded into a snapshot)
-// while the original keeps applying. Clones may run concurrently with each
+// Open returns the ledger a store holds (an empty store: an empty
+// ledger). The store must hold what a Machine committed to it, or
+// nothing.
+func Open(st Store) (*Machine, error) {
+	l := &Machine{
+		st:     st,
+		counts: make(map[State]int),
+		usage:  map[string]*nsUsage{},
+		chains: map[string]*chain{},
+		dirty:  map[string]struct{}{},
+	}
+	if err := l.load(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// reader is what reads see: the store, or a Clone's view of it.
+type storeReader interface {
+	Get(key []byte) ([]byte, bool)
+	Scan(lo, hi []byte, fn func(key, value []byte) bool)
+}
+
+func (l *Machine) r() storeReader {
+	if l.view != nil {
+		return l.view
+	}
+	return l.st
+}
+
+// Clone returns a copy of the ledger as of the last Commit, O(1) in the
+// size of the ledger and readable (e.g. encoded into a snapshot) while
+// the original keeps applying. A ledger in a MemoryStore forks it, so its
+// Clone can apply too; any other Clone is read-only (a view of the
+// store). Release it when done. Clones may run concurrently with each
 // other and with readers, not with an apply.
 func (l *Machine) Clone() *Machine {
-	l.cloneMu.Lock()
-	defer l.cloneMu.Unlock()
+	if l.st == nil {
+		panic("fsm: Clone of a read-only Clone")
+	}
 	c := &Machine{
-		intents: l.intents.Clone(),
-		leases:  l.leases.Clone(),
-		purges:  l.purges.Clone(),
 		counts:  make(map[State]int, len(l.counts)),
+		total:   l.total,
 		usage:   make(map[string]*nsUsage, len(l.usage)),
 		now:     l.now,
 		index:   l.index,
+		applied: l.applied,
 
 		policies: l.policies,
 		ordered:  l.ordered,
 		keys:     l.keys,
 		settings: l.settings,
 		chains:   make(map[string]*chain, len(l.chains)),
+		dirty:    map[string]struct{}{},
+	}
+	if m, ok := l.st.(*MemoryStore); ok {
+		c.st = m.Fork()
+	} else {
+		c.view = l.st.View()
 	}
 	for ns, ch := range l.chains {
-		c.chains[ns] = ch.clone()
+		cc := *ch
+		c.chains[ns] = &cc
 	}
 	for k, v := range l.counts {
 		c.counts[k] = v
@@ -114,14 +135,26 @@ func (l *Machine) Clone() *Machine {
 	return c
 }
 
+// Release frees what a Clone holds; a no-op on the ledger itself.
+func (l *Machine) Release() {
+	if l.view != nil {
+		l.view.Release()
+	}
+}
+
 // AppliedIndex is the log index of the last applied command.
 func (l *Machine) AppliedIndex() uint64 { return l.index }
+
+// StoredIndex is the log index the store held the state of when it was
+// opened or last committed (Commit's index): entries up to it are in the
+// store and must not be applied again.
+func (l *Machine) StoredIndex() uint64 { return l.applied }
 
 // Now is the latest command time applied, in Unix nanoseconds.
 func (l *Machine) Now() int64 { return l.now }
 
 // Len is the number of intents.
-func (l *Machine) Len() int { return l.intents.Len() }
+func (l *Machine) Len() int { return l.total }
 
 // Counts returns the number of intents in each state.
 func (l *Machine) Counts() map[State]int {
@@ -133,8 +166,7 @@ func (l *Machine) Counts() map[State]int {
 }
 
 // Get returns the intent or nil. The Intent is the caller's: a new
-// value built from the stored record (it shares the payload and other
-// slices with the ledger, which must not be modified).
+// value built from the stored record.
 func (l *Machine) Get(ns, key string) *Intent {
 	if r := l.get(ns, key); r != nil {
 		return r.intent()
@@ -144,8 +176,19 @@ func (l *Machine) Get(ns, key string) *Intent {
 
 // get returns the stored record or nil.
 func (l *Machine) get(ns, key string) *record {
-	r, _ := l.intents.Get(probe(ns, key))
-	return r
+	v, ok := l.r().Get(recordKey(nil, ns, key))
+	if !ok {
+		return nil
+	}
+	return decodeStored(v)
+}
+
+// ascend calls fn with the records from (ns, from) on, in key order,
+// until fn returns false or the namespace ends.
+func (l *Machine) ascend(ns, from string, fn func(*record) bool) {
+	p := recordPrefix(nil, ns)
+	lo := append(append([]byte(nil), p...), from...)
+	l.r().Scan(lo, prefixEnd(p), func(_, v []byte) bool { return fn(decodeStored(v)) })
 }
 
 // ListOptions filters a List.
@@ -168,9 +211,8 @@ func (l *Machine) List(opts ListOptions) (page []*Intent, next string) {
 	if opts.Limit <= 0 {
 		opts.Limit = 100
 	}
-	from := probe(opts.Namespace, start)
-	l.intents.AscendGreaterOrEqual(from, func(r *record) bool {
-		if r.ns != from.ns || !strings.HasPrefix(r.key, opts.Prefix) {
+	l.ascend(opts.Namespace, start, func(r *record) bool {
+		if !strings.HasPrefix(r.key, opts.Prefix) {
 			return false
 		}
 		if r.key == opts.After {
@@ -192,23 +234,27 @@ func (l *Machine) List(opts ListOptions) (page []*Intent, next string) {
 // DueLeases returns up to max declared intents whose lease deadline is
 // before now.
 func (l *Machine) DueLeases(now int64, max int) []Ref {
-	return due(l.leases, now, max)
+	return l.due(tableLease, now, max)
 }
 
 // DuePurges returns up to max finished intents whose dedupe window has
 // passed at now.
 func (l *Machine) DuePurges(now int64, max int) []Ref {
-	return due(l.purges, now+1, max)
+	return l.due(tablePurge, now+1, max)
 }
 
-func due(t *btree.BTreeG[deadline], before int64, max int) []Ref {
+func (l *Machine) due(table byte, before int64, max int) []Ref {
 	var out []Ref
-	t.AscendLessThan(deadline{at: before}, func(d deadline) bool {
-		if len(out) == max {
-			return false
+	if before <= 0 || max <= 0 {
+		return nil
+	}
+	l.r().Scan([]byte{table}, deadlineBound(table, before), func(k, _ []byte) bool {
+		ref, err := parseDeadlineKey(k)
+		if err != nil {
+			panic(fmt.Errorf("%w: %w", ErrStoreIO, err))
 		}
-		out = append(out, Ref{Namespace: d.r.namespace(), Key: d.r.key})
-		return true
+		out = append(out, ref)
+		return len(out) < max
 	})
 	return out
 }
@@ -296,28 +342,35 @@ func (l *Machine) put(prev, next *record) {
 	if prev != nil {
 		st := prev.state.State()
 		l.counts[st]--
+		l.total--
 		l.account(prev, -1)
 		if st == StateDeclared {
-			l.leases.Delete(deadline{prev.leaseDeadline, prev})
+			l.st.Delete(deadlineKey(l.scratch[:0], tableLease, prev.leaseDeadline, prev.namespace(), prev.key))
 		}
 		if st.Finished() {
-			l.purges.Delete(deadline{prev.purgeAt(), prev})
+			l.st.Delete(deadlineKey(l.scratch[:0], tablePurge, prev.purgeAt(), prev.namespace(), prev.key))
 		}
 	}
 	if next == nil {
 		if prev != nil {
-			l.intents.Delete(prev)
+			l.st.Delete(recordKey(l.scratch[:0], prev.namespace(), prev.key))
 		}
 		return
 	}
 	st := next.state.State()
 	l.counts[st]++
+	l.total++
 	l.account(next, +1)
+	ns := next.namespace()
 	if st == StateDeclared {
-		l.leases.ReplaceOrInsert(deadline{next.leaseDeadline, next})
+		l.st.Set(deadlineKey(l.scratch[:0], tableLease, next.leaseDeadline, ns, next.key), nil)
 	}
 	if st.Finished() {
-		l.purges.ReplaceOrInsert(deadline{next.purgeAt(), next})
+		l.st.Set(deadlineKey(l.scratch[:0], tablePurge, next.purgeAt(), ns, next.key), nil)
 	}
-	l.intents.ReplaceOrInsert(next)
+	k := recordKey(l.scratch[:0], ns, next.key)
+	n := len(k)
+	b := appendRecord(k, next)
+	l.st.Set(b[:n], b[n:])
+	l.scratch = b[:0]
 }

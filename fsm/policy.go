@@ -230,6 +230,7 @@ func (l *Machine) setPolicy(name string, p *Policy) {
 	}
 	l.policies = next
 	l.reorder()
+	l.configDirty = true
 }
 
 func (l *Machine) reorder() {

@@ -262,6 +262,11 @@ func appendString(b []byte, s string) []byte {
 type reader struct {
 	b   []byte
 	err error
+	// trusted skips the checks of what only this ledger wrote (the UTF-8
+	// of texts, the JSON of stored payloads, a record's trail): a record
+	// read back from the state store was checked when it was applied or
+	// restored.
+	trusted bool
 }
 
 func (d *reader) fail(format string, args ...any) {

@@ -46,6 +46,7 @@ func (a *applier) setSettings(c *SetSettings) *Result {
 		return &Result{Status: StatusMalformed, Detail: err.Error()}
 	}
 	a.l.settings = c.Settings
+	a.l.configDirty = true
 	a.l.appendChain(SystemNamespace, "", AuditEvent{Index: a.index, At: a.now, Op: "settings.set", Status: StatusOK, Actor: c.Actor,
 		Reason: fmt.Sprintf("audit_retention %d", c.Settings.AuditRetention)})
 	return &Result{Status: StatusOK}

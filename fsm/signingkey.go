@@ -99,6 +99,7 @@ func (a *applier) addSigningKey(c *AddSigningKey) *Result {
 		keys = keys[len(keys)-MaxSigningKeys:]
 	}
 	a.l.keys = keys
+	a.l.configDirty = true
 	a.l.appendChain(SystemNamespace, "", AuditEvent{Index: a.index, At: a.now, Op: "key.add", Status: StatusOK,
 		Reason: "signing key " + k.ID})
 	return &Result{Status: StatusOK}

@@ -109,7 +109,7 @@ func (l *Machine) writeSnapshot(w io.Writer, format string, writeIntents func(*b
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	hdr := snapshotHeader{Format: format, Version: SnapshotVersion, Index: l.index, Now: l.now,
-		Count: l.intents.Len(), Keys: l.keys, Settings: l.settings}
+		Count: l.total, Keys: l.keys, Settings: l.settings}
 	pnames := make([]string, 0, len(l.policies))
 	for name := range l.policies {
 		pnames = append(pnames, name)
@@ -121,7 +121,7 @@ func (l *Machine) writeSnapshot(w io.Writer, format string, writeIntents func(*b
 	for _, ns := range l.chainNames() {
 		c := l.chains[ns]
 		hdr.Chains = append(hdr.Chains, c.head)
-		hdr.Events += c.events.Len()
+		hdr.Events += c.events()
 	}
 	if err := enc.Encode(hdr); err != nil {
 		return fmt.Errorf("snapshot header: %w", err)
@@ -131,7 +131,7 @@ func (l *Machine) writeSnapshot(w io.Writer, format string, writeIntents func(*b
 	}
 	var err error
 	for _, ns := range l.chainNames() {
-		l.chains[ns].events.Ascend(func(e *ChainEvent) bool {
+		l.scanChain(ns, 0, func(e *ChainEvent) bool {
 			err = enc.Encode(snapshotEvent{Namespace: ns, ChainEvent: e})
 			return err == nil
 		})
@@ -171,6 +171,17 @@ func (l *Machine) Digest() string {
 // audit chain) is refused with an error wrapping both ErrBadSnapshot and
 // ErrInvalidSnapshot. Every error wraps ErrBadSnapshot.
 func Restore(r io.Reader) (*Machine, error) {
+	return RestoreInto(NewMemoryStore(), r)
+}
+
+// restoreCommitEvery is how many records RestoreInto writes to the store
+// between commits, bounding what a store holds uncommitted.
+const restoreCommitEvery = 1024
+
+// RestoreInto is Restore into st, which must be empty. On an error st
+// holds part of the snapshot and is to be discarded; on success the
+// snapshot's state is committed to it (not synced).
+func RestoreInto(st Store, r io.Reader) (*Machine, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	h := sha256.New()
 	line, err := readLine(br, h)
@@ -198,10 +209,17 @@ func Restore(r io.Reader) (*Machine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
 	}
-	l := New()
+	l, err := Open(st)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+	}
+	if l.applied != 0 || l.total != 0 {
+		return nil, fmt.Errorf("%w: restore into a store that is not empty", ErrBadSnapshot)
+	}
 	l.index, l.now = hdr.Index, hdr.Now
 	l.settings = hdr.Settings
 	l.keys = hdr.Keys
+	l.configDirty = true
 	if len(hdr.Policies) > 0 {
 		l.policies = make(map[string]*Policy, len(hdr.Policies))
 		for _, p := range hdr.Policies {
@@ -213,6 +231,7 @@ func Restore(r io.Reader) (*Machine, error) {
 		c := newChain(h.Namespace)
 		c.head = h
 		l.chains[h.Namespace] = c
+		l.dirty[h.Namespace] = struct{}{}
 	}
 	var prev *record
 	put := func(i int, r *record) error { // decoded and checked concurrently, put in order
@@ -220,6 +239,9 @@ func Restore(r io.Reader) (*Machine, error) {
 			return fmt.Errorf("%w: intent %d out of order", ErrBadSnapshot, i)
 		}
 		l.put(nil, r)
+		if i%restoreCommitEvery == restoreCommitEvery-1 {
+			st.Commit()
+		}
 		prev = r
 		return nil
 	}
@@ -229,8 +251,7 @@ func Restore(r io.Reader) (*Machine, error) {
 	chains := newChainChecker(bounds, hdr.Chains)
 	var prevEv *snapshotEvent
 	err = readEvents(br, h, hdr.Events, func(i int, e chainEventLine) error {
-		c, ok := l.chains[e.Namespace]
-		if !ok {
+		if _, ok := l.chains[e.Namespace]; !ok {
 			return fmt.Errorf("%w: audit event %d of %q does not belong", ErrBadSnapshot, i, e.Namespace)
 		}
 		// Strictly in (namespace, seq) order, as written: an event
@@ -241,7 +262,10 @@ func Restore(r io.Reader) (*Machine, error) {
 		if err := chains.event(e.Namespace, e.ChainEvent, e.body); err != nil {
 			return fmt.Errorf("%w: audit event %d: %w", ErrBadSnapshot, i, err)
 		}
-		c.events.ReplaceOrInsert(e.ChainEvent)
+		l.st.Set(chainKey(nil, e.Namespace, e.Seq), append([]byte(e.Hash), e.Body...))
+		if i%restoreCommitEvery == restoreCommitEvery-1 {
+			st.Commit()
+		}
 		prevEv = &e.snapshotEvent
 		return nil
 	})
@@ -263,6 +287,7 @@ func Restore(r io.Reader) (*Machine, error) {
 	if tr.SHA256 != sum {
 		return nil, fmt.Errorf("%w: checksum %s, computed %s", ErrBadSnapshot, tr.SHA256, sum)
 	}
+	l.Commit(l.index)
 	return l, nil
 }
 

@@ -81,11 +81,12 @@ func pipeline[J any](workers int, produce func(send func(J) bool) error, work fu
 	return err
 }
 
-// encodeJob is one chunk of records and, once encoded, their frames.
+// encodeJob is one chunk of stored records and, once encoded, their
+// views.
 type encodeJob struct {
-	records []*record
-	buf     *bytes.Buffer
-	err     error
+	raws [][]byte
+	buf  *bytes.Buffer
+	err  error
 }
 
 // encodeBufs recycles chunk buffers: growing a fresh buffer for every
@@ -97,60 +98,66 @@ var encodeBufs = sync.Pool{New: func() any {
 }}
 
 // writeRecords writes one frame per record in key order: a 4-byte
-// big-endian length and the record's encoding.
+// big-endian length and the record's encoding, which is what the store
+// holds (nothing is decoded or encoded).
 func (l *Machine) writeRecords(w *bufio.Writer) error {
-	return l.writeChunks(w, func(buf *bytes.Buffer, r *record) error {
-		b := buf.AvailableBuffer()
-		b = append(b, 0, 0, 0, 0)
-		b = appendRecord(b, r)
-		n := len(b) - 4
-		if n > maxRecordFrame {
-			return fmt.Errorf("%w: intent %s/%s encodes to %d bytes, over the frame limit of %d",
-				ErrUnsnapshottable, r.namespace(), r.key, n, maxRecordFrame)
+	var err error
+	var size [4]byte
+	p := []byte{tableRecord}
+	l.r().Scan(p, prefixEnd(p), func(k, v []byte) bool {
+		if len(v) > maxRecordFrame {
+			ns, key, _ := parseNS(k[1:])
+			err = fmt.Errorf("%w: intent %s/%s encodes to %d bytes, over the frame limit of %d",
+				ErrUnsnapshottable, ns, key, len(v), maxRecordFrame)
+			return false
 		}
-		binary.BigEndian.PutUint32(b, uint32(n))
-		buf.Write(b)
-		return nil
+		binary.BigEndian.PutUint32(size[:], uint32(len(v)))
+		if _, err = w.Write(size[:]); err == nil {
+			_, err = w.Write(v)
+		}
+		return err == nil
 	})
+	return err
 }
 
 // writeIntentLines writes one JSON line per intent in key order, without
 // HTML escaping: the intents of a JSON dump (WriteSnapshotJSON).
 func (l *Machine) writeIntentLines(w *bufio.Writer) error {
-	return l.writeChunks(w, func(buf *bytes.Buffer, r *record) error {
+	return l.writeChunks(w, func(buf *bytes.Buffer, raw []byte) error {
 		enc := json.NewEncoder(buf)
 		enc.SetEscapeHTML(false)
-		return enc.Encode(r.intent())
+		return enc.Encode(decodeStored(raw).intent())
 	})
 }
 
-// writeChunks encodes the records in key order with encode, chunks
+// writeChunks encodes the stored records in key order with encode, chunks
 // concurrently, and writes the chunks in order, so the bytes are exactly
 // those of encoding the records one by one.
-func (l *Machine) writeChunks(w *bufio.Writer, encode func(*bytes.Buffer, *record) error) error {
+func (l *Machine) writeChunks(w *bufio.Writer, encode func(*bytes.Buffer, []byte) error) error {
 	return pipeline(snapshotWorkers(),
 		func(send func(*encodeJob) bool) error {
-			chunk := make([]*record, 0, snapshotChunk)
+			chunk := make([][]byte, 0, snapshotChunk)
 			size := 0
 			ok := true
-			l.intents.Ascend(func(r *record) bool {
-				chunk = append(chunk, r)
-				size += len(r.payload) + len(r.result) + len(r.trail)
+			p := []byte{tableRecord}
+			l.r().Scan(p, prefixEnd(p), func(_, v []byte) bool {
+				chunk = append(chunk, bytes.Clone(v))
+				size += len(v)
 				if len(chunk) == snapshotChunk || size >= snapshotChunkBytes {
-					ok = send(&encodeJob{records: chunk})
-					chunk, size = make([]*record, 0, snapshotChunk), 0
+					ok = send(&encodeJob{raws: chunk})
+					chunk, size = make([][]byte, 0, snapshotChunk), 0
 				}
 				return ok
 			})
 			if ok && len(chunk) > 0 {
-				send(&encodeJob{records: chunk})
+				send(&encodeJob{raws: chunk})
 			}
 			return nil
 		},
 		func(j *encodeJob) {
 			j.buf = encodeBufs.Get().(*bytes.Buffer)
-			for _, r := range j.records {
-				if j.err = encode(j.buf, r); j.err != nil {
+			for _, raw := range j.raws {
+				if j.err = encode(j.buf, raw); j.err != nil {
 					return
 				}
 			}

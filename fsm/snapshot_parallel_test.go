@@ -34,13 +34,15 @@ func bigLedger(t *testing.T, n int) *Machine {
 // sequentialRecords is the record frames of l encoded one by one.
 func sequentialRecords(l *Machine) []byte {
 	var b []byte
-	l.intents.Ascend(func(r *record) bool {
-		at := len(b)
-		b = append(b, 0, 0, 0, 0)
-		b = appendRecord(b, r)
-		binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
-		return true
-	})
+	for _, ns := range l.Namespaces() {
+		l.ascend(ns, "", func(r *record) bool {
+			at := len(b)
+			b = append(b, 0, 0, 0, 0)
+			b = appendRecord(b, r)
+			binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+			return true
+		})
+	}
 	return b
 }
 

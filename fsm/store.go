@@ -117,6 +117,14 @@ func (s *MemoryStore) View() StoreView {
 	return memoryView{s.t.Clone()}
 }
 
+// Fork returns an independent store holding what s holds, in O(1)
+// (copy-on-write): a Clone of a ledger in memory can go on applying.
+func (s *MemoryStore) Fork() *MemoryStore {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &MemoryStore{t: s.t.Clone()}
+}
+
 type memoryView struct{ t *btree.BTreeG[kv] }
 
 func (v memoryView) Get(key []byte) ([]byte, bool) { return getKV(v.t, key) }

@@ -37,6 +37,7 @@ func (r *record) bytes() int64 {
 // namespace left with no intents is dropped.
 func (l *Machine) account(r *record, sign int) {
 	ns := r.namespace()
+	l.dirty[ns] = struct{}{}
 	u := l.usage[ns]
 	if u == nil {
 		u = &nsUsage{}
