@@ -21,7 +21,7 @@ type storeMeta struct {
 
 // storeConfig is the value at configKey.
 type storeConfig struct {
-	Policies []*Policy   `json:"policies,omitempty"`
+	Policies []*Policy    `json:"policies,omitempty"`
 	Keys     []SigningKey `json:"keys,omitempty"`
 	Settings Settings     `json:"settings"`
 }
