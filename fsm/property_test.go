@@ -201,7 +201,69 @@ func TestProperties(t *testing.T) {
 			t.Fatalf("digest after restore at %d differs from direct application", split)
 		}
 		checkCounts(t, restored)
+
+		// (e) A ledger reopened from its store after a Commit goes on as
+		// if it had never stopped: what Commit writes (usage, audit heads,
+		// policies, the indexes) is all Open needs.
+		st := fsm.NewMemoryStore()
+		o, err := fsm.Open(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reopenAt := rapid.IntRange(0, len(m.log)).Draw(t, "reopen at")
+		for i, e := range m.log {
+			if i == reopenAt {
+				o.Commit(uint64(i))
+				if o, err = fsm.Open(st); err != nil {
+					t.Fatalf("reopen at %d: %v", i, err)
+				}
+				if o.StoredIndex() != uint64(i) {
+					t.Fatalf("reopened at %d: stored index %d", i, o.StoredIndex())
+				}
+			}
+			if r := o.Apply(uint64(i+1), e); !reflect.DeepEqual(r, m.res[i]) {
+				t.Fatalf("entry %d after reopening at %d: result differs\n got %+v\nwant %+v", i+1, reopenAt, r, m.res[i])
+			}
+		}
+		checkSameLedger(t, o, m.l)
 	})
+}
+
+// checkSameLedger fails unless got and want hold the same ledger, as
+// every reader sees it.
+func checkSameLedger(t *rapid.T, got, want *fsm.Machine) {
+	if got.Digest() != want.Digest() {
+		t.Fatalf("digest differs")
+	}
+	if !reflect.DeepEqual(got.Counts(), want.Counts()) || got.Len() != want.Len() || got.Now() != want.Now() {
+		t.Fatalf("counts %v len %d now %d, want %v %d %d", got.Counts(), got.Len(), got.Now(), want.Counts(), want.Len(), want.Now())
+	}
+	if !reflect.DeepEqual(got.Namespaces(), want.Namespaces()) {
+		t.Fatalf("namespaces %v, want %v", got.Namespaces(), want.Namespaces())
+	}
+	for _, ns := range append(want.Namespaces(), fsm.SystemNamespace) {
+		if !reflect.DeepEqual(got.NamespaceUsage(ns), want.NamespaceUsage(ns)) {
+			t.Fatalf("usage of %q differs", ns)
+		}
+		if got.AuditHead(ns) != want.AuditHead(ns) {
+			t.Fatalf("audit head of %q: %+v, want %+v", ns, got.AuditHead(ns), want.AuditHead(ns))
+		}
+		ge, gn := got.AuditEvents(ns, 0, 1000)
+		we, wn := want.AuditEvents(ns, 0, 1000)
+		if !reflect.DeepEqual(ge, we) || gn != wn {
+			t.Fatalf("audit events of %q differ", ns)
+		}
+	}
+	for _, due := range []int64{0, t0, t0 + 1e12, 1 << 62} {
+		if !reflect.DeepEqual(got.DueLeases(due, 100), want.DueLeases(due, 100)) ||
+			!reflect.DeepEqual(got.DuePurges(due, 100), want.DuePurges(due, 100)) {
+			t.Fatalf("due at %d differs", due)
+		}
+	}
+	if !reflect.DeepEqual(got.Policies(), want.Policies()) || !reflect.DeepEqual(got.SigningKeys(), want.SigningKeys()) ||
+		got.Settings() != want.Settings() {
+		t.Fatalf("policies, keys or settings differ")
+	}
 }
 
 // step applies one entry stamped at and checks the properties that hold
