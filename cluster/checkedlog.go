@@ -41,9 +41,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 var ErrCorruptLog = errors.New("cluster: corrupt log entry")
 
 // checkedLog is the log store under raft's log cache that checksums every
-// entry (see above). It passes raft.MonotonicLogStore through: raft-wal
-// refuses a gap in its indexes, and raft deletes the old log after
-// restoring a snapshot only when the store says so.
+// entry (see above); a log store wrapper (see innerMonotonic).
 type checkedLog struct {
 	raft.LogStore
 	where string       // the store's path, for errors
@@ -54,15 +52,10 @@ type checkedLog struct {
 }
 
 // IsMonotonic implements raft.MonotonicLogStore as the inner store does.
-func (s *checkedLog) IsMonotonic() bool {
-	m, ok := s.LogStore.(raft.MonotonicLogStore)
-	return ok && m.IsMonotonic()
-}
+func (s *checkedLog) IsMonotonic() bool { return innerMonotonic(s.LogStore) }
 
-// StoreLog implements raft.LogStore.
-func (s *checkedLog) StoreLog(l *raft.Log) error {
-	return s.StoreLogs([]*raft.Log{l})
-}
+// StoreLog implements raft.LogStore through StoreLogs.
+func (s *checkedLog) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 // StoreLogs implements raft.LogStore: it stores copies of the entries with
 // the checksum envelope in their Extensions; raft's own entries (in its

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 	"pgregory.net/rapid"
@@ -109,14 +108,9 @@ func TestRaftWALReadsAFlippedEntryBackSilently(t *testing.T) {
 // the scan before raft starts (ErrUnrestorable); with the seeded bug
 // faults.LogNoChecksum it is read back as the flipped bytes.
 func TestCheckedLogDetectsAFlippedEntry(t *testing.T) {
-	for _, kind := range []string{LogStoreWAL, LogStoreBoltDB} {
-		for _, noVerify := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/noVerify=%v", kind, noVerify), func(t *testing.T) {
-				dir := t.TempDir()
-				store, err := openLogStore(dir, kind, hclog.NewNullLogger(), logStoreOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
+	for _, noVerify := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noVerify=%v", noVerify), func(t *testing.T) {
+			forEachLogStore(t, func(t *testing.T, kind, dir string, store logStore) {
 				storeInBatches(t, &checkedLog{LogStore: store, where: dir}, testEntries(64))
 				if err := store.Close(); err != nil {
 					t.Fatal(err)
@@ -124,14 +118,9 @@ func TestCheckedLogDetectsAFlippedEntry(t *testing.T) {
 				if n := flipIn(t, dir, []byte("payload-0003-0123456789"), len("payload-0003-012")); n == 0 {
 					t.Fatal("entry 3's payload not found on disk")
 				}
-				store, err = openLogStore(dir, kind, hclog.NewNullLogger(), logStoreOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer store.Close()
-				c := &checkedLog{LogStore: store, where: dir, noVerify: noVerify}
+				c := &checkedLog{LogStore: openTestLogStore(t, dir, kind), where: dir, noVerify: noVerify}
 				var l raft.Log
-				err = c.GetLog(3, &l)
+				err := c.GetLog(3, &l)
 				if noVerify {
 					if err != nil || string(l.Data) != "payload-0003-0122456789" || l.Extensions != nil {
 						t.Fatalf("seeded bug: GetLog(3) = %q, %q, %v; want the flipped payload", l.Data, l.Extensions, err)
@@ -151,7 +140,7 @@ func TestCheckedLogDetectsAFlippedEntry(t *testing.T) {
 					t.Fatalf("verifyLog past the corrupt entry = %v", err)
 				}
 			})
-		}
+		})
 	}
 }
 
@@ -192,58 +181,50 @@ func TestCheckedLogRefusesAnotherEntry(t *testing.T) {
 // TestCheckedLogRoundTrip: whatever raft stores comes back as it was, on
 // both log stores, and raft's own entries are not changed by the store.
 func TestCheckedLogRoundTrip(t *testing.T) {
-	for _, kind := range []string{LogStoreWAL, LogStoreBoltDB} {
-		t.Run(kind, func(t *testing.T) {
-			dir := t.TempDir()
-			store, err := openLogStore(dir, kind, hclog.NewNullLogger(), logStoreOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer store.Close()
-			c := &checkedLog{LogStore: store, where: dir}
-			next := uint64(1)
-			rapid.Check(t, func(rt *rapid.T) {
-				n := rapid.IntRange(1, 5).Draw(rt, "n")
-				logs := make([]*raft.Log, n)
-				want := make([]raft.Log, n)
-				for i := range logs {
-					l := &raft.Log{
-						Index: next, Term: rapid.Uint64Range(1, 1<<40).Draw(rt, "term"),
-						Type:       raft.LogType(rapid.IntRange(0, 6).Draw(rt, "type")),
-						Data:       rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(rt, "data"),
-						Extensions: rapid.SliceOfN(rapid.Byte(), 0, 16).Draw(rt, "ext"),
-					}
-					if rapid.Bool().Draw(rt, "appended") {
-						l.AppendedAt = time.Unix(0, rapid.Int64Range(0, 1<<62).Draw(rt, "at"))
-					}
-					if len(l.Data) == 0 {
-						l.Data = nil
-					}
-					if len(l.Extensions) == 0 {
-						l.Extensions = nil
-					}
-					next++
-					logs[i], want[i] = l, *l
+	forEachLogStore(t, func(t *testing.T, _, dir string, store logStore) {
+		c := &checkedLog{LogStore: store, where: dir}
+		next := uint64(1)
+		rapid.Check(t, func(rt *rapid.T) {
+			n := rapid.IntRange(1, 5).Draw(rt, "n")
+			logs := make([]*raft.Log, n)
+			want := make([]raft.Log, n)
+			for i := range logs {
+				l := &raft.Log{
+					Index: next, Term: rapid.Uint64Range(1, 1<<40).Draw(rt, "term"),
+					Type:       raft.LogType(rapid.IntRange(0, 6).Draw(rt, "type")),
+					Data:       rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(rt, "data"),
+					Extensions: rapid.SliceOfN(rapid.Byte(), 0, 16).Draw(rt, "ext"),
 				}
-				if err := c.StoreLogs(logs); err != nil {
+				if rapid.Bool().Draw(rt, "appended") {
+					l.AppendedAt = time.Unix(0, rapid.Int64Range(0, 1<<62).Draw(rt, "at"))
+				}
+				if len(l.Data) == 0 {
+					l.Data = nil
+				}
+				if len(l.Extensions) == 0 {
+					l.Extensions = nil
+				}
+				next++
+				logs[i], want[i] = l, *l
+			}
+			if err := c.StoreLogs(logs); err != nil {
+				rt.Fatal(err)
+			}
+			for i, l := range logs {
+				if !bytes.Equal(l.Extensions, want[i].Extensions) {
+					rt.Fatalf("StoreLogs changed raft's entry %d: extensions %q, were %q", l.Index, l.Extensions, want[i].Extensions)
+				}
+				var got raft.Log
+				if err := c.GetLog(l.Index, &got); err != nil {
 					rt.Fatal(err)
 				}
-				for i, l := range logs {
-					if !bytes.Equal(l.Extensions, want[i].Extensions) {
-						rt.Fatalf("StoreLogs changed raft's entry %d: extensions %q, were %q", l.Index, l.Extensions, want[i].Extensions)
-					}
-					var got raft.Log
-					if err := c.GetLog(l.Index, &got); err != nil {
-						rt.Fatal(err)
-					}
-					if got.Index != l.Index || got.Term != l.Term || got.Type != l.Type || !bytes.Equal(got.Data, l.Data) ||
-						!bytes.Equal(got.Extensions, l.Extensions) || !got.AppendedAt.Equal(l.AppendedAt) {
-						rt.Fatalf("read %+v, stored %+v", got, *l)
-					}
+				if got.Index != l.Index || got.Term != l.Term || got.Type != l.Type || !bytes.Equal(got.Data, l.Data) ||
+					!bytes.Equal(got.Extensions, l.Extensions) || !got.AppendedAt.Equal(l.AppendedAt) {
+					rt.Fatalf("read %+v, stored %+v", got, *l)
 				}
-			})
+			}
 		})
-	}
+	})
 }
 
 // TestNodeWithAFlippedLogEntryRefusesToStart: a follower whose log holds

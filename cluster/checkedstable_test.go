@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"pgregory.net/rapid"
 )
@@ -15,14 +14,9 @@ import (
 // changed on disk stops the node at open (ErrUnrestorable,
 // ErrCorruptStable); a sound one reads back.
 func TestCheckedStableDetectsAFlippedVote(t *testing.T) {
-	for _, kind := range []string{LogStoreWAL, LogStoreBoltDB} {
-		for _, flip := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/flip=%v", kind, flip), func(t *testing.T) {
-				dir := t.TempDir()
-				store, err := openLogStore(dir, kind, hclog.NewNullLogger(), logStoreOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
+	for _, flip := range []bool{false, true} {
+		t.Run(fmt.Sprintf("flip=%v", flip), func(t *testing.T) {
+			forEachLogStore(t, func(t *testing.T, kind, dir string, store logStore) {
 				s, err := openCheckedStable(store, dir)
 				if err != nil {
 					t.Fatal(err)
@@ -39,12 +33,7 @@ func TestCheckedStableDetectsAFlippedVote(t *testing.T) {
 				if flip && flipIn(t, dir, []byte("candidate-n2"), len("candidate-n")) == 0 {
 					t.Fatal("the vote was not found on disk")
 				}
-				store, err = openLogStore(dir, kind, hclog.NewNullLogger(), logStoreOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer store.Close()
-				s, err = openCheckedStable(store, dir)
+				s, err = openCheckedStable(openTestLogStore(t, dir, kind), dir)
 				if flip {
 					if !errors.Is(err, ErrUnrestorable) || !errors.Is(err, ErrCorruptStable) {
 						t.Fatalf("open = %v, want ErrUnrestorable and ErrCorruptStable", err)
@@ -60,7 +49,7 @@ func TestCheckedStableDetectsAFlippedVote(t *testing.T) {
 					t.Fatalf("read term %d (%v), vote %q (%v)", term, err, cand, err2)
 				}
 			})
-		}
+		})
 	}
 }
 
@@ -68,47 +57,39 @@ func TestCheckedStableDetectsAFlippedVote(t *testing.T) {
 // checksums (in the store's own encoding) are accepted once, rewritten in
 // the envelope, and after that a value without it is refused.
 func TestCheckedStableRewritesLegacyValues(t *testing.T) {
-	for _, kind := range []string{LogStoreWAL, LogStoreBoltDB} {
-		t.Run(kind, func(t *testing.T) {
-			dir := t.TempDir()
-			store, err := openLogStore(dir, kind, hclog.NewNullLogger(), logStoreOptions{})
-			if err != nil {
-				t.Fatal(err)
+	forEachLogStore(t, func(t *testing.T, _, dir string, store logStore) {
+		if err := store.SetUint64([]byte("CurrentTerm"), 9); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.SetUint64([]byte("LastVoteTerm"), 8); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Set([]byte("LastVoteCand"), []byte("n3")); err != nil {
+			t.Fatal(err)
+		}
+		s, err := openCheckedStable(store, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for key, want := range map[string]uint64{"CurrentTerm": 9, "LastVoteTerm": 8} {
+			if got, err := s.GetUint64([]byte(key)); got != want || err != nil {
+				t.Fatalf("%s = %d, %v; want %d", key, got, err, want)
 			}
-			defer store.Close()
-			if err := store.SetUint64([]byte("CurrentTerm"), 9); err != nil {
-				t.Fatal(err)
+			if raw, _ := store.Get([]byte(key)); !bytes.HasPrefix(raw, stableMagic) {
+				t.Fatalf("%s was not rewritten with a checksum: %x", key, raw)
 			}
-			if err := store.SetUint64([]byte("LastVoteTerm"), 8); err != nil {
-				t.Fatal(err)
-			}
-			if err := store.Set([]byte("LastVoteCand"), []byte("n3")); err != nil {
-				t.Fatal(err)
-			}
-			s, err := openCheckedStable(store, dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for key, want := range map[string]uint64{"CurrentTerm": 9, "LastVoteTerm": 8} {
-				if got, err := s.GetUint64([]byte(key)); got != want || err != nil {
-					t.Fatalf("%s = %d, %v; want %d", key, got, err, want)
-				}
-				if raw, _ := store.Get([]byte(key)); !bytes.HasPrefix(raw, stableMagic) {
-					t.Fatalf("%s was not rewritten with a checksum: %x", key, raw)
-				}
-			}
-			if got, err := s.Get([]byte("LastVoteCand")); string(got) != "n3" || err != nil {
-				t.Fatalf("LastVoteCand = %q, %v", got, err)
-			}
-			// A value without the envelope after the migration is corrupt.
-			if err := store.Set([]byte("LastVoteCand"), []byte("n1")); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := openCheckedStable(store, dir); !errors.Is(err, ErrCorruptStable) {
-				t.Fatalf("reopen with a bare vote = %v, want ErrCorruptStable", err)
-			}
-		})
-	}
+		}
+		if got, err := s.Get([]byte("LastVoteCand")); string(got) != "n3" || err != nil {
+			t.Fatalf("LastVoteCand = %q, %v", got, err)
+		}
+		// A value without the envelope after the migration is corrupt.
+		if err := store.Set([]byte("LastVoteCand"), []byte("n1")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := openCheckedStable(store, dir); !errors.Is(err, ErrCorruptStable) {
+			t.Fatalf("reopen with a bare vote = %v, want ErrCorruptStable", err)
+		}
+	})
 }
 
 // TestCheckedStableRoundTrip: whatever raft sets comes back; an unset key

@@ -184,23 +184,18 @@ func probeWrite(dir string) error {
 	return errors.Join(err, f.Close())
 }
 
-// guardedLogStore tells a fullGuard the result of every append. It passes
-// raft.MonotonicLogStore through, as timedLogStore does.
+// guardedLogStore tells a fullGuard the result of every append (a log
+// store wrapper: see innerMonotonic).
 type guardedLogStore struct {
 	raft.LogStore
 	guard *fullGuard
 }
 
 // IsMonotonic implements raft.MonotonicLogStore as the inner store does.
-func (s guardedLogStore) IsMonotonic() bool {
-	m, ok := s.LogStore.(raft.MonotonicLogStore)
-	return ok && m.IsMonotonic()
-}
+func (s guardedLogStore) IsMonotonic() bool { return innerMonotonic(s.LogStore) }
 
-// StoreLog implements raft.LogStore.
-func (s guardedLogStore) StoreLog(l *raft.Log) error {
-	return s.StoreLogs([]*raft.Log{l})
-}
+// StoreLog implements raft.LogStore through StoreLogs.
+func (s guardedLogStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 // StoreLogs implements raft.LogStore.
 func (s guardedLogStore) StoreLogs(logs []*raft.Log) error {

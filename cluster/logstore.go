@@ -370,25 +370,35 @@ func (s *walStore) Close() error {
 	return err
 }
 
+// The log store wrappers between raft's log cache and the store
+// (checkedLog, guardedLogStore, timedLogStore) each add to StoreLogs (and
+// checkedLog to GetLog), and embed the store they wrap for the rest. Two
+// methods each wrapper must still declare, in one line that calls the
+// helper below: StoreLog, so that a single append goes through the
+// wrapper's own StoreLogs (embedding would send it straight to the inner
+// store), and IsMonotonic, since raft.LogStore does not carry
+// raft.MonotonicLogStore: raft-wal refuses a gap in its indexes, and raft
+// deletes the old log after restoring a snapshot only when the store says
+// so (raft asserts it on its log cache, which asks the store under it).
+
+// innerMonotonic is a wrapper's raft.MonotonicLogStore answer: the answer
+// of the store it wraps, false when that store does not implement it.
+func innerMonotonic(inner raft.LogStore) bool {
+	m, ok := inner.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
 // timedLogStore times every append to the log store (Config.ObserveLogWrite).
-// It passes raft.MonotonicLogStore through: raft-wal refuses a gap in its
-// indexes, and Raft deletes the old log after restoring a snapshot only
-// when the store says so.
 type timedLogStore struct {
 	raft.LogStore
 	observe func(time.Duration)
 }
 
 // IsMonotonic implements raft.MonotonicLogStore as the inner store does.
-func (s timedLogStore) IsMonotonic() bool {
-	m, ok := s.LogStore.(raft.MonotonicLogStore)
-	return ok && m.IsMonotonic()
-}
+func (s timedLogStore) IsMonotonic() bool { return innerMonotonic(s.LogStore) }
 
-// StoreLog implements raft.LogStore.
-func (s timedLogStore) StoreLog(l *raft.Log) error {
-	return s.StoreLogs([]*raft.Log{l})
-}
+// StoreLog implements raft.LogStore through StoreLogs.
+func (s timedLogStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 // StoreLogs implements raft.LogStore: the inner store's append, timed.
 func (s timedLogStore) StoreLogs(logs []*raft.Log) error {

@@ -37,7 +37,7 @@ func TestLedgerFullHTTP(t *testing.T) {
 	if ra := r.header.Get("Retry-After"); ra != "" || p.RetryAfterMS != 0 {
 		t.Errorf("ledger_full with Retry-After %q / retry_after_ms %d: room is not promised", ra, p.RetryAfterMS)
 	}
-	for _, want := range []string{"(memory)", "330.0 MiB", "320.0 MiB", "400.0 MiB"} {
+	for _, want := range []string{"(memory)", "330 MiB", "320 MiB", "400 MiB"} {
 		if !strings.Contains(p.Detail, want) {
 			t.Errorf("detail %q does not say %q", p.Detail, want)
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/intentledger/intentd/fsm"
 )
 
@@ -55,15 +56,15 @@ func (e *CapacityError) Error() string {
 	switch e.Resource {
 	case ResourceDisk:
 		what = fmt.Sprintf("the file system of the data dir has %s free, under its reserve of %s (%s used of %s)",
-			sizeOf(e.Capacity-min(e.Used, e.Capacity)), sizeOf(e.Capacity-min(e.Limit, e.Capacity)), sizeOf(e.Used), sizeOf(e.Capacity))
+			humanize.IBytes(e.Capacity-min(e.Used, e.Capacity)), humanize.IBytes(e.Capacity-min(e.Limit, e.Capacity)), humanize.IBytes(e.Used), humanize.IBytes(e.Capacity))
 	case ResourceDataDir:
-		what = fmt.Sprintf("the data dir holds %s, its cap is %s", sizeOf(e.Used), sizeOf(e.Limit))
+		what = fmt.Sprintf("the data dir holds %s, its cap is %s", humanize.IBytes(e.Used), humanize.IBytes(e.Limit))
 	case ResourceMemory:
 		what = fmt.Sprintf("the live heap is %s, over the high water of %s of the memory capacity of %s",
-			sizeOf(e.Used), sizeOf(e.Limit), sizeOf(e.Capacity))
+			humanize.IBytes(e.Used), humanize.IBytes(e.Limit), humanize.IBytes(e.Capacity))
 		if e.Used < e.Limit {
 			what = fmt.Sprintf("the live heap is %s, back under the high water of %s of the memory capacity of %s but not yet %s under it",
-				sizeOf(e.Used), sizeOf(e.Limit), sizeOf(e.Capacity), sizeOf(readmitMargin(e.Capacity)))
+				humanize.IBytes(e.Used), humanize.IBytes(e.Limit), humanize.IBytes(e.Capacity), humanize.IBytes(readmitMargin(e.Capacity)))
 		}
 	default:
 		what = fmt.Sprintf("%s uses %d of %d bytes", e.Resource, e.Used, e.Limit)
@@ -74,20 +75,6 @@ func (e *CapacityError) Error() string {
 
 // Unwrap returns ErrLedgerFull.
 func (e *CapacityError) Unwrap() error { return ErrLedgerFull }
-
-// sizeOf writes n bytes in binary units, to one decimal.
-func sizeOf(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, i := float64(n), -1
-	for v >= unit && i < 5 {
-		v /= unit
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", v, "KMGTPE"[i])
-}
 
 // CapacityLimits say where claims of new keys are refused. A zero field
 // turns its check off.

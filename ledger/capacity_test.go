@@ -36,6 +36,16 @@ func (f *fakeResources) readers() ledger.CapacityReaders {
 	}
 }
 
+// monitor returns a CapacityMonitor of limits reading f, sampled once.
+func (f *fakeResources) monitor(t *testing.T, limits ledger.CapacityLimits, opt ledger.CapacityOptions) *ledger.CapacityMonitor {
+	t.Helper()
+	mon, err := ledger.NewCapacityMonitor(limits, f.readers(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mon
+}
+
 const (
 	mib = 1 << 20
 	gib = 1 << 30
@@ -61,7 +71,7 @@ func TestCapacityGuard(t *testing.T) {
 			fill:   func(f *fakeResources) { f.free.Store(100 * mib) },
 			room:   func(f *fakeResources) { f.free.Store(600 * mib) },
 			// 100 MiB free of 10 GiB, reserve 512 MiB.
-			resource: ledger.ResourceDisk, detail: "100.0 MiB free, under its reserve of 512.0 MiB",
+			resource: ledger.ResourceDisk, detail: "100 MiB free, under its reserve of 512 MiB",
 		},
 		{
 			name:     "disk under the automatic reserve (1 GiB of a large file system)",
@@ -75,28 +85,28 @@ func TestCapacityGuard(t *testing.T) {
 			limits:   ledger.CapacityLimits{MinFreeDiskAuto: true},
 			fill:     func(f *fakeResources) { f.size.Store(2 * gib); f.free.Store(100 * mib) },
 			room:     func(f *fakeResources) { f.free.Store(300 * mib) },
-			resource: ledger.ResourceDisk, detail: "under its reserve of 204.8 MiB",
+			resource: ledger.ResourceDisk, detail: "under its reserve of 205 MiB",
 		},
 		{
 			name:     "data dir over its cap",
 			limits:   ledger.CapacityLimits{MaxDataBytes: 64 * mib},
 			fill:     func(f *fakeResources) { f.dataBytes.Store(64 * mib) },
 			room:     func(f *fakeResources) { f.dataBytes.Store(10 * mib) },
-			resource: ledger.ResourceDataDir, detail: "the data dir holds 64.0 MiB, its cap is 64.0 MiB",
+			resource: ledger.ResourceDataDir, detail: "the data dir holds 64 MiB, its cap is 64 MiB",
 		},
 		{
 			name:     "live heap over the high water",
 			limits:   ledger.CapacityLimits{MaxMemory: 400 * mib},
 			fill:     func(f *fakeResources) { f.heap.Store(330 * mib) },
 			room:     func(f *fakeResources) { f.heap.Store(200 * mib) },
-			resource: ledger.ResourceMemory, detail: "the live heap is 330.0 MiB, over the high water of 320.0 MiB of the memory capacity of 400.0 MiB",
+			resource: ledger.ResourceMemory, detail: "the live heap is 330 MiB, over the high water of 320 MiB of the memory capacity of 400 MiB",
 		},
 		{
 			name:     "live heap over a set high water",
 			limits:   ledger.CapacityLimits{MaxMemory: 400 * mib, MemoryHighWater: 0.5},
 			fill:     func(f *fakeResources) { f.heap.Store(200 * mib) },
 			room:     func(f *fakeResources) { f.heap.Store(179 * mib) }, // under the high water less the 5% re-admission margin
-			resource: ledger.ResourceMemory, detail: "over the high water of 200.0 MiB",
+			resource: ledger.ResourceMemory, detail: "over the high water of 200 MiB",
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,10 +115,7 @@ func TestCapacityGuard(t *testing.T) {
 			f.free.Store(5 * gib)
 			f.size.Store(10 * gib)
 			f.heap.Store(10 * mib)
-			mon, err := ledger.NewCapacityMonitor(tt.limits, f.readers(), ledger.CapacityOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			mon := f.monitor(t, tt.limits, ledger.CapacityOptions{})
 			m := ledgertest.NewMemory(start)
 			s := ledgertest.NewService(t, m, ledger.Config{Capacity: mon})
 
@@ -125,7 +132,7 @@ func TestCapacityGuard(t *testing.T) {
 			}
 			mon.Sample()
 			proposed := m.Proposed()
-			_, err = s.Claim(ctx, claimReq("new", owner, `{"cents":3}`))
+			_, err := s.Claim(ctx, claimReq("new", owner, `{"cents":3}`))
 			var ce *ledger.CapacityError
 			if !errors.As(err, &ce) || !errors.Is(err, ledger.ErrLedgerFull) || ce.Resource != tt.resource {
 				t.Fatalf("claim of a new key: %v, want ErrLedgerFull for %s", err, tt.resource)
@@ -176,10 +183,7 @@ func TestCapacityGuard(t *testing.T) {
 func TestCapacityGuardFollower(t *testing.T) {
 	f := &fakeResources{}
 	f.heap.Store(390 * mib)
-	mon, err := ledger.NewCapacityMonitor(ledger.CapacityLimits{MaxMemory: 400 * mib}, f.readers(), ledger.CapacityOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mon := f.monitor(t, ledger.CapacityLimits{MaxMemory: 400 * mib}, ledger.CapacityOptions{})
 	if mon.Full() == nil {
 		t.Fatal("not full at 390 of 400 MiB")
 	}
@@ -196,11 +200,8 @@ func TestCapacityMemoryCollects(t *testing.T) {
 	now := start
 	f := &fakeResources{}
 	f.heap.Store(390 * mib)
-	mon, err := ledger.NewCapacityMonitor(ledger.CapacityLimits{MaxMemory: 400 * mib}, f.readers(),
+	mon := f.monitor(t, ledger.CapacityLimits{MaxMemory: 400 * mib},
 		ledger.CapacityOptions{CollectEvery: 10 * time.Second, Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
 	eq(t, "collections at the first sample", f.collected.Load(), 1)
 	if mon.Full() == nil {
 		t.Fatal("not full")
@@ -235,10 +236,7 @@ func TestCapacityLimitsValidate(t *testing.T) {
 func TestCapacityMemoryReadmitsBelowAMargin(t *testing.T) {
 	f := &fakeResources{}
 	f.heap.Store(100 * mib) // capacity 400 MiB, high water 320 MiB, re-admission under 300 MiB
-	mon, err := ledger.NewCapacityMonitor(ledger.CapacityLimits{MaxMemory: 400 * mib}, f.readers(), ledger.CapacityOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mon := f.monitor(t, ledger.CapacityLimits{MaxMemory: 400 * mib}, ledger.CapacityOptions{})
 	steps := []struct {
 		heap    uint64
 		refuses bool
