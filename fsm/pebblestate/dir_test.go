@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -440,4 +441,39 @@ func mustPanicIO(t *testing.T, what string, fn func()) (err error) {
 	}()
 	fn()
 	return nil
+}
+
+// TestReleasesRacePromote releases views of the current store from other
+// goroutines while Promote retires it: the old generation is closed and
+// removed once, whichever release is last (the race detector checks the
+// rest).
+func TestReleasesRacePromote(t *testing.T) {
+	fs := vfs.NewMem()
+	d := openTestDir(t, fs, "state")
+	d.Current().Set([]byte("k"), []byte("old"))
+	d.Current().Commit()
+	views := make([]fsm.StoreView, 8)
+	for i := range views {
+		views[i] = d.Current().View()
+	}
+	staged, err := d.Stage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, v := range views {
+		wg.Go(func() {
+			if got, _ := v.Get([]byte("k")); string(got) != "old" {
+				t.Errorf("a view reads %q", got)
+			}
+			v.Release()
+		})
+	}
+	if err := d.Promote(staged); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if got := memGenerations(t, fs); !slices.Equal(got, []string{"gen-000002"}) {
+		t.Fatalf("generations once every view is released: %v", got)
+	}
 }
