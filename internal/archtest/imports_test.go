@@ -40,6 +40,7 @@ var allowed = map[string][]string{
 
 	// The replicated core, bottom up.
 	"fsm":               {"internal/jsonenc", "internal/jsonexact", "internal/toolname"},
+	"fsm/pebblestate":   {"fsm"}, // fsm.Store on disk (pebble): the engine and the file system stay out of fsm
 	"auth":              {"internal/namespace"},
 	"replication":       {"fsm"}, // the ledger's contract with what replicates it, and the replicated write's errors
 	"clusterview":       nil,     // what a cluster member shows the API, as plain data
