@@ -21,8 +21,15 @@ import (
 // reads), it tells its subscribers which intents the batch may have changed
 // (fsm.Touched); after a Restore, that everything may have.
 type stateMachine struct {
-	mu      sync.RWMutex
-	l       *fsm.Machine
+	mu sync.RWMutex
+	l  *fsm.Machine
+	// dir keeps the ledger on disk (nil: in memory). With it, raft starts
+	// without restoring a snapshot and the entries up to applied at start
+	// are already in the store (skipped).
+	dir stateDir
+	// marker is the file whose presence rebuilds the store at the next
+	// start (statestore.go); "" in memory.
+	marker  string
 	applied uint64
 	changed chan struct{} // closed and replaced whenever applied moves
 
@@ -44,6 +51,72 @@ const maxTouchedBuffer = 4096
 
 func newStateMachine() *stateMachine {
 	return &stateMachine{l: fsm.New(), changed: make(chan struct{})}
+}
+
+// newStateMachineOn opens the ledger dir holds.
+func newStateMachineOn(dir stateDir) (*stateMachine, error) {
+	l, err := fsm.Open(dir.Current())
+	if err != nil {
+		return nil, fmt.Errorf("cluster: open the state store: %w", err)
+	}
+	return &stateMachine{l: l, dir: dir, applied: l.StoredIndex(), changed: make(chan struct{})}, nil
+}
+
+// storedIndex is the log index the state holds: entries up to it are
+// never applied again.
+func (s *stateMachine) storedIndex() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.applied
+}
+
+// reset replaces the stored state with an empty one.
+func (s *stateMachine) reset() error {
+	if s.dir == nil {
+		return nil
+	}
+	staged, err := s.dir.Stage()
+	if err != nil {
+		return fmt.Errorf("cluster: new state store: %w", err)
+	}
+	l, err := fsm.Open(staged)
+	if err != nil {
+		_ = s.dir.Discard(staged)
+		return fmt.Errorf("cluster: new state store: %w", err)
+	}
+	return s.install(l, staged, 0)
+}
+
+// install makes l, restored into staged, the state (staged nil: in
+// memory), at log index applied.
+func (s *stateMachine) install(l *fsm.Machine, staged fsm.Store, applied uint64) error {
+	if staged != nil {
+		l.Commit(applied)
+		l.Sync() // the flush a promotion needs, outside the lock
+	}
+	s.mu.Lock()
+	if staged != nil {
+		if err := s.dir.Promote(staged); err != nil {
+			s.mu.Unlock()
+			_ = s.dir.Discard(staged)
+			return fmt.Errorf("cluster: install the restored state store: %w", err)
+		}
+	}
+	s.l = l
+	s.applied = applied
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	s.notify(nil, true)
+	return nil
+}
+
+// close closes the state store.
+func (s *stateMachine) close() error {
+	if s.dir == nil {
+		return nil
+	}
+	return s.dir.Close()
 }
 
 // subscribe makes the state machine report its changes to sink until the
@@ -103,11 +176,15 @@ func (s *stateMachine) Apply(l *raft.Log) interface{} {
 func (s *stateMachine) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	touched, all := s.touched[:0], false
+	defer s.onStoreFailure()
 	s.mu.Lock()
 	// Looked at under the lock: a subscriber whose long-poll read the
 	// state before this batch subscribed before that read, so before this.
 	track := len(s.subscribers()) > 0
 	for i, l := range logs {
+		if l.Index <= s.applied {
+			continue // in the store already: replayed after a restart
+		}
 		if l.Type == raft.LogCommand {
 			if track {
 				var a bool
@@ -139,9 +216,20 @@ func (s *stateMachine) ApplyBatch(logs []*raft.Log) []interface{} {
 
 // read runs fn under the read lock.
 func (s *stateMachine) read(fn func(*fsm.Machine)) {
+	defer s.onStoreFailure()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	fn(s.l)
+}
+
+// onStoreFailure, deferred, lets a panic go on, after marking the store
+// for a rebuild when the store failed (fsm.ErrStoreIO): the node stops
+// and its next start rebuilds the store from the snapshots and the log.
+func (s *stateMachine) onStoreFailure() {
+	if p := recover(); p != nil {
+		s.markRebuild(p)
+		panic(p)
+	}
 }
 
 // appliedIndex returns the applied index and a channel closed when it
@@ -152,35 +240,53 @@ func (s *stateMachine) appliedIndex() (uint64, <-chan struct{}) {
 	return s.applied, s.changed
 }
 
-// Snapshot implements raft.FSM: an O(1) copy-on-write clone, encoded later
-// in Persist off the apply path.
+// Snapshot implements raft.FSM: an O(1) clone (copy-on-write in memory,
+// a view of the store on disk), encoded later in Persist off the apply
+// path. Raft calls it from the goroutine that applies, so nothing applies
+// meanwhile. On disk the store is synced first: raft may drop the log
+// behind the snapshot once it is taken, and a restart replays the log
+// only after what the store holds.
 func (s *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if s.dir != nil {
+		s.l.Sync()
+	}
 	return &snapshot{l: s.l.Clone()}, nil
 }
 
 // Restore implements raft.FSM.
+//
+// On disk the snapshot is restored into a fresh store, which replaces the
+// current one only once the whole snapshot has been read and checked; on
+// an error the current state is untouched.
 func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	l, err := fsm.Restore(rc)
+	var staged fsm.Store
+	var l *fsm.Machine
+	var err error
+	if s.dir != nil {
+		if staged, err = s.dir.Stage(); err != nil {
+			return fmt.Errorf("restore ledger: new state store: %w", err)
+		}
+		l, err = fsm.RestoreInto(staged, rc)
+	} else {
+		l, err = fsm.Restore(rc)
+	}
 	if err != nil {
+		if staged != nil {
+			_ = s.dir.Discard(staged)
+		}
 		return fmt.Errorf("restore ledger: %w", err)
 	}
-	s.mu.Lock()
-	s.l = l
-	s.applied = l.AppliedIndex()
-	if ir, ok := rc.(*indexedReader); ok && ir.index > s.applied {
+	applied := l.AppliedIndex()
+	if ir, ok := rc.(*indexedReader); ok && ir.index > applied {
 		// The state reflects the log up to the snapshot's Raft index, which
 		// is past the last command in it when a restored backup or no-ops
 		// follow that command (see snapshots.go).
-		s.applied = ir.index
+		applied = ir.index
 	}
-	close(s.changed)
-	s.changed = make(chan struct{})
-	s.mu.Unlock()
-	s.notify(nil, true)
-	return nil
+	return s.install(l, staged, applied)
 }
 
 type snapshot struct{ l *fsm.Machine }

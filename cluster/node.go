@@ -41,6 +41,15 @@ type Config struct {
 	// it was made with: New refuses one that holds the other kind
 	// (ErrLogStore). See DESIGN.md, "Log store".
 	LogStore string
+	// StateEngine is where the state machine lives: StateEnginePebble
+	// (the default: on disk under <data-dir>/state) or StateEngineMemory.
+	// See DESIGN.md, "The state machine on disk".
+	StateEngine string
+	// StateCacheBytes bounds the on-disk state machine's block cache and
+	// StateMemTableBytes each of its memtables (0: pebblestate's defaults,
+	// 64 and 16 MiB).
+	StateCacheBytes    int64
+	StateMemTableBytes uint64
 	// WALSegmentSize is the size in bytes of raft-wal's segment files
 	// (LogStoreWAL only; 0: raft-wal's default, 64 MiB; at least
 	// MinWALSegmentSize). An advanced knob: smaller segments are created
@@ -184,6 +193,12 @@ func (c *Config) setDefaults() error {
 	if c.LogStore == "" {
 		c.LogStore = LogStoreWAL
 	}
+	if c.StateEngine == "" {
+		c.StateEngine = StateEnginePebble
+	}
+	if c.StateEngine != StateEnginePebble && c.StateEngine != StateEngineMemory {
+		return fmt.Errorf("%w %q: want %q or %q", ErrStateEngine, c.StateEngine, StateEnginePebble, StateEngineMemory)
+	}
 	if c.WALSegmentSize != 0 && (c.WALSegmentSize < MinWALSegmentSize || c.WALSegmentSize > MaxWALSegmentSize) {
 		return fmt.Errorf("%w: WAL segment size %d: want %d to %d bytes (or 0, the default)",
 			ErrLogStore, c.WALSegmentSize, MinWALSegmentSize, MaxWALSegmentSize)
@@ -324,7 +339,11 @@ func New(cfg Config) (*Node, error) {
 	if err := syncDirs(cfg.dirSync, filepath.Dir(cfg.DataDir), cfg.DataDir); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), sm: newStateMachine(), notifyCh: make(chan bool, 16),
+	sm, err := openStateMachine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), sm: sm, notifyCh: make(chan bool, 16),
 		peers: &peerHealth{fail: map[string]bool{}}, raftStopped: make(chan struct{})}
 	n.tr = n.tracer()
 	n.fwd = forwarder{n: n, timeout: cfg.ForwardTimeout, version: forwardVersion}
@@ -422,7 +441,15 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: inspect raft state: %w", err)
 	}
-	restored, err := checkRestorable(checked, n.snaps, snapDir)
+	var restored uint64 // raft replays the log after it
+	if n.sm.dir != nil {
+		// The state is on disk: raft goes on from it without restoring a
+		// snapshot (statestore.go).
+		rc.NoSnapshotRestoreOnStart = true
+		restored, err = n.catchUpStore(checked, snapDir)
+	} else {
+		restored, err = checkRestorable(checked, n.snaps, snapDir)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -575,6 +602,9 @@ func (n *Node) closeAll(ctx context.Context) error {
 		if err := n.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("log store: %w", err))
 		}
+	}
+	if err := n.sm.close(); err != nil {
+		errs = append(errs, fmt.Errorf("state store: %w", err))
 	}
 	return errors.Join(errs...)
 }

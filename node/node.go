@@ -54,7 +54,15 @@ type Config struct {
 	LogStore string
 	// WALSegmentSize is raft-wal's segment size in bytes
 	// (cluster.Config.WALSegmentSize; 0: 64 MiB).
-	WALSegmentSize  int
+	WALSegmentSize int
+	// StateEngine is where the state machine lives:
+	// cluster.StateEnginePebble (the default, on disk) or
+	// cluster.StateEngineMemory.
+	StateEngine string
+	// StateMemory sizes the on-disk state machine's cache and memtables
+	// (zero fields: the engine's defaults; cmd/intentd sizes them from the
+	// memory capacity, SizeStateMemory).
+	StateMemory     StateMemory
 	Limits          ledger.Limits
 	Raft            cluster.RaftTuning
 	LogLevel        string
@@ -141,6 +149,7 @@ func DefaultConfig() Config {
 		Capacity:         CapacityConfig{MinFreeDiskAuto: true},
 		LogLevel:         "info",
 		LogFormat:        "text",
+		StateEngine:      StateEnginePebble,
 		ShutdownTimeout:  20 * time.Second,
 		Auth:             AuthRequired,
 		APIKeysPoll:      DefaultAPIKeysPoll,
@@ -153,6 +162,12 @@ func DefaultConfig() Config {
 const (
 	NetworkLAN = cluster.NetworkLAN
 	NetworkWAN = cluster.NetworkWAN
+)
+
+// The values of Config.StateEngine (cluster.Config.StateEngine).
+const (
+	StateEnginePebble = cluster.StateEnginePebble
+	StateEngineMemory = cluster.StateEngineMemory
 )
 
 // The values of Config.Auth.
@@ -312,7 +327,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		RaftAddr: n.cfg.RaftAddr, RaftAdvertise: n.cfg.RaftAdvertise,
 		GossipAddr: n.cfg.GossipAddr, GossipAdvertise: n.cfg.GossipAdvertise,
 		HTTPAddr: advertise, Join: n.cfg.Join, BootstrapExpect: n.cfg.BootstrapExpect,
-		LeaveOnShutdown: n.cfg.LeaveOnTerminate, LogStore: n.cfg.LogStore, WALSegmentSize: n.cfg.WALSegmentSize, Logger: n.cfg.Logger, Raft: n.cfg.Raft,
+		LeaveOnShutdown: n.cfg.LeaveOnTerminate, LogStore: n.cfg.LogStore, WALSegmentSize: n.cfg.WALSegmentSize,
+		StateEngine: n.cfg.StateEngine, StateCacheBytes: int64(n.cfg.StateMemory.CacheBytes),
+		StateMemTableBytes: n.cfg.StateMemory.MemTableBytes, Logger: n.cfg.Logger, Raft: n.cfg.Raft,
 		RaftTLS: sec.peer, PeerIdentity: sec.identity, GossipKey: sec.gossipKey,
 		Clock:  func() time.Time { return time.Now().Add(time.Duration(n.clockOffset.Load())) },
 		Faults: bugs, Region: n.cfg.Region, Replica: n.cfg.Replica, PreferLeaderRegion: n.cfg.PreferLeaderRegion,

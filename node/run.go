@@ -44,6 +44,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--wal-segment-size must be 0 (the default, 64 MiB) or %d to %d bytes, not %d",
 			cluster.MinWALSegmentSize, cluster.MaxWALSegmentSize, c.WALSegmentSize)
 	}
+	if c.StateEngine != "" && c.StateEngine != cluster.StateEnginePebble && c.StateEngine != cluster.StateEngineMemory {
+		return fmt.Errorf("--state-engine must be %s or %s, not %q", cluster.StateEnginePebble, cluster.StateEngineMemory, c.StateEngine)
+	}
 	if c.WALSegmentSize != 0 && c.LogStore != cluster.LogStoreWAL {
 		return fmt.Errorf("--wal-segment-size is for --log-store %s", cluster.LogStoreWAL)
 	}

@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return 2
 	}
 	cfg.Logger = logger
-	setMemoryCapacity(&cfg.Capacity, logger)
+	setMemoryCapacity(&cfg, logger)
 	// SIGHUP reloads the API keys (--api-keys-file, INTENTD_API_KEYS as
 	// started); a keys file that does not validate changes nothing.
 	hup := make(chan os.Signal, 1)
@@ -102,6 +102,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 	fs.BoolVar(&c.LocalDuplicates, "local-duplicates", false, "while not the leader, answer a duplicate claim (key executed or committed with the same payload, inside its dedupe window) from this node's own copy, without a round trip to the leader; the key's audit trail gets the duplicate from a note sent after the answer (every node must run a version that knows the note)")
 	fs.DurationVar(&c.LocalDuplicateMargin, "local-duplicate-margin", 5*time.Second, "with --local-duplicates: no local answer this close to the end of a dedupe window; must exceed the clock skew between nodes")
 	fs.StringVar(&c.LogStore, "log-store", c.LogStore, "Raft log store: wal (raft-wal, one fsync per append) or boltdb (raft-boltdb); a data dir keeps the kind it was made with")
+	fs.StringVar(&c.StateEngine, "state-engine", c.StateEngine, "where the ledger lives: pebble (on disk under <data-dir>/state, memory a bounded cache; a restart replays only the log after the store) or memory (the whole ledger in RAM, rebuilt from the latest snapshot at every start)")
+	fs.Var(sizeFlag{&c.StateMemory.CacheBytes, nil}, "state-cache", "block cache of --state-engine pebble (e.g. 256MiB; 0, the default: an eighth of the memory capacity, 8 to 64 MiB)")
 	fs.IntVar(&c.WALSegmentSize, "wal-segment-size", c.WALSegmentSize, "advanced: size in bytes of raft-wal's log segment files (0: 64 MiB; at least 64 KiB); smaller segments are preallocated more often, so a full disk shows sooner")
 	fs.Uint64Var(&c.ReadyMaxLag, "ready-max-lag", c.ReadyMaxLag, "entries this node's applied index may be behind the leader's commit index and still answer /readyz 200; the leader promotes a new member from nonvoter to voter once its log is this close")
 	fs.BoolVar(&c.LeaveOnTerminate, "leave-on-terminate", c.LeaveOnTerminate, "decommission on SIGTERM: ask the leader (over the Raft port, under this node's certificate with TLS) to remove this node, then leave gossip; the leader refuses if the voters left would have no live majority. Off by default: a stopped node stays a voter")
@@ -175,11 +177,15 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (n
 	return c, nil
 }
 
-// setMemoryCapacity resolves --max-memory=auto (node.MemoryCapacity) and
-// sets GOMEMLIMIT from the capacity unless it is set: the Go runtime then
-// collects harder as it nears the capacity, instead of growing its heap
-// past it.
-func setMemoryCapacity(c *node.CapacityConfig, log *slog.Logger) {
+// setMemoryCapacity resolves --max-memory=auto (node.MemoryCapacity),
+// sizes the on-disk state engine's cache and memtables from it
+// (node.SizeStateMemory) and sets GOMEMLIMIT from what is left for the Go
+// heap unless it is set: the Go runtime then collects harder as it nears
+// the capacity, instead of growing its heap past it. When the engine's
+// memory is off the Go heap (cgo), the capacity the guard holds the live
+// heap to is the capacity less what the engine reserves.
+func setMemoryCapacity(cfg *node.Config, log *slog.Logger) {
+	c := &cfg.Capacity
 	source := "--max-memory"
 	if c.MaxMemoryAuto {
 		v, src, err := node.MemoryCapacity()
@@ -187,6 +193,15 @@ func setMemoryCapacity(c *node.CapacityConfig, log *slog.Logger) {
 			log.Warn("no memory capacity: ledger_full will not refuse claims for memory", "err", err)
 		}
 		c.MaxMemory, c.MaxMemoryAuto, source = v, false, src
+	}
+	if cfg.StateEngine == node.StateEnginePebble {
+		sm := node.SizeStateMemory(c.MaxMemory, cfg.StateMemory.CacheBytes)
+		cfg.StateMemory = sm
+		if sm.OffHeap() && c.MaxMemory > 2*sm.Reserved() {
+			c.MaxMemory -= sm.Reserved()
+		}
+		log.Info("state engine memory", "cache_bytes", sm.CacheBytes, "memtable_bytes", sm.MemTableBytes,
+			"reserved_bytes", sm.Reserved(), "off_heap", sm.OffHeap(), "heap_capacity", c.MaxMemory)
 	}
 	limit, err := node.SetGoMemLimit(c.MaxMemory)
 	if err != nil {

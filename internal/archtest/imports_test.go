@@ -46,7 +46,7 @@ var allowed = map[string][]string{
 	"clusterview":       nil,     // what a cluster member shows the API, as plain data
 	"ledger":            {"fsm", "replication", "token", "internal/faults", "internal/namespace"},
 	"ledger/ledgertest": {"fsm", "ledger"},
-	"cluster":           {"clusterview", "fsm", "replication", "internal/faults"},
+	"cluster":           {"clusterview", "fsm", "fsm/pebblestate", "replication", "internal/faults"},
 	"httpapi":           {"auth", "clusterview", "fsm", "ledger", "token", "internal/jsonenc", "internal/namespace", "internal/peerauth"},
 
 	// The wiring and what starts it.

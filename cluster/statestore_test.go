@@ -1,0 +1,125 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/intentledger/intentd/fsm"
+)
+
+// restartCase is one way a stopped node's state store can be found.
+type restartCase struct {
+	name string
+	// damage changes the stopped node's data dir.
+	damage func(t *testing.T, dataDir string)
+	// fromStore: the restarted node goes on from its store (no snapshot
+	// restored, so it holds state before it hears from the leader).
+	fromStore bool
+}
+
+// TestNodeRestartsFromItsStateStore restarts a follower of a cluster that
+// took snapshots and compacted its log: with its store intact it goes on
+// from what the store holds; with the store lost, unreadable or marked
+// for a rebuild it rebuilds it from its newest snapshot and the log. In
+// every case it ends with the leader's digest and the cluster serves.
+func TestNodeRestartsFromItsStateStore(t *testing.T) {
+	cases := []restartCase{
+		{name: "intact", damage: func(*testing.T, string) {}, fromStore: true},
+		{name: "store removed", damage: func(t *testing.T, dir string) {
+			if err := os.RemoveAll(filepath.Join(dir, "state")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "store unreadable", damage: func(t *testing.T, dir string) {
+			if err := os.WriteFile(filepath.Join(dir, "state", "CURRENT"), []byte("gen-999999\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "marked for a rebuild", damage: func(t *testing.T, dir string) {
+			if err := os.WriteFile(filepath.Join(dir, rebuildMarker), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { testRestartFromStore(t, tc) })
+	}
+}
+
+func testRestartFromStore(t *testing.T, rc restartCase) {
+	tc := newTestCluster(t, func(c *Config) {
+		c.Raft.SnapshotThreshold = 32
+		c.Raft.SnapshotInterval = 50 * time.Millisecond
+		c.Raft.TrailingLogs = 8
+		c.LeaveOnShutdown = false
+	})
+	tc.startN(3)
+	leader := tc.leader()
+	ctx := ctxT(t)
+	for i := 0; i < 200; i++ {
+		tc.propose(ctx, claim(fmt.Sprintf("before-%d", i), "o"))
+	}
+	follower := tc.follower(leader)
+	waitFor(t, 60*time.Second, "the follower to snapshot and compact", func() bool {
+		first, err := follower.store.FirstIndex()
+		return err == nil && first > 100 && follower.sm.storedIndex() >= leader.sm.storedIndex()
+	})
+	id, gossipJoin := follower.ID(), leader.GossipAddr()
+	raftAddr, gossipAddr := follower.RaftAddr(), follower.GossipAddr()
+	if err := follower.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	delete(tc.nodes, id)
+	rc.damage(t, filepath.Join(tc.dir, id))
+	restarted := tc.startAt(id, raftAddr, gossipAddr, 3, gossipJoin)
+	if _, err := os.Stat(filepath.Join(tc.dir, id, rebuildMarker)); !os.IsNotExist(err) {
+		t.Fatalf("the rebuild marker is still there after the start: %v", err)
+	}
+	var held bool
+	restarted.sm.read(func(l *fsm.Machine) { held = l.Get("default", "before-0") != nil })
+	if rc.fromStore && !held {
+		t.Fatal("the restarted node does not hold what its store held before it hears from the leader")
+	}
+	tc.propose(ctx, claim("after", "o"))
+	want, wantIndex := leader.Digest()
+	waitFor(t, 60*time.Second, "the restarted node to catch up", func() bool {
+		got, idx := restarted.Digest()
+		if idx < wantIndex {
+			return false
+		}
+		want, wantIndex = leader.Digest()
+		return got == want
+	})
+}
+
+// TestMixedStateEnginesAgree runs a cluster of nodes on both state
+// engines, one of them catching up from a snapshot the others sent: they
+// exchange the same snapshots and end with equal digests.
+func TestMixedStateEnginesAgree(t *testing.T) {
+	engines := map[string]string{"n1": StateEnginePebble, "n2": StateEngineMemory, "n3": StateEnginePebble}
+	tc := newTestCluster(t, func(c *Config) {
+		c.StateEngine = engines[c.ID]
+		c.Raft.SnapshotThreshold = 32
+		c.Raft.SnapshotInterval = 50 * time.Millisecond
+		c.Raft.TrailingLogs = 8
+		c.LeaveOnShutdown = false
+	})
+	nodes := tc.startN(3)
+	ctx := ctxT(t)
+	for i := 0; i < 150; i++ {
+		tc.propose(ctx, claim(fmt.Sprintf("mixed-%d", i), "o"))
+	}
+	leader := tc.leader()
+	waitFor(t, 60*time.Second, "equal digests on both engines", func() bool {
+		want, wantIndex := leader.Digest()
+		for _, n := range nodes {
+			if got, idx := n.Digest(); idx != wantIndex || got != want {
+				return false
+			}
+		}
+		return true
+	})
+}
