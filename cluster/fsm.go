@@ -3,6 +3,8 @@ package cluster
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -29,9 +31,13 @@ type stateMachine struct {
 	dir stateDir
 	// marker is the file whose presence rebuilds the store at the next
 	// start (statestore.go); "" in memory.
-	marker  string
-	applied uint64
-	changed chan struct{} // closed and replaced whenever applied moves
+	marker string
+	// checkpoints is where Snapshot writes a checkpoint of the store
+	// (checkpoint.go); "" streams every snapshot (the memory engine).
+	checkpoints   string
+	checkpointSeq uint64
+	applied       uint64
+	changed       chan struct{} // closed and replaced whenever applied moves
 
 	// touched is the apply goroutine's buffer of the keys a batch may have
 	// changed; raft never runs Apply, ApplyBatch or Restore concurrently.
@@ -249,10 +255,21 @@ func (s *stateMachine) appliedIndex() (uint64, <-chan struct{}) {
 func (s *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.dir != nil {
-		s.l.Sync()
+	if s.dir == nil {
+		return &snapshot{l: s.l.Clone()}, nil
 	}
-	return &snapshot{l: s.l.Clone()}, nil
+	s.l.Sync()
+	if s.checkpoints == "" {
+		return &snapshot{l: s.l.Clone()}, nil
+	}
+	s.checkpointSeq++
+	path := filepath.Join(s.checkpoints, fmt.Sprintf("%d-%d", s.applied, s.checkpointSeq))
+	if err := s.dir.Checkpoint(path); err != nil {
+		_ = os.RemoveAll(path)
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return &checkpointSnapshot{path: path, l: s.l.Clone(),
+		ref: checkpointRef{Format: checkpointFormat, Version: 1, Index: s.applied, Intents: s.l.Len()}}, nil
 }
 
 // Restore implements raft.FSM.

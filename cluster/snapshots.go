@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -43,6 +44,8 @@ type indexedSnapshots struct {
 	sync func(string) error // nil: syncDir
 	// noChecksum is the seeded bug faults.SnapshotNoChecksum.
 	noChecksum bool
+	// checkpoints reads checkpoint snapshots (checkpoint.go).
+	checkpoints checkpointReader
 }
 
 // Create implements raft.SnapshotStore: the sink's Close fsyncs the new
@@ -77,7 +80,28 @@ func (s *indexedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, e
 			return nil, nil, err
 		}
 	}
-	return meta, &indexedReader{ReadCloser: rc, index: meta.Index}, nil
+	return s.stream(meta, rc)
+}
+
+// stream returns the version 1 stream of an opened snapshot: its
+// state.bin, or made from its checkpoint when state.bin refers to one.
+func (s *indexedSnapshots) stream(meta *raft.SnapshotMeta, rc io.ReadCloser) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	br := bufio.NewReaderSize(rc, 4096)
+	if ref := readCheckpointRef(br); ref != nil {
+		_ = rc.Close()
+		if s.dir == "" {
+			return nil, nil, fmt.Errorf("%w: snapshot %s: no snapshot directory", errBadCheckpoint, meta.ID)
+		}
+		return s.checkpoints.open(s.dir, meta, ref)
+	}
+	return meta, &indexedReader{ReadCloser: bufferedReadCloser{Reader: br, Closer: rc}, index: meta.Index}, nil
+}
+
+// bufferedReadCloser reads through a bufio.Reader and closes what it
+// reads.
+type bufferedReadCloser struct {
+	*bufio.Reader
+	io.Closer
 }
 
 // indexedReader is a snapshot being restored and its Raft index.
@@ -239,7 +263,7 @@ func (s *indexedSnapshots) openUnchecked(id string) (*raft.SnapshotMeta, io.Read
 			sum := sha256.Sum256(data[:i+1])
 			data = append(data[:i+1:i+1], fmt.Sprintf("{\"sha256\":%q}\n", hex.EncodeToString(sum[:]))...)
 		}
-		return meta, &indexedReader{ReadCloser: io.NopCloser(bytes.NewReader(data)), index: meta.Index}, nil
+		return s.stream(meta, io.NopCloser(bytes.NewReader(data)))
 	}
 	return nil, nil, fmt.Errorf("cluster: snapshot %s not found", id)
 }

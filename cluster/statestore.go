@@ -33,6 +33,9 @@ var ErrStateEngine = errors.New("cluster: unknown state engine")
 // replaces the current one in one step (pebblestate.Dir).
 type stateDir interface {
 	Current() fsm.Store
+	// Checkpoint writes a checkpoint of the current store, as synced, to
+	// dest (which must not exist).
+	Checkpoint(dest string) error
 	Stage() (fsm.Store, error)
 	Promote(staged fsm.Store) error
 	Discard(staged fsm.Store) error
@@ -43,6 +46,8 @@ type stateDir interface {
 type pebbleDir struct{ d *pebblestate.Dir }
 
 func (p pebbleDir) Current() fsm.Store { return p.d.Current() }
+
+func (p pebbleDir) Checkpoint(dest string) error { return p.d.Current().Checkpoint(dest) }
 
 func (p pebbleDir) Stage() (fsm.Store, error) {
 	s, err := p.d.Stage()
@@ -90,6 +95,11 @@ func openStateMachine(cfg Config) (*stateMachine, error) {
 			}
 		}
 		sm.marker = marker
+		if err := removeCheckpointDebris(cfg.DataDir); err != nil {
+			_ = sm.close()
+			return nil, err
+		}
+		sm.checkpoints = filepath.Join(cfg.DataDir, checkpointsDir)
 		return sm, nil
 	}
 	return nil, fmt.Errorf("%w %q: want %q or %q", ErrStateEngine, cfg.StateEngine, StateEnginePebble, StateEngineMemory)
@@ -141,7 +151,7 @@ func (n *Node) catchUpStore(logs raft.LogStore, snapDir string) (uint64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("cluster: log last index: %w", err)
 	}
-	if stored >= newest && stored <= max(last, newest) {
+	if stored <= max(last, newest) && (stored >= newest || onlyRaftEntries(logs, stored, newest)) {
 		return newest, sm.rebuilt(n.cfg.dirSync)
 	}
 	restore, err := checkRestorable(logs, n.snaps, snapDir)
@@ -202,4 +212,23 @@ func (s *stateMachine) markRebuild(p any) {
 			_ = d.Close()
 		}
 	}
+}
+
+// onlyRaftEntries reports whether the log holds every entry in (from, to]
+// and none of them reaches the state machine (no command, no
+// configuration: raft's no-ops and barriers): a store synced at from then
+// holds the state as of to. A snapshot's index is raft's last applied
+// entry, which may be such an entry past the last one the state machine
+// saw.
+func onlyRaftEntries(logs raft.LogStore, from, to uint64) bool {
+	for i := from + 1; i <= to; i++ {
+		var e raft.Log
+		if err := logs.GetLog(i, &e); err != nil {
+			return false
+		}
+		if e.Type == raft.LogCommand || e.Type == raft.LogConfiguration {
+			return false
+		}
+	}
+	return true
 }

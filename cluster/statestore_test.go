@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -121,5 +124,99 @@ func TestMixedStateEnginesAgree(t *testing.T) {
 			}
 		}
 		return true
+	})
+}
+
+// TestCheckpointSnapshots takes a snapshot on a node whose state is on
+// disk: state.bin holds a one-line reference and the snapshot a pebble
+// checkpoint; opened, it streams a version 1 snapshot that fsm.Restore
+// takes, of every intent. A node of the memory engine that fell behind
+// installs it from the leader and ends with the leader's digest.
+func TestCheckpointSnapshots(t *testing.T) {
+	engines := map[string]string{"n1": StateEnginePebble, "n2": StateEnginePebble, "n3": StateEngineMemory}
+	tc := newTestCluster(t, func(c *Config) {
+		c.StateEngine = engines[c.ID]
+		c.Raft.SnapshotThreshold = 32
+		c.Raft.SnapshotInterval = 50 * time.Millisecond
+		c.Raft.TrailingLogs = 8
+		c.LeaveOnShutdown = false
+	})
+	nodes := tc.startN(3)
+	ctx := ctxT(t)
+	var memory *Node
+	for _, n := range nodes {
+		if n.ID() == "n3" {
+			memory = n
+		}
+	}
+	waitFor(t, 30*time.Second, "a pebble leader", func() bool {
+		l := tc.leader()
+		if l == memory {
+			_ = l.raft.LeadershipTransfer().Error()
+			return false
+		}
+		return true
+	})
+	raftAddr, gossipAddr := memory.RaftAddr(), memory.GossipAddr()
+	if err := memory.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	delete(tc.nodes, memory.ID())
+	for i := 0; i < 200; i++ {
+		tc.propose(ctx, claim(fmt.Sprintf("cp-%d", i), "o"))
+	}
+	leader := tc.leader()
+	waitFor(t, 60*time.Second, "the leader to snapshot and compact", func() bool {
+		first, err := leader.store.FirstIndex()
+		return err == nil && first > 100
+	})
+	metas, err := leader.snaps.List()
+	if err != nil || len(metas) == 0 {
+		t.Fatalf("snapshots: %v %v", metas, err)
+	}
+	dir := filepath.Join(leader.cfg.DataDir, "snapshots", metas[0].ID)
+	state, err := os.ReadFile(filepath.Join(dir, "state.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(state, []byte(`{"format":"`+checkpointFormat+`"`)) || len(state) > 512 {
+		t.Fatalf("state.bin is not a checkpoint reference: %q", state[:min(len(state), 200)])
+	}
+	if _, err := os.Stat(filepath.Join(dir, checkpointDirName)); err != nil {
+		t.Fatalf("no checkpoint in the snapshot: %v", err)
+	}
+	meta, rc, err := leader.snaps.Open(metas[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(rc)
+	_ = rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(data)) != meta.Size {
+		t.Fatalf("the stream is %d bytes, its meta says %d", len(data), meta.Size)
+	}
+	l, err := fsm.Restore(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("the stream does not restore: %v", err)
+	}
+	var ref checkpointRef
+	if err := json.Unmarshal(state, &ref); err != nil {
+		t.Fatal(err)
+	}
+	if l.Len() == 0 || l.Len() != ref.Intents {
+		t.Fatalf("the snapshot holds %d intents, its reference says %d", l.Len(), ref.Intents)
+	}
+
+	restarted := tc.startAt("n3", raftAddr, gossipAddr, 3, leader.GossipAddr())
+	want, wantIndex := leader.Digest()
+	waitFor(t, 60*time.Second, "the memory node to catch up from the checkpoint", func() bool {
+		got, idx := restarted.Digest()
+		if idx < wantIndex {
+			return false
+		}
+		want, wantIndex = leader.Digest()
+		return got == want
 	})
 }
