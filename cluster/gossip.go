@@ -314,10 +314,12 @@ func (n *Node) leaveGossip(ctx context.Context) error {
 // memberlist's TCP timeout.
 func (n *Node) pushToMembers(d time.Duration) {
 	var wg sync.WaitGroup
-	members := n.ml.Members()
+	// The members as the event delegate recorded them: memberlist's own
+	// Members hands out nodes it goes on changing under its lock.
+	members := n.gossip.snapshot()
 	failed := make(chan string, len(members))
 	for _, m := range members {
-		if m.Name == n.cfg.ID {
+		if m.meta.ID == n.cfg.ID || m.state != memberlist.StateAlive || m.addr == "" {
 			continue
 		}
 		wg.Add(1)
@@ -326,7 +328,7 @@ func (n *Node) pushToMembers(d time.Duration) {
 			if _, err := n.ml.Join([]string{addr}); err != nil {
 				failed <- name
 			}
-		}(m.Name, m.Address())
+		}(m.meta.ID, m.addr)
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
