@@ -120,6 +120,9 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) (int, err
 	if o.logStore != "" {
 		extra = append(extra, "--log-store", o.logStore)
 	}
+	if o.stateEngine != "" {
+		extra = append(extra, "--state-engine", o.stateEngine)
+	}
 	if o.walSegment != 0 {
 		extra = append(extra, "--wal-segment-size", strconv.Itoa(o.walSegment))
 	}

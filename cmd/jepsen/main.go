@@ -69,6 +69,7 @@ type options struct {
 	storage       string // lazyfs mode under each node's data dir ("": none)
 	logStore      string // the nodes' --log-store ("": their default)
 	walSegment    int    // the nodes' --wal-segment-size (0: their default)
+	stateEngine   string // the nodes' --state-engine ("": their default)
 	powerLoss     nemesis.PowerLossMode
 	trailingLogs  int // the nodes' --trailing-logs
 	args          []string
@@ -112,6 +113,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.tls, "tls", false, "run the nodes with TLS (a fresh development PKI): HTTPS, Raft over mutual TLS with node identities (raft-poke needs it)")
 	fs.StringVar(&o.storage, "storage", "", "put each node's data dir on a lazy filesystem (jepsen/lazyfs) in this mode: strict (only a directory's fsync makes its entries durable) or ext4 (any fsync does); the storage nemeses (power-loss-*, disk-full-*, corrupt-*) need it and default it to strict")
 	fs.StringVar(&o.logStore, "log-store", "", "pass --log-store VALUE (wal or boltdb) to the nodes (default: theirs)")
+	fs.StringVar(&o.stateEngine, "state-engine", "", "pass --state-engine ENGINE to the nodes (pebble or memory; empty: their default, pebble)")
 	fs.IntVar(&o.walSegment, "wal-segment-size", 0, "pass --wal-segment-size BYTES to the nodes (0: their default, 64 MiB): small segments make a full disk bite (segment rotations fail)")
 	powerLoss := fs.String("power-loss", "mixed", "what the power-loss nemeses drop: mixed (each loss clean or torn, drawn from the seed), clean (every change not made durable) or torn (the file written last keeps its earlier unsynced writes and part of its last one)")
 	fs.IntVar(&o.trailingLogs, "trailing-logs", 128, "pass --trailing-logs N to the nodes: log entries kept behind a snapshot; a node further behind than that is sent a snapshot instead")

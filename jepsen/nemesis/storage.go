@@ -308,6 +308,14 @@ func corruptFile(ctx context.Context, env *Env, what string, pick func(dir strin
 	}
 	d := s.Disk(f)
 	rel, off, err := pick(d.Backing(), r)
+	if err == nil && what == "the newest snapshot" && isCheckpoint(filepath.Join(d.Backing(), rel)) {
+		// A checkpoint snapshot (a node on pebble): the node does not read
+		// its own snapshot while its store holds the state, so make it
+		// rebuild the store from its snapshots and log at the restart, as
+		// an operator would (touch state.rebuild): it must notice the bad
+		// checkpoint and restore an older snapshot, or stop.
+		err = markRebuild(d)
+	}
 	if err != nil {
 		return "", nil, heal, fmt.Errorf("%s: %w", nodes.Name(f), err)
 	}
@@ -402,6 +410,17 @@ func corruptSnapshot(ctx context.Context, env *Env) (string, []string, func(cont
 		s := newestSnapshot(snaps)
 		if err != nil || s == "" {
 			return "", 0, fmt.Errorf("no snapshot to corrupt (%v)", err)
+		}
+		if cp := filepath.Join(filepath.Dir(s), "checkpoint"); isCheckpoint(filepath.Join(dir, cp)) {
+			// The ledger is in the checkpoint's sstables: flip a bit of one
+			// (pebble's block checksums must see it, or the byte was one no
+			// read needs).
+			ssts, sizes, err := files(dir, cp, func(rel string, _ int64) bool { return strings.HasSuffix(rel, ".sst") })
+			if err != nil || len(ssts) == 0 {
+				return "", 0, fmt.Errorf("%s: no sstable to corrupt (%v)", cp, err)
+			}
+			f := ssts[r.Intn(len(ssts))]
+			return f, r.Int63n(sizes[f]), nil
 		}
 		b, err := os.ReadFile(filepath.Join(dir, s))
 		if err != nil {
@@ -512,8 +531,13 @@ func corruptState(ctx context.Context, env *Env) (string, []string, func(context
 		// Everything the node keeps that is neither a log segment nor a
 		// snapshot's state: raft-wal's meta database (term, vote, segment
 		// list), snapshot metadata, identity and key material.
+		// Not the state store (state/) or the checkpoints of the snapshots:
+		// pebble checks an sstable's blocks when it reads them, at a time no
+		// heal can wait for, and a store that fails a read is rebuilt at the
+		// next start (corrupt-snapshot exercises that rebuild).
 		all, sizes, err := files(dir, ".", func(rel string, _ int64) bool {
-			return !strings.HasSuffix(rel, ".wal") && filepath.Base(rel) != "state.bin"
+			return !strings.HasSuffix(rel, ".wal") && filepath.Base(rel) != "state.bin" &&
+				!strings.HasPrefix(rel, "state/") && !strings.HasPrefix(rel, "checkpoints/") && !strings.Contains(rel, "/checkpoint/")
 		})
 		if err != nil || len(all) == 0 {
 			return "", 0, fmt.Errorf("no state file to corrupt (%v)", err)
@@ -685,6 +709,38 @@ func wipe(d *lazyfs.FS) error {
 		if err := os.RemoveAll(filepath.Join(d.Mountpoint(), e.Name())); err != nil {
 			return err
 		}
+	}
+	dir, err := os.Open(d.Mountpoint())
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
+}
+
+// isCheckpoint reports whether path is, or is inside, a checkpoint
+// snapshot's checkpoint directory (cluster/checkpoint.go).
+func isCheckpoint(path string) bool {
+	for p := path; p != "/" && p != "."; p = filepath.Dir(p) {
+		if filepath.Base(p) == "checkpoint" && filepath.Base(filepath.Dir(filepath.Dir(p))) == "snapshots" {
+			info, err := os.Stat(p)
+			return err == nil && info.IsDir()
+		}
+	}
+	return false
+}
+
+// markRebuild writes the state store's rebuild marker into a stopped
+// node's data dir, through the mount, durably (what `touch
+// <data-dir>/state.rebuild` does for an operator).
+func markRebuild(d *lazyfs.FS) error {
+	p := filepath.Join(d.Mountpoint(), "state.rebuild")
+	f, err := os.Create(p)
+	if err != nil {
+		return fmt.Errorf("mark the state store for a rebuild: %w", err)
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return fmt.Errorf("mark the state store for a rebuild: %w", err)
 	}
 	dir, err := os.Open(d.Mountpoint())
 	if err != nil {
