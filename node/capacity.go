@@ -14,6 +14,7 @@ import (
 	"runtime/metrics"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/dustin/go-humanize"
@@ -109,9 +110,13 @@ func heapLive() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// dirBytes is the size of the regular files under dir.
+// dirBytes is the size of the regular files under dir, each file once:
+// a checkpoint snapshot hard-links the state store's files, which take
+// their space once however many names they have.
 func dirBytes(dir string) (uint64, error) {
 	var n uint64
+	type inode struct{ dev, ino uint64 }
+	seen := map[inode]bool{}
 	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
@@ -128,6 +133,13 @@ func dirBytes(dir string) (uint64, error) {
 				return nil
 			}
 			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+			id := inode{uint64(st.Dev), st.Ino}
+			if seen[id] {
+				return nil
+			}
+			seen[id] = true
 		}
 		n += uint64(info.Size())
 		return nil

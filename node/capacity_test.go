@@ -3,6 +3,8 @@ package node
 import (
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -48,5 +50,34 @@ func TestLedgerFullThroughANode(t *testing.T) {
 		if !strings.Contains(string(raw), series) {
 			t.Errorf("/metrics has no %s", series)
 		}
+	}
+}
+
+// TestDirBytesCountsHardLinksOnce: a checkpoint snapshot hard-links the
+// state store's files; the data dir's size counts each file once.
+func TestDirBytesCountsHardLinksOnce(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "state"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "snapshots", "1-2-3", "checkpoint"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sst := filepath.Join(dir, "state", "000001.sst")
+	if err := os.WriteFile(sst, make([]byte, 1000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "state", "MANIFEST"), make([]byte, 10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(sst, filepath.Join(dir, "snapshots", "1-2-3", "checkpoint", "000001.sst")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := dirBytes(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 1010 {
+		t.Fatalf("dirBytes = %d, want 1010 (the linked file once)", got)
 	}
 }
