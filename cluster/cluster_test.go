@@ -288,12 +288,7 @@ func TestLeaderCrashKeepsAcknowledgedWrites(t *testing.T) {
 }
 
 func TestRestartedNodeCatchesUpFromSnapshot(t *testing.T) {
-	tc := newTestCluster(t, func(c *Config) {
-		c.Raft.SnapshotThreshold = 32
-		c.Raft.SnapshotInterval = 50 * time.Millisecond
-		c.Raft.TrailingLogs = 8
-		c.LeaveOnShutdown = false
-	})
+	tc := newTestCluster(t, compacting)
 	tc.startN(3)
 	leader := tc.leader()
 	ctx := ctxT(t)
@@ -313,15 +308,7 @@ func TestRestartedNodeCatchesUpFromSnapshot(t *testing.T) {
 		return err == nil && first > 100
 	})
 	restarted := tc.startAt(id, raftAddr, gossipAddr, 3, gossipJoin)
-	want, wantIndex := leader.Digest()
-	waitFor(t, 60*time.Second, "the restarted node to catch up", func() bool {
-		got, idx := restarted.Digest()
-		if idx < wantIndex {
-			return false
-		}
-		want, wantIndex = leader.Digest()
-		return got == want
-	})
+	waitSameDigest(t, restarted, leader, "the restarted node to catch up")
 }
 
 func TestFourthNodeJoinsThroughGossipAsVoter(t *testing.T) {
@@ -384,4 +371,29 @@ func TestSweeperMovesPassedLeasesToInDoubt(t *testing.T) {
 		_ = n.Read(ctx, ledger.Stale, func(l *fsm.Machine) { in = l.Get("default", "short") })
 		return in != nil && in.State == fsm.StateInDoubt
 	})
+}
+
+// waitSameDigest waits until n has applied as far as the leader and holds
+// the same ledger.
+func waitSameDigest(t *testing.T, n, leader *Node, what string) {
+	t.Helper()
+	want, wantIndex := leader.Digest()
+	waitFor(t, 60*time.Second, what, func() bool {
+		got, idx := n.Digest()
+		if idx < wantIndex {
+			return false
+		}
+		want, wantIndex = leader.Digest()
+		return got == want
+	})
+}
+
+// compacting tunes a node to snapshot and compact its log every few
+// entries and to stay a voter across stops: a node stopped for a while
+// then needs a snapshot to catch up.
+func compacting(c *Config) {
+	c.Raft.SnapshotThreshold = 32
+	c.Raft.SnapshotInterval = 50 * time.Millisecond
+	c.Raft.TrailingLogs = 8
+	c.LeaveOnShutdown = false
 }

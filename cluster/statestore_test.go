@@ -53,12 +53,7 @@ func TestNodeRestartsFromItsStateStore(t *testing.T) {
 }
 
 func testRestartFromStore(t *testing.T, rc restartCase) {
-	tc := newTestCluster(t, func(c *Config) {
-		c.Raft.SnapshotThreshold = 32
-		c.Raft.SnapshotInterval = 50 * time.Millisecond
-		c.Raft.TrailingLogs = 8
-		c.LeaveOnShutdown = false
-	})
+	tc := newTestCluster(t, compacting)
 	tc.startN(3)
 	leader := tc.leader()
 	ctx := ctxT(t)
@@ -87,15 +82,7 @@ func testRestartFromStore(t *testing.T, rc restartCase) {
 		t.Fatal("the restarted node does not hold what its store held before it hears from the leader")
 	}
 	tc.propose(ctx, claim("after", "o"))
-	want, wantIndex := leader.Digest()
-	waitFor(t, 60*time.Second, "the restarted node to catch up", func() bool {
-		got, idx := restarted.Digest()
-		if idx < wantIndex {
-			return false
-		}
-		want, wantIndex = leader.Digest()
-		return got == want
-	})
+	waitSameDigest(t, restarted, leader, "the restarted node to catch up")
 }
 
 // TestMixedStateEnginesAgree runs a cluster of nodes on both state
@@ -105,10 +92,7 @@ func TestMixedStateEnginesAgree(t *testing.T) {
 	engines := map[string]string{"n1": StateEnginePebble, "n2": StateEngineMemory, "n3": StateEnginePebble}
 	tc := newTestCluster(t, func(c *Config) {
 		c.StateEngine = engines[c.ID]
-		c.Raft.SnapshotThreshold = 32
-		c.Raft.SnapshotInterval = 50 * time.Millisecond
-		c.Raft.TrailingLogs = 8
-		c.LeaveOnShutdown = false
+		compacting(c)
 	})
 	nodes := tc.startN(3)
 	ctx := ctxT(t)
@@ -136,10 +120,7 @@ func TestCheckpointSnapshots(t *testing.T) {
 	engines := map[string]string{"n1": StateEnginePebble, "n2": StateEnginePebble, "n3": StateEngineMemory}
 	tc := newTestCluster(t, func(c *Config) {
 		c.StateEngine = engines[c.ID]
-		c.Raft.SnapshotThreshold = 32
-		c.Raft.SnapshotInterval = 50 * time.Millisecond
-		c.Raft.TrailingLogs = 8
-		c.LeaveOnShutdown = false
+		compacting(c)
 	})
 	nodes := tc.startN(3)
 	ctx := ctxT(t)
@@ -210,13 +191,5 @@ func TestCheckpointSnapshots(t *testing.T) {
 	}
 
 	restarted := tc.startAt("n3", raftAddr, gossipAddr, 3, leader.GossipAddr())
-	want, wantIndex := leader.Digest()
-	waitFor(t, 60*time.Second, "the memory node to catch up from the checkpoint", func() bool {
-		got, idx := restarted.Digest()
-		if idx < wantIndex {
-			return false
-		}
-		want, wantIndex = leader.Digest()
-		return got == want
-	})
+	waitSameDigest(t, restarted, leader, "the memory node to catch up from the checkpoint")
 }
