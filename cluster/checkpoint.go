@@ -196,3 +196,19 @@ func removeCheckpointDebris(dataDir string) error {
 	}
 	return nil
 }
+
+// checkpointBytes is the size of the files of the checkpoint in dir, and
+// false when there is none.
+func checkpointBytes(dir string) (int64, bool) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, false
+	}
+	var n int64
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+	}
+	return n, true
+}

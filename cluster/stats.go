@@ -1,5 +1,7 @@
 package cluster
 
+import "path/filepath"
+
 // Stats are the node's operational numbers beyond Status, for metrics.
 type Stats struct {
 	// LastLogIndex is the index of the last entry in the local log.
@@ -27,6 +29,14 @@ func (n *Node) Stats() Stats {
 	if metas, err := n.snaps.List(); err == nil && len(metas) > 0 {
 		st.Snapshots = len(metas)
 		st.LastSnapshotIndex, st.LastSnapshotTerm, st.LastSnapshotBytes = metas[0].Index, metas[0].Term, metas[0].Size
+		if is, ok := n.snaps.(*indexedSnapshots); ok && is.dir != "" {
+			// A checkpoint snapshot's state.bin is a reference; what it can
+			// come to take is its checkpoint's files (shared with the store
+			// until compaction replaces them).
+			if b, ok := checkpointBytes(filepath.Join(is.dir, metas[0].ID, checkpointDirName)); ok {
+				st.LastSnapshotBytes = b
+			}
+		}
 	}
 	if n.ml != nil {
 		st.GossipMembers = n.ml.NumMembers()
