@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -36,6 +37,7 @@ type stateMachine struct {
 	// (checkpoint.go); "" streams every snapshot (the memory engine).
 	checkpoints   string
 	checkpointSeq uint64
+	log           *slog.Logger // nil: the memory engine, which logs nothing
 	applied       uint64
 	changed       chan struct{} // closed and replaced whenever applied moves
 
@@ -103,9 +105,17 @@ func (s *stateMachine) install(l *fsm.Machine, staged fsm.Store, applied uint64)
 	s.mu.Lock()
 	if staged != nil {
 		if err := s.dir.Promote(staged); err != nil {
-			s.mu.Unlock()
-			_ = s.dir.Discard(staged)
-			return fmt.Errorf("cluster: install the restored state store: %w", err)
+			if s.dir.Current() != staged {
+				s.mu.Unlock()
+				_ = s.dir.Discard(staged)
+				return fmt.Errorf("cluster: install the restored state store: %w", err)
+			}
+			// Promoted, but CURRENT's rename may not be durable: this is
+			// the store now (the old one is retired); a crash brings back
+			// either, both consistent with the log.
+			if s.log != nil {
+				s.log.Warn("the restored state store is installed, but not durably", "err", err)
+			}
 		}
 	}
 	s.l = l

@@ -95,6 +95,7 @@ func openStateMachine(cfg Config) (*stateMachine, error) {
 			}
 		}
 		sm.marker = marker
+		sm.log = cfg.Logger.With("node", cfg.ID)
 		if err := removeCheckpointDebris(cfg.DataDir); err != nil {
 			_ = sm.close()
 			return nil, err
