@@ -263,6 +263,7 @@ func (s *stateMachine) appliedIndex() (uint64, <-chan struct{}) {
 // behind the snapshot once it is taken, and a restart replays the log
 // only after what the store holds.
 func (s *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
+	defer s.onStoreFailure()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.dir == nil {
@@ -288,6 +289,7 @@ func (s *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 // current one only once the whole snapshot has been read and checked; on
 // an error the current state is untouched.
 func (s *stateMachine) Restore(rc io.ReadCloser) error {
+	defer s.onStoreFailure()
 	defer rc.Close()
 	var staged fsm.Store
 	var l *fsm.Machine
