@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/intentledger/intentd/fsm"
 )
 
@@ -192,4 +194,35 @@ func TestCheckpointSnapshots(t *testing.T) {
 
 	restarted := tc.startAt("n3", raftAddr, gossipAddr, 3, leader.GossipAddr())
 	waitSameDigest(t, restarted, leader, "the memory node to catch up from the checkpoint")
+}
+
+// TestOnlyRaftEntries: a store synced at S covers a snapshot at X > S
+// only when every entry in (S, X] is in the log and none reaches the state
+// machine.
+func TestOnlyRaftEntries(t *testing.T) {
+	logs := raft.NewInmemStore()
+	entries := []*raft.Log{
+		{Index: 1, Type: raft.LogCommand}, {Index: 2, Type: raft.LogConfiguration},
+		{Index: 3, Type: raft.LogNoop}, {Index: 4, Type: raft.LogBarrier}, {Index: 5, Type: raft.LogCommand},
+		{Index: 7, Type: raft.LogNoop}, // 6 is missing
+	}
+	if err := logs.StoreLogs(entries); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		from, to uint64
+		want     bool
+	}{
+		{2, 4, true},  // a no-op and a barrier
+		{4, 4, true},  // nothing in between
+		{1, 4, false}, // a configuration entry
+		{0, 4, false}, // a command
+		{4, 5, false}, // a command
+		{5, 7, false}, // 6 is not in the log
+	}
+	for _, c := range cases {
+		if got := onlyRaftEntries(logs, c.from, c.to); got != c.want {
+			t.Errorf("onlyRaftEntries(%d, %d) = %v, want %v", c.from, c.to, got, c.want)
+		}
+	}
 }
