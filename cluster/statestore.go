@@ -161,6 +161,15 @@ func (n *Node) catchUpStore(logs raft.LogStore, snapDir string) (uint64, error) 
 	}
 	n.log.Warn("rebuilding the state store", "stored_index", stored, "newest_snapshot", newest,
 		"last_log_index", last, "from_snapshot", restore)
+	// raft, not restoring a snapshot at start, goes on from the newest it
+	// lists and replays the log after that one only: the unreadable
+	// snapshots newer than the one restored must leave its view, or the
+	// entries between the two would never reach the rebuilt store. (On
+	// the memory engine raft itself falls back past a snapshot that does
+	// not open.)
+	if err := n.setAsideSnapshots(metas, restore); err != nil {
+		return 0, err
+	}
 	if restore == 0 {
 		if err := sm.reset(); err != nil {
 			return 0, err
@@ -232,4 +241,36 @@ func onlyRaftEntries(logs raft.LogStore, from, to uint64) bool {
 		}
 	}
 	return true
+}
+
+// unreadableSnapshotsDir is where a rebuild moves the snapshots it could
+// not read (kept for a post-mortem, out of raft's view).
+const unreadableSnapshotsDir = "snapshots.unreadable"
+
+// setAsideSnapshots moves every listed snapshot newer than index out of
+// the snapshot store, durably.
+func (n *Node) setAsideSnapshots(metas []*raft.SnapshotMeta, index uint64) error {
+	is, ok := n.snaps.(*indexedSnapshots)
+	if !ok || is.dir == "" {
+		return nil
+	}
+	aside := filepath.Join(n.cfg.DataDir, unreadableSnapshotsDir)
+	moved := false
+	for _, m := range metas {
+		if m.Index <= index {
+			continue
+		}
+		if err := os.MkdirAll(aside, 0o750); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		if err := os.Rename(filepath.Join(is.dir, m.ID), filepath.Join(aside, m.ID)); err != nil {
+			return fmt.Errorf("cluster: set the unreadable snapshot %s aside: %w", m.ID, err)
+		}
+		n.log.Warn("an unreadable snapshot was set aside", "snapshot", m.ID, "index", m.Index, "to", aside)
+		moved = true
+	}
+	if !moved {
+		return nil
+	}
+	return syncDirs(n.cfg.dirSync, is.dir, aside, n.cfg.DataDir)
 }

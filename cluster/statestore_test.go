@@ -23,6 +23,9 @@ type restartCase struct {
 	// fromStore: the restarted node goes on from its store (no snapshot
 	// restored, so it holds state before it hears from the leader).
 	fromStore bool
+	// trailingLogs, when set, keeps that much log behind each snapshot
+	// (the log then reaches back past an older snapshot).
+	trailingLogs uint64
 }
 
 // TestNodeRestartsFromItsStateStore restarts a follower of a cluster that
@@ -48,6 +51,31 @@ func TestNodeRestartsFromItsStateStore(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		// The rebuild falls back past an unreadable newest snapshot to an
+		// older one, and must replay the log from that one: raft, which
+		// goes on from the newest snapshot it lists, must not list the
+		// unreadable one any more.
+		{name: "newest snapshot unreadable", trailingLogs: 1000, damage: func(t *testing.T, dir string) {
+			// Its state.bin, which raft's CRC covers: the checkpoint's
+			// sstables are hard links shared with the older snapshot and
+			// the store, so damage there would hit those too.
+			states, err := filepath.Glob(filepath.Join(dir, "snapshots", "*", "state.bin"))
+			if err != nil || len(states) < 2 {
+				t.Fatalf("snapshots: %v %v", states, err)
+			}
+			newest := states[0]
+			for _, p := range states {
+				if snapshotIndex(filepath.Base(filepath.Dir(p))) > snapshotIndex(filepath.Base(filepath.Dir(newest))) {
+					newest = p
+				}
+			}
+			if err := os.WriteFile(newest, []byte(`{"format":"intentd-checkpoint","version":1,"index":1}`+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, rebuildMarker), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { testRestartFromStore(t, tc) })
@@ -55,7 +83,12 @@ func TestNodeRestartsFromItsStateStore(t *testing.T) {
 }
 
 func testRestartFromStore(t *testing.T, rc restartCase) {
-	tc := newTestCluster(t, compacting)
+	tc := newTestCluster(t, func(c *Config) {
+		compacting(c)
+		if rc.trailingLogs > 0 {
+			c.Raft.TrailingLogs = rc.trailingLogs
+		}
+	})
 	tc.startN(3)
 	leader := tc.leader()
 	ctx := ctxT(t)
@@ -63,9 +96,11 @@ func testRestartFromStore(t *testing.T, rc restartCase) {
 		tc.propose(ctx, claim(fmt.Sprintf("before-%d", i), "o"))
 	}
 	follower := tc.follower(leader)
-	waitFor(t, 60*time.Second, "the follower to snapshot and compact", func() bool {
+	waitFor(t, 60*time.Second, "the follower to take two snapshots and compact", func() bool {
 		first, err := follower.store.FirstIndex()
-		return err == nil && first > 100 && follower.sm.storedIndex() >= leader.sm.storedIndex()
+		metas, lerr := follower.snaps.List()
+		compacted := err == nil && (first > 100 || rc.trailingLogs > 0)
+		return compacted && lerr == nil && len(metas) >= 2 && follower.sm.storedIndex() >= leader.sm.storedIndex()
 	})
 	id, gossipJoin := follower.ID(), leader.GossipAddr()
 	raftAddr, gossipAddr := follower.RaftAddr(), follower.GossipAddr()
@@ -225,4 +260,11 @@ func TestOnlyRaftEntries(t *testing.T) {
 			t.Errorf("onlyRaftEntries(%d, %d) = %v, want %v", c.from, c.to, got, c.want)
 		}
 	}
+}
+
+// snapshotIndex is the index in a raft snapshot ID (term-index-millis).
+func snapshotIndex(id string) uint64 {
+	var term, index, ms uint64
+	_, _ = fmt.Sscanf(id, "%d-%d-%d", &term, &index, &ms)
+	return index
 }
