@@ -22,6 +22,8 @@
 #   bench/scripts/bench-engines.sh
 #   REPS=1 DURATION=3s LEVELS="1 64" bench/scripts/bench-engines.sh
 #   LEVELS= FILL_COUNT=1000000 bench/scripts/bench-engines.sh
+#   SUMMARIZE=.cache/bench-run/engines-<time> bench/scripts/bench-engines.sh
+#     (the table of an earlier run, also of one stopped part way)
 #
 # BENCH_LOCK=file wraps each measured cell (start, measure, stop) in
 # flock(1) on that file, for machines shared with other benchmarks.
@@ -43,15 +45,16 @@ FILL_CLIENTS=${FILL_CLIENTS:-32}
 FILL_MAX=${FILL_MAX:-2h}
 BENCH_LOCK=${BENCH_LOCK:-}
 OUT=${OUT:-$ROOT/.cache/bench-run/engines-$(date -u +%Y%m%dT%H%M%SZ)}
-mkdir -p "$OUT/bin"
-
-echo "bench-engines: building into $OUT/bin"
-go build -o "$OUT/bin/intentd-new" ./cmd/intentd
-(cd bench && go build -o "$OUT/bin/intent-bench" ./cmd/intent-bench && go build -o "$OUT/bin/capacity-fill" ./scripts/capacity-fill)
-if [[ " $ENGINES $FILL_ENGINES " == *" base "* ]]; then
-  WT=/tmp/intentd-base-$BASE
-  [ -d "$WT" ] || git worktree add --detach "$WT" "$BASE" >/dev/null
-  (cd "$WT" && go build -o "$OUT/bin/intentd-base" ./cmd/intentd)
+if [ -z "${SUMMARIZE:-}" ]; then
+  mkdir -p "$OUT/bin"
+  echo "bench-engines: building into $OUT/bin"
+  go build -o "$OUT/bin/intentd-new" ./cmd/intentd
+  (cd bench && go build -o "$OUT/bin/intent-bench" ./cmd/intent-bench && go build -o "$OUT/bin/capacity-fill" ./scripts/capacity-fill)
+  if [[ " $ENGINES $FILL_ENGINES " == *" base "* ]]; then
+    WT=/tmp/intentd-base-$BASE
+    [ -d "$WT" ] || git worktree add --detach "$WT" "$BASE" >/dev/null
+    (cd "$WT" && go build -o "$OUT/bin/intentd-base" ./cmd/intentd)
+  fi
 fi
 commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo "+dirty")
 
@@ -137,27 +140,9 @@ PY
   tail -n 1 "$OUT/results.jsonl"
 }
 
-mkdir -p "$OUT/raw" "$OUT/clusters"
-read -r -a engines <<<"$ENGINES"
-{
-  echo "date: $(date -u +%FT%TZ)  commit: $commit  base: $BASE  cores: $(nproc)  load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "knobs: ENGINES=\"$ENGINES\" LEVELS=\"$LEVELS\" REPS=$REPS DURATION=$DURATION WARMUP=$WARMUP PAYLOAD=$PAYLOAD FILL_COUNT=$FILL_COUNT"
-} | tee "$OUT/header.txt"
-
-if [ -n "$LEVELS" ]; then
-  k=0
-  for r in $(seq 1 "$REPS"); do
-    for n in $LEVELS; do
-      # Rotate the order of the engines from one cell to the next.
-      for j in $(seq 0 $((${#engines[@]} - 1))); do
-        e=${engines[$(((k + j) % ${#engines[@]}))]}
-        echo "== rep $r, $n clients, $e"
-        locked cell "$e" "$n" "$r"
-      done
-      k=$((k + 1))
-    done
-  done
-  python3 - "$OUT/results.jsonl" "$OUT/header.txt" >"$OUT/table.md" <<'PY'
+# table dir: the Markdown table of a run's results.jsonl (medians, ratios).
+table() {
+  python3 - "$1/results.jsonl" "$1/header.txt" >"$1/table.md" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 header = open(sys.argv[2]).read().strip().splitlines()
@@ -186,9 +171,47 @@ for n in levels:
     loads = [r["load"][0] for r in rows if r["clients"] == n]
     cells += [f"{errs}" + (f" ({missing} cells failed)" if missing else ""), f"{min(loads):.1f}–{max(loads):.1f}"]
     print(f"| {n} | " + " | ".join(cells) + " |")
-reps = max(r["rep"] for r in rows)
-print(f"\nmedians over {reps} reps per cell (claim + complete, unique keys, to the leader); each cell a fresh cluster; ratios of medians")
+counts = [sum(1 for r in rows if r["engine"] == e and r["clients"] == n and "ops_s" in r) for e in engines for n in levels]
+print(f"\nmedians over {min(counts)}–{max(counts)} reps per cell (claim + complete, unique keys, to the leader); each cell a fresh cluster; ratios of medians")
+if "base" in engines:
+    print("\nclaims/s ÷ base's in the same rep and level (run minutes apart at most), per rep:\n")
+    for e in others:
+        for n in levels:
+            paired = []
+            for rep in sorted({r["rep"] for r in rows}):
+                a = [r["ops_s"] for r in rows if r["engine"] == e and r["clients"] == n and r["rep"] == rep and "ops_s" in r]
+                b = [r["ops_s"] for r in rows if r["engine"] == "base" and r["clients"] == n and r["rep"] == rep and "ops_s" in r]
+                if a and b:
+                    paired.append(f"{a[0] / b[0]:.2f}")
+            print(f"- {e}, {n} clients: {', '.join(paired) or '-'}")
 PY
+}
+
+if [ -n "${SUMMARIZE:-}" ]; then # the table of an earlier (maybe partial) run
+  table "$SUMMARIZE" && cat "$SUMMARIZE/table.md"
+  exit
+fi
+mkdir -p "$OUT/raw" "$OUT/clusters"
+read -r -a engines <<<"$ENGINES"
+{
+  echo "date: $(date -u +%FT%TZ)  commit: $commit  base: $BASE  cores: $(nproc)  load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "knobs: ENGINES=\"$ENGINES\" LEVELS=\"$LEVELS\" REPS=$REPS DURATION=$DURATION WARMUP=$WARMUP PAYLOAD=$PAYLOAD FILL_COUNT=$FILL_COUNT"
+} | tee "$OUT/header.txt"
+
+if [ -n "$LEVELS" ]; then
+  k=0
+  for r in $(seq 1 "$REPS"); do
+    for n in $LEVELS; do
+      # Rotate the order of the engines from one cell to the next.
+      for j in $(seq 0 $((${#engines[@]} - 1))); do
+        e=${engines[$(((k + j) % ${#engines[@]}))]}
+        echo "== rep $r, $n clients, $e"
+        locked cell "$e" "$n" "$r"
+      done
+      k=$((k + 1))
+    done
+  done
+  table "$OUT"
   echo
   cat "$OUT/table.md"
 fi
