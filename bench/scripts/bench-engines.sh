@@ -174,7 +174,7 @@ for n in levels:
 counts = [sum(1 for r in rows if r["engine"] == e and r["clients"] == n and "ops_s" in r) for e in engines for n in levels]
 print(f"\nmedians over {min(counts)}–{max(counts)} reps per cell (claim + complete, unique keys, to the leader); each cell a fresh cluster; ratios of medians")
 if "base" in engines:
-    print("\nclaims/s ÷ base's in the same rep and level (run minutes apart at most), per rep:\n")
+    print("\nclaims/s ÷ base's in the same rep and level, per rep (adjacent in time unless a lock wait came between):\n")
     for e in others:
         for n in levels:
             paired = []
