@@ -172,7 +172,8 @@ for n in levels:
     cells += [f"{errs}" + (f" ({missing} cells failed)" if missing else ""), f"{min(loads):.1f}–{max(loads):.1f}"]
     print(f"| {n} | " + " | ".join(cells) + " |")
 counts = [sum(1 for r in rows if r["engine"] == e and r["clients"] == n and "ops_s" in r) for e in engines for n in levels]
-print(f"\nmedians over {min(counts)}–{max(counts)} reps per cell (claim + complete, unique keys, to the leader); each cell a fresh cluster; ratios of medians")
+span = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)}–{max(counts)}"
+print(f"\nmedians over {span} reps per cell (claim + complete, unique keys, to the leader); each cell a fresh cluster; ratios of medians")
 if "base" in engines:
     print("\nclaims/s ÷ base's in the same rep and level, per rep (adjacent in time unless a lock wait came between):\n")
     for e in others:
