@@ -125,10 +125,15 @@ bench-storm: build
 	BIN=$(STORM_BIN) INTENTD_RATE_LIMIT_KEY=0 INTENTD_RATE_LIMIT_CLIENT=0 INTENTD_RUN_DIR=$$(mktemp -d "$${TMPDIR:-/tmp}/intentd-storm.XXXXXX") \
 		./scripts/run-local.sh --then $(BIN)/intent-bench --storm $(STORM) --storm-hold $(HOLD) --storm-kinds $(STORM_KINDS)
 
-## bench-capacity: 3 nodes in 400 MiB memory cgroups (root, cgroup v1) filled with unique claims, this build vs BASE (776b00b): intents at the first 507 ledger_full, peak RSS, OOM kills, acked writes lost (LIMIT, FILL, CLIENTS, BUILDS)
+## bench-capacity: 3 nodes in 400 MiB memory cgroups (root, cgroup v1) filled with unique claims, this build vs BASE (776b00b): intents at the first 507 ledger_full, peak RSS, OOM kills, acked writes lost (LIMIT, FILL, CLIENTS, BUILDS, NEW_ARGS: e.g. --state-engine memory)
 .PHONY: bench-capacity
 bench-capacity:
 	./bench/scripts/bench-capacity.sh
+
+## bench-engines: the state machine's engines on a fresh local 3-node cluster each, alternating: BASE (4464307, the ledger in memory), this build with --state-engine memory and pebble; claims/s, p50/p99 of claim + complete and the ratios to BASE (LEVELS, REPS, DURATION, ENGINES; FILL_COUNT=N also fills to N intents through the API and reports RSS per node; BENCH_LOCK; docs/performance.md, issue 32)
+.PHONY: bench-engines
+bench-engines:
+	./bench/scripts/bench-engines.sh
 
 ## bench-sdk: the Go, Python and TypeScript SDKs side by side on one local cluster (ROUNDS, DURATION, LEVELS)
 bench-sdk: build

@@ -10,6 +10,12 @@
 #   sudo bench/scripts/bench-capacity.sh            # both builds
 #   LIMIT=$((128<<20)) FILL=420s bench/scripts/bench-capacity.sh
 #   BUILDS=new FILL=120s bench/scripts/bench-capacity.sh
+#   BASE=4464307 NEW_ARGS="--state-engine memory" bench/scripts/bench-capacity.sh
+#
+# NEW_ARGS are extra intentd flags for the new build (its state engine is
+# pebble by default: the ledger on disk, so it may fill until FILL ends).
+# The peak of each node's cgroup (memory.max_usage_in_bytes) counts the
+# page cache charged to it, VmHWM the resident pages of the process.
 #
 # Heavy (minutes, ~1.2 GiB of RAM): run once, alone. On 2 shared cores the
 # fill runs at ~250 claims/s: 400 MiB takes longer than FILL's default;
@@ -22,6 +28,7 @@ BUILDS=${BUILDS:-"old new"}
 FILL=${FILL:-240s}
 LIMIT=${LIMIT:-$((400 << 20))}
 CLIENTS=${CLIENTS:-32}
+NEW_ARGS=${NEW_ARGS:-}
 CG=/sys/fs/cgroup/memory
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/bench-capacity.XXXXXX")}
 [ "$(id -u)" = 0 ] && [ -w "$CG" ] || { echo "bench-capacity: needs root and cgroup v1 memory at $CG" >&2; exit 1; }
@@ -51,6 +58,8 @@ start_node() { # build i cgroup
   args=(--id "n$i" --data-dir "$OUT/$b/n$i" --http-addr "$(addr 1 "$i")" --raft-addr "$(addr 2 "$i")"
     --gossip-addr "$(addr 3 "$i")" --bootstrap-expect 3 --auth=off)
   [ "$i" -gt 1 ] && args+=(--join "$(addr 3 1)")
+  # shellcheck disable=SC2206 # NEW_ARGS is a list of flags
+  [ "$b" = new ] && args+=($NEW_ARGS)
   sh -c 'echo $$ > "$0/cgroup.procs"; exec "$@"' "$cg" "$OUT/intentd-$b" "${args[@]}" >>"$OUT/$b/n$i.log" 2>&1 &
   pids[$i]=$!
 }
@@ -64,8 +73,8 @@ wait_ready() {
   done
 }
 
-printf '| build | intents acked at first ledger_full | acked in all | first refusal | peak RSS per node, MiB (VmHWM; killed: -) | OOM-killed | acked writes lost |\n' >"$OUT/table.md"
-printf '|---|---|---|---|---|---|---|\n' >>"$OUT/table.md"
+printf '| build | intents acked at first ledger_full | acked in all | first refusal | fill time | peak RSS per node, MiB (VmHWM; killed: -) | cgroup peak per node, MiB | OOM-killed | acked writes lost |\n' >"$OUT/table.md"
+printf '|---|---|---|---|---|---|---|---|---|\n' >>"$OUT/table.md"
 
 for b in $BUILDS; do
   echo "== $b build: filling for at most $FILL"
@@ -79,11 +88,12 @@ for b in $BUILDS; do
   wait_ready
   "$OUT/capacity-fill" --nodes "$nodes" --clients "$CLIENTS" --duration "$FILL" --acked "$OUT/$b/acked.txt" >"$OUT/$b/fill.json"
   cat "$OUT/$b/fill.json"
-  peaks="" killed=0
+  peaks="" cgpeaks="" killed=0
   for i in 1 2 3; do
     cg="$CG/intentd-cap-$b-$i"
     hwm=$(awk '/^VmHWM:/{printf "%d", $2/1024}' "/proc/${pids[$i]}/status" 2>/dev/null || true)
     peaks+="${hwm:--}/"
+    cgpeaks+="$(($(cat "$cg/memory.max_usage_in_bytes") >> 20))/"
     grep -h "the ledger is full" "$OUT/$b/n$i.log" | head -1 || true
     oom=$(awk '/^oom_kill /{print $2}' "$cg/memory.oom_control")
     if [ "${oom:-0}" -gt 0 ] || ! kill -0 "${pids[$i]}" 2>/dev/null; then
@@ -99,12 +109,15 @@ for b in $BUILDS; do
   wait_ready || true
   "$OUT/capacity-fill" --nodes "$nodes" --verify "$OUT/$b/acked.txt" >"$OUT/$b/verify.json" || echo '{"lost":"unchecked"}' >"$OUT/$b/verify.json"
   cat "$OUT/$b/verify.json"
-  python3 - "$b" "$OUT/$b/fill.json" "$OUT/$b/verify.json" "${peaks%/}" "$killed" >>"$OUT/table.md" <<'PY'
+  label=$b
+  [ "$b" = old ] && label="old ($BASE)"
+  [ "$b" = new ] && label="new ($(git rev-parse --short HEAD)${NEW_ARGS:+ $NEW_ARGS})"
+  python3 - "$label" "$OUT/$b/fill.json" "$OUT/$b/verify.json" "${peaks%/}" "$killed" "${cgpeaks%/}" >>"$OUT/table.md" <<'PY'
 import json, sys
-b, fill, ver, peaks, killed = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3])), sys.argv[4], sys.argv[5]
+b, fill, ver, peaks, killed, cgpeaks = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3])), sys.argv[4], sys.argv[5], sys.argv[6]
 first = fill.get("first_refusal_s") or 0
 at = f'{fill["acked_at_first_refusal"]:,}' if first else "never refused"
-print(f'| {b} | {at} | {fill["acked_intents"]:,} | {f"{first:.0f} s" if first else "-"} | {peaks} | {killed} of 3 | {ver.get("lost")} of {ver.get("acked", "?")} |')
+print(f'| {b} | {at} | {fill["acked_intents"]:,} | {f"{first:.0f} s" if first else "-"} | {fill["seconds"]:.0f} s | {peaks} | {cgpeaks} | {killed} of 3 | {ver.get("lost")} of {ver.get("acked", "?")} |')
 PY
   for i in 1 2 3; do kill "${pids[$i]}" 2>/dev/null || true; done
   for i in 1 2 3; do wait "${pids[$i]}" 2>/dev/null || true; done

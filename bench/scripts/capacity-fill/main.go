@@ -5,6 +5,7 @@
 //
 //	capacity-fill --nodes 127.0.0.1:8101,... --clients 32 --duration 240s
 //	capacity-fill --verify acked.txt --nodes ...   (every acked key present?)
+//	capacity-fill --count 1000000 --duration 2h --progress 30s   (fill to a count; bench-engines.sh)
 package main
 
 import (
@@ -66,6 +67,8 @@ func main() {
 	result := flag.Int("result", 100, "result bytes")
 	acked := flag.String("acked", "acked.txt", "file the acknowledged keys are written to")
 	verify := flag.String("verify", "", "verify mode: the acked keys file to check")
+	count := flag.Int64("count", 0, "stop once this many claims were acknowledged (0: no count, fill until refused or --duration)")
+	every := flag.Duration("progress", 0, "print the elapsed seconds and the acknowledged count to stderr at this interval (0: never)")
 	flag.Parse()
 	c := &client{hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		nodes: strings.Split(*nodes, ",")}
@@ -83,7 +86,8 @@ func main() {
 		_ = json.NewEncoder(os.Stdout).Encode(out)
 		return
 	}
-	_ = json.NewEncoder(os.Stdout).Encode(c.fill(*clients, *duration, *after, *dead, *payload, *result, *acked))
+	_ = json.NewEncoder(os.Stdout).Encode(c.fill(fillOptions{clients: *clients, duration: *duration, after: *after, dead: *dead,
+		payload: *payload, result: *result, ackedPath: *acked, count: *count, progress: *every}))
 }
 
 type fillResult struct {
@@ -99,7 +103,18 @@ type fillResult struct {
 	StillRefusing               bool `json:"still_refusing"`
 }
 
-func (c *client) fill(clients int, duration, after, dead time.Duration, payload, result int, ackedPath string) fillResult {
+// fillOptions are capacity-fill's flags for a fill.
+type fillOptions struct {
+	clients               int
+	duration, after, dead time.Duration
+	payload, result       int
+	ackedPath             string
+	count                 int64         // stop at this many acks (0: no count)
+	progress              time.Duration // stderr progress interval (0: none)
+}
+
+func (c *client) fill(o fillOptions) fillResult {
+	clients, duration, after, dead, payload, result, ackedPath := o.clients, o.duration, o.after, o.dead, o.payload, o.result, o.ackedPath
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
 	defer cancel()
@@ -117,6 +132,20 @@ func (c *client) fill(clients int, duration, after, dead time.Duration, payload,
 	var refusedClients atomic.Int64
 	var allRefusedAt atomic.Int64
 	var wg sync.WaitGroup
+	if o.progress > 0 {
+		go func() {
+			t := time.NewTicker(o.progress)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					fmt.Fprintf(os.Stderr, "%.0f %d\n", time.Since(start).Seconds(), acked.Load())
+				}
+			}
+		}()
+	}
 	for i := range clients {
 		wg.Go(func() {
 			refused := false
@@ -127,6 +156,9 @@ func (c *client) fill(clients int, duration, after, dead time.Duration, payload,
 				}
 				if time.Since(start) > time.Duration(lastAnswer.Load())+dead {
 					return // every node is gone
+				}
+				if o.count > 0 && acked.Load() >= o.count {
+					return
 				}
 				key := fmt.Sprintf("cap-%d-%d", i, n)
 				a, err := c.post(c.nodes[node], "/v1/intents", map[string]any{"key": key, "tool": "bench.fill", "owner": fmt.Sprintf("c%d", i),
