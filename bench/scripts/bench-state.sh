@@ -17,7 +17,8 @@
 #   BASE=4464307                        the build before the change ("" skips it)
 #   BASE_DIR=/tmp/storebench-base-$BASE its worktree (made if missing, kept)
 #   TAIL=100000 READS=100000 PROGRESS=10s
-#   LOCK=file                           every measured process runs under flock on it, if set
+#   LOCK=file                           each measured process runs under flock on it, if set
+#                                       (or run the whole script under flock, as one measurement)
 #
 # Results: .cache/bench-run/state-<time>/state.jsonl and table.md; the
 # stores go to STORE_DIR (default the run directory) and are deleted after
@@ -56,7 +57,7 @@ fi
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "build: $this; base: ${BASE:-none}"
-  echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GB", $2/1e6}' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "sizes: fsm-pebble $SIZES; in memory $MEMORY_SIZES; tail $TAIL entries; reads $READS"
 } | tee "$RUN/about.txt" >&2
 
