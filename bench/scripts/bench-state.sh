@@ -17,6 +17,10 @@
 #   BASE=4464307                        the build before the change ("" skips it)
 #   BASE_DIR=/tmp/storebench-base-$BASE its worktree (made if missing, kept)
 #   TAIL=100000 READS=100000 PROGRESS=10s
+#   UNTIL=HH:MM (UTC)                   before each fsm-pebble size, estimate its time from the
+#                                       last one's (linear in intents, plus a fifth); a size that
+#                                       would end later shrinks to the whole millions that fit
+#                                       (it is skipped below 1,000,000)
 #   LOCK=file                           each measured process runs under flock on it, if set
 #                                       (or run the whole script under flock, as one measurement)
 #
@@ -84,8 +88,22 @@ for n in $MEMORY_SIZES; do
   fi
   state fsm-memory "$n"
 done
+prev_n=0 prev_s=0
 for n in $SIZES; do
+  if [ -n "${UNTIL:-}" ] && [ "$prev_n" -gt 0 ]; then
+    now=$(date -u +%s) until=$(date -u -d "$UNTIL" +%s)
+    est=$((prev_s * n / prev_n * 6 / 5))
+    if [ $((now + est)) -gt "$until" ]; then
+      fit=$(( (until - now) * prev_n * 5 / 6 / prev_s / 1000000 * 1000000 ))
+      echo "bench-state: fsm-pebble n=$n would take about ${est}s, past $UNTIL; the most that fits: $fit" >&2
+      [ "$fit" -lt 1000000 ] && break
+      n=$fit
+    fi
+  fi
+  t0=$(date -u +%s)
   state fsm-pebble "$n"
+  prev_n=$n prev_s=$(( $(date -u +%s) - t0 ))
+  [ "$prev_s" -gt 0 ] || prev_s=1
 done
 "$RUN/storebench" state-table -base "$BASE" < "$OUT" | tee "$RUN/table.md"
 echo "bench-state: results in $RUN" >&2
