@@ -152,6 +152,11 @@ bench-mcp: build
 bench-store:
 	./bench/scripts/bench-store.sh
 
+## bench-state: the state machine on disk as built: the real Machine over pebble at each of SIZES retained intents (fill rate, RSS, disk, reads, snapshot, checkpoint, restore, restarts with and without a tail to replay) beside its in-memory store and the build before the change (BASE) at MEMORY_SIZES; each phase its own process (TAIL, READS; docs/performance.md, issue 32)
+.PHONY: bench-state
+bench-state:
+	./bench/scripts/bench-state.sh
+
 ## verify: vet, the gofmt check, and the documentation checks: every relative Markdown link and
 ## anchor resolves inside the repository, every `make` target the docs name exists, and no file refers
 ## outside the repository (internal/doccheck; its cluster test runs with the other Go tests)

@@ -56,3 +56,52 @@ func TestTemplatesAreTheFsmEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestRunStateSmall runs every phase of a state run on each engine at a
+// tiny size: the fill's claims are granted and completes accepted (RunState
+// checks each), the snapshot restores to the same count, a clean restart
+// replays nothing, and a restart from the last sync replays the whole tail.
+func TestRunStateSmall(t *testing.T) {
+	tests := []struct {
+		engine     string
+		disk       bool // a store on disk
+		cleanStart bool // a clean restart of its own
+	}{
+		{engine: EngineMemory},
+		{engine: EngineFsmPebble, disk: true, cleanStart: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.engine, func(t *testing.T) {
+			const n, tail = 3000, 700
+			dir := t.TempDir()
+			got := map[string]*StateReport{}
+			for _, phase := range StatePhases {
+				rep, err := RunState(StateConfig{Engine: tt.engine, Phase: phase, N: n, Tail: tail, Reads: 100, Batch: 64, Dir: dir})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[phase] = rep
+			}
+			fill := got[PhaseFill]
+			if fill.FillIntentsPerSec <= 0 || fill.SnapshotBytes <= 0 || fill.ReadColdP50us <= 0 {
+				t.Errorf("fill: %d intents/s, snapshot %d bytes, cold read %.1f µs", int(fill.FillIntentsPerSec), fill.SnapshotBytes, fill.ReadColdP50us)
+			}
+			if want := uint64(2*n + tail); fill.AppliedAtClose != want {
+				t.Errorf("applied %d at close, want %d", fill.AppliedAtClose, want)
+			}
+			if (fill.DiskBytes > 0) != tt.disk || (fill.CheckpointSec > 0) != tt.disk {
+				t.Errorf("disk %d bytes, checkpoint %.3f s; a store on disk: %v", fill.DiskBytes, fill.CheckpointSec, tt.disk)
+			}
+			if got[PhaseRestore].RestoreSec <= 0 {
+				t.Error("no restore")
+			}
+			if (got[PhaseRestart].RestartOpenSec > 0) != tt.cleanStart {
+				t.Errorf("clean restart %.3f s; want one: %v", got[PhaseRestart].RestartOpenSec, tt.cleanStart)
+			}
+			replayed := got[PhaseRestartTail].TailRestartReplayed + got[PhaseRestore].TailRestartReplayed
+			if replayed != tail {
+				t.Errorf("the restart replayed %d entries, want the tail's %d", replayed, tail)
+			}
+		})
+	}
+}

@@ -7,6 +7,15 @@
 //
 //	storebench -engine pebble -n 1000000 -dir /tmp/store
 //	storebench -table < results.jsonl
+//
+// storebench state runs one phase of the state machine's own measurement
+// (storeeval.RunState: the real fsm.Machine over its in-memory or pebble
+// store, fill, snapshot, restore, restart), one process per phase;
+// bench/scripts/bench-state.sh runs the phases in turn and tabulates
+// them (storebench state-table).
+//
+//	storebench state -engine fsm-pebble -phase fill -n 1000000 -dir /tmp/run
+//	storebench state-table < state.jsonl
 package main
 
 import (
@@ -19,6 +28,14 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "state":
+			os.Exit(stateMain(os.Args[2:]))
+		case "state-table":
+			os.Exit(stateTableMain(os.Args[2:]))
+		}
+	}
 	var cfg storeeval.Config
 	flag.StringVar(&cfg.Engine, "engine", storeeval.EnginePebbleWAL,
 		"pebble, pebble-nowal, bbolt or fsm-memory")
