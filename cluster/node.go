@@ -271,7 +271,7 @@ type Node struct {
 	// raftTrans is trans as raft gets it: without the heartbeat fast path.
 	raftTrans raft.Transport
 	stream    *streamLayer // under trans: closeInbound on shutdown
-	snaps     raft.SnapshotStore
+	snaps     *indexedSnapshots
 	sm        *stateMachine
 	ml        *memberlist.Memberlist
 	gossip    *gossip

@@ -214,13 +214,13 @@ func (s *stateMachine) markRebuild(p any) {
 	if !ok || !errors.Is(err, fsm.ErrStoreIO) || s.marker == "" {
 		return
 	}
-	if f, err := os.Create(s.marker); err == nil {
-		_ = f.Sync()
-		_ = f.Close()
-		if d, err := os.Open(filepath.Dir(s.marker)); err == nil {
-			_ = d.Sync()
-			_ = d.Close()
-		}
+	f, ferr := os.Create(s.marker)
+	if ferr == nil {
+		ferr = errors.Join(f.Sync(), f.Close(), syncDir(filepath.Dir(s.marker)))
+	}
+	if ferr != nil && s.log != nil {
+		s.log.Error("the state store failed and could not be marked for a rebuild: the next start may fail the same way",
+			"marker", s.marker, "err", ferr)
 	}
 }
 
@@ -250,8 +250,8 @@ const unreadableSnapshotsDir = "snapshots.unreadable"
 // setAsideSnapshots moves every listed snapshot newer than index out of
 // the snapshot store, durably.
 func (n *Node) setAsideSnapshots(metas []*raft.SnapshotMeta, index uint64) error {
-	is, ok := n.snaps.(*indexedSnapshots)
-	if !ok || is.dir == "" {
+	is := n.snaps
+	if is.dir == "" {
 		return nil
 	}
 	aside := filepath.Join(n.cfg.DataDir, unreadableSnapshotsDir)

@@ -127,10 +127,7 @@ func testRestartFromStore(t *testing.T, rc restartCase) {
 // exchange the same snapshots and end with equal digests.
 func TestMixedStateEnginesAgree(t *testing.T) {
 	engines := map[string]string{"n1": StateEnginePebble, "n2": StateEngineMemory, "n3": StateEnginePebble}
-	tc := newTestCluster(t, func(c *Config) {
-		c.StateEngine = engines[c.ID]
-		compacting(c)
-	})
+	tc := newTestCluster(t, compactingOn(engines))
 	nodes := tc.startN(3)
 	ctx := ctxT(t)
 	for i := 0; i < 150; i++ {
@@ -155,10 +152,7 @@ func TestMixedStateEnginesAgree(t *testing.T) {
 // installs it from the leader and ends with the leader's digest.
 func TestCheckpointSnapshots(t *testing.T) {
 	engines := map[string]string{"n1": StateEnginePebble, "n2": StateEnginePebble, "n3": StateEngineMemory}
-	tc := newTestCluster(t, func(c *Config) {
-		c.StateEngine = engines[c.ID]
-		compacting(c)
-	})
+	tc := newTestCluster(t, compactingOn(engines))
 	nodes := tc.startN(3)
 	ctx := ctxT(t)
 	var memory *Node
@@ -267,4 +261,13 @@ func snapshotIndex(id string) uint64 {
 	var term, index, ms uint64
 	_, _ = fmt.Sscanf(id, "%d-%d-%d", &term, &index, &ms)
 	return index
+}
+
+// compactingOn is compacting with each node on the state engine engines
+// names for its ID.
+func compactingOn(engines map[string]string) func(*Config) {
+	return func(c *Config) {
+		c.StateEngine = engines[c.ID]
+		compacting(c)
+	}
 }

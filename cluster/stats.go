@@ -29,7 +29,7 @@ func (n *Node) Stats() Stats {
 	if metas, err := n.snaps.List(); err == nil && len(metas) > 0 {
 		st.Snapshots = len(metas)
 		st.LastSnapshotIndex, st.LastSnapshotTerm, st.LastSnapshotBytes = metas[0].Index, metas[0].Term, metas[0].Size
-		if is, ok := n.snaps.(*indexedSnapshots); ok && is.dir != "" {
+		if is := n.snaps; is.dir != "" {
 			// A checkpoint snapshot's state.bin is a reference; what it can
 			// come to take is its checkpoint's files (shared with the store
 			// until compaction replaces them).
